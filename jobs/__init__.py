@@ -1,0 +1,1 @@
+"""Entry points run with `python -m jobs.<name>` (or `ray job submit`)."""

@@ -1,0 +1,34 @@
+"""Shared command-line plumbing: benchmark source options and one-line error exits."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tmem_core.benchmarks import LoadRequest, benchmark_names
+from tmem_core.schema import DataError
+
+
+def add_source_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--benchmark", required=True, help=f"one of {', '.join(benchmark_names())}")
+    parser.add_argument("--source", type=Path, help="the benchmark's native file or folder")
+    parser.add_argument("--size", type=int, default=2000, help="synthetic: number of messages")
+    parser.add_argument("--seed", type=int, default=0, help="synthetic: random seed")
+    parser.add_argument("--variant", default="base",
+                        help="synthetic: base, revisions, no-metadata (join with '+')")
+
+
+def load_request(args: argparse.Namespace) -> LoadRequest:
+    return LoadRequest(source=args.source, size=args.size, seed=args.seed, variant=args.variant)
+
+
+def run_main(main: Callable[[], int]) -> None:
+    """Run a job; bad input ends with one clear error line and exit status 2."""
+    try:
+        code = main()
+    except DataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        code = 2
+    sys.exit(code)

@@ -1,0 +1,45 @@
+"""Convert a benchmark into canonical Parquet: messages, questions and a manifest.
+
+    python -m jobs.prepare --benchmark locomo --source ../shared/datasets/locomo/locomo10_dev.json
+    python -m jobs.prepare --benchmark synthetic --size 2000 --seed 0 [--variant revisions]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from jobs._cli import add_source_args, load_request, run_main
+from tmem_core.benchmarks import DEFAULT_OUT, prepare, read_prepared
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m jobs.prepare", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_source_args(parser)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output root folder")
+    parser.add_argument("--name", help="folder name under --out (default: the benchmark name)")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    target = prepare(args.benchmark, load_request(args), args.out, folder=args.name)
+    print_summary(target, time.perf_counter() - started)
+    return 0
+
+
+def print_summary(target: Path, seconds: float) -> None:
+    manifest = read_prepared(target).manifest
+    print(f"{manifest['benchmark']}: {manifest['messages']} messages, {manifest['questions']} "
+          f"questions, {len(manifest['conversations'])} conversations -> {target} "
+          f"({seconds:.1f}s)")
+    print("  categories: " + ", ".join(f"{k}={v}" for k, v in manifest["categories"].items()))
+    if manifest["repairs"]:
+        print(f"  repaired references: {len(manifest['repairs'])}")
+    for warning in manifest["warnings"][:10]:
+        print(f"  warning: {warning}")
+    if len(manifest["warnings"]) > 10:
+        print(f"  ... {len(manifest['warnings']) - 10} more warnings in manifest.json")
+
+
+if __name__ == "__main__":
+    run_main(main)

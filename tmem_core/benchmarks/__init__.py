@@ -1,0 +1,44 @@
+"""Benchmark adapters (one registered loader per benchmark) and canonical preparation.
+
+Add a benchmark by decorating a loader with `@benchmark("name", description=...)`
+in a module imported below.
+"""
+
+from tmem_core.benchmarks import (  # noqa: F401  (registration side effects)
+    _evermembench,
+    _groupmembench,
+    _locomo,
+    _longmemeval,
+    _synthetic,
+)
+from tmem_core.benchmarks._prepare import (
+    DEFAULT_OUT,
+    PreparedBenchmark,
+    build,
+    prepare,
+    read_prepared,
+    write_prepared,
+)
+from tmem_core.benchmarks._registry import (
+    BenchmarkSpec,
+    LoadedBenchmark,
+    LoadRequest,
+    benchmark,
+    benchmark_names,
+    get_benchmark,
+)
+
+__all__ = [
+    "DEFAULT_OUT",
+    "BenchmarkSpec",
+    "LoadRequest",
+    "LoadedBenchmark",
+    "PreparedBenchmark",
+    "benchmark",
+    "benchmark_names",
+    "build",
+    "get_benchmark",
+    "prepare",
+    "read_prepared",
+    "write_prepared",
+]

@@ -1,0 +1,136 @@
+"""Turn an adapter's output into validated canonical Parquet, written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tmem_core import __version__
+from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, get_benchmark
+from tmem_core.benchmarks._source import sha256_of
+from tmem_core.schema import (
+    SCHEMA_VERSION,
+    DataError,
+    messages_to_table,
+    questions_to_table,
+    validate_tables,
+)
+
+DEFAULT_OUT = Path("datasets/prepared")
+MESSAGES_FILE = "messages.parquet"
+QUESTIONS_FILE = "questions.parquet"
+MANIFEST_FILE = "manifest.json"
+
+
+@dataclass(frozen=True)
+class PreparedBenchmark:
+    """Canonical tables of one benchmark, as written by `prepare` (or built in memory)."""
+
+    name: str
+    messages: pa.Table
+    questions: pa.Table
+    manifest: dict[str, Any]
+
+
+def build(name: str, request: LoadRequest) -> PreparedBenchmark:
+    """Load with the registered adapter, convert and validate; write nothing."""
+    spec = get_benchmark(name)
+    if spec.needs_source and request.source is None:
+        raise DataError(f"benchmark {name!r} needs --source PATH")
+    if request.source is not None and not request.source.exists():
+        raise DataError("no such file or directory", file=str(request.source))
+    loaded = spec.loader(request)
+    source_label = str(request.source) if request.source else f"generated:{name}"
+    messages = messages_to_table(loaded.messages)
+    questions = questions_to_table(loaded.questions)
+    validate_tables(messages, questions, source=source_label)
+    return PreparedBenchmark(name, messages, questions,
+                             _manifest(name, request, loaded, messages, questions))
+
+
+def prepare(name: str, request: LoadRequest, out_root: Path = DEFAULT_OUT,
+            folder: str | None = None) -> Path:
+    """Build and write `<out_root>/<folder or name>/{messages,questions}.parquet` + manifest."""
+    prepared = build(name, request)
+    target = out_root / (folder or name)
+    write_prepared(prepared, target)
+    return target
+
+
+def write_prepared(prepared: PreparedBenchmark, target: Path) -> None:
+    """Write to a temporary sibling directory, then swap it in: never half-written."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        pq.write_table(prepared.messages, tmp / MESSAGES_FILE)
+        pq.write_table(prepared.questions, tmp / QUESTIONS_FILE)
+        (tmp / MANIFEST_FILE).write_text(json.dumps(prepared.manifest, indent=2, sort_keys=True)
+                                         + "\n")
+        _swap_in(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _swap_in(tmp: Path, target: Path) -> None:
+    if not target.exists():
+        os.rename(tmp, target)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+    os.rename(target, old / "x")
+    os.rename(tmp, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def read_prepared(directory: Path) -> PreparedBenchmark:
+    """Read a prepared benchmark directory (gold columns included: callers project them)."""
+    for name in (MESSAGES_FILE, QUESTIONS_FILE, MANIFEST_FILE):
+        if not (directory / name).exists():
+            raise DataError(f"not a prepared benchmark (missing {name}); run jobs.prepare first",
+                            file=str(directory))
+    manifest = json.loads((directory / MANIFEST_FILE).read_text())
+    return PreparedBenchmark(
+        manifest["benchmark"],
+        pq.read_table(directory / MESSAGES_FILE),
+        pq.read_table(directory / QUESTIONS_FILE),
+        manifest,
+    )
+
+
+def _manifest(name: str, request: LoadRequest, loaded: LoadedBenchmark, messages: pa.Table,
+              questions: pa.Table) -> dict[str, Any]:
+    msg_counts = Counter(messages.column("conv_id").to_pylist())
+    q_counts = Counter(questions.column("conv_id").to_pylist())
+    manifest: dict[str, Any] = {
+        "benchmark": name,
+        "schema_version": SCHEMA_VERSION,
+        "tmem_eval_version": __version__,
+        "messages": messages.num_rows,
+        "questions": questions.num_rows,
+        "conversations": {
+            conv: {"messages": msg_counts[conv], "questions": q_counts.get(conv, 0)}
+            for conv in sorted(msg_counts)
+        },
+        "categories": dict(sorted(Counter(questions.column("category").to_pylist()).items())),
+        "answer_kinds": dict(sorted(Counter(questions.column("answer_kind").to_pylist()).items())),
+        "warnings": loaded.warnings,
+        "repairs": loaded.repairs,
+        **loaded.details,
+    }
+    if request.source is not None:
+        files = [request.source] if request.source.is_file() else sorted(
+            p for p in request.source.rglob("*") if p.is_file())
+        manifest["source"] = {"path": str(request.source), "sha256": sha256_of(files)}
+    else:
+        manifest["source"] = {"generator": name, "size": request.size, "seed": request.seed,
+                              "variant": request.variant}
+    return manifest

@@ -1,0 +1,397 @@
+"""The synthetic multi-party benchmark: seeded, deterministic, 200 to 120,000 messages.
+
+Each conversation is a workspace of several channels, authors and roles. Topics (a system's
+attribute within a project, e.g. "Atlas checkout retry limit") recur in dense episodes
+separated by long gaps; decisions are proposed, elaborated (EXPAND), updated (UPDATE) and
+sometimes rolled back. Decisive updates are often phrased without the topic's words: only
+their episode ties them to the question. Distractors share words with the questions. Six
+question kinds (GroupMemBench's) carry gold answers and gold evidence ids.
+
+Variants (`--variant`, joined with '+'): `revisions` injects 1-3 revisions then a rollback
+into every knowledge-update chain; `no-metadata` withholds topic and phase.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
+from tmem_core.schema import DataError, Gold, Message, Question
+
+VARIANT_FLAGS = ("base", "revisions", "no-metadata")
+MESSAGES_PER_CONVERSATION = 30_000  # a GroupMemBench domain
+MIN_SIZE, MAX_SIZE = 100, 200_000
+
+PROJECTS = ("Atlas", "Borealis", "Cedar", "Dynamo", "Ember", "Falcon", "Granite", "Harbor",
+            "Iris", "Juniper", "Kestrel", "Lumen", "Meridian", "Nimbus", "Orchid", "Pioneer")
+SYSTEMS = ("checkout", "upload", "billing", "search", "onboarding", "notification",
+           "reporting", "login", "export", "inventory")
+ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    "retry limit": ("3 attempts", "5 attempts", "7 attempts", "2 attempts", "10 attempts"),
+    "rollout region": ("EU first", "US first", "APAC first", "Canada first", "all regions"),
+    "review cadence": ("weekly", "biweekly", "monthly", "daily", "quarterly"),
+    "timeout": ("30 seconds", "60 seconds", "90 seconds", "2 minutes", "15 seconds"),
+    "storage backend": ("Postgres", "S3", "Redis", "BigQuery", "DynamoDB"),
+    "approval rule": ("two approvers", "one approver plus QA", "a Legal sign-off",
+                      "the PM alone", "three approvers"),
+    "budget cap": ("$40k", "$55k", "$70k", "$25k", "$90k"),
+    "batch size": ("500 rows", "1,000 rows", "2,500 rows", "100 rows", "5,000 rows"),
+}
+SCOPES = ("card payments only", "enterprise accounts only", "mobile clients only",
+          "new customers only", "the public API only", "internal tools only")
+CHANNELS = ("#eng", "#product", "#ops", "#design", "#launch", "#qa")
+ROLES = ("PM", "backend engineer", "frontend engineer", "designer", "QA lead", "SRE",
+         "legal counsel", "data analyst")
+PHASES = ("planning", "design", "implementation", "testing", "launch")
+NOISE_TOPICS = ("social", "logistics", "tooling")
+ABSTAIN = "No information available."
+
+
+@dataclass
+class _Event:
+    """A message before ordering; ids are assigned once all events are sorted by time."""
+
+    when: datetime
+    author: str
+    channel: str
+    text: str
+    topic: str | None
+    phase: str | None
+    reply_to: _Event | None = None
+    msg_id: str = ""
+
+
+@dataclass
+class _Topic:
+    project: str
+    system: str
+    attribute: str
+    channel: str
+    owner: str
+    values: list[str]
+    scope: str
+    chain: list[tuple[_Event, str]] = field(default_factory=list)  # (event, value) states
+    final_evidence: list[_Event] = field(default_factory=list)
+    proposer: str = ""
+    scope_event: _Event | None = None
+    update_event: _Event | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.project} {self.system} {self.attribute}"
+
+
+@benchmark("synthetic", description="Seeded multi-party group-chat benchmark (generated)",
+           needs_source=False)
+def load_synthetic(request: LoadRequest) -> LoadedBenchmark:
+    flags = _parse_variant(request.variant)
+    if not MIN_SIZE <= request.size <= MAX_SIZE:
+        raise DataError(f"--size must be between {MIN_SIZE} and {MAX_SIZE}, got {request.size}")
+    out = LoadedBenchmark(messages=[], questions=[])
+    n_conv = max(1, round(request.size / MESSAGES_PER_CONVERSATION))
+    sizes = [request.size // n_conv + (i < request.size % n_conv) for i in range(n_conv)]
+    for index, size in enumerate(sizes):
+        conv = _Conversation(f"syn-{request.seed}-{index}", size,
+                             random.Random(f"{request.seed}:{index}"), flags)
+        conv.generate(out)
+    out.details["variant"] = sorted(flags)
+    return out
+
+
+def _parse_variant(variant: str) -> set[str]:
+    flags = set(variant.split("+")) if variant else {"base"}
+    unknown = flags - set(VARIANT_FLAGS)
+    if unknown:
+        raise DataError(f"unknown variant {sorted(unknown)}; allowed: {', '.join(VARIANT_FLAGS)} "
+                        "(join several with '+')")
+    return flags - {"base"}
+
+
+class _Conversation:
+    def __init__(self, conv_id: str, size: int, rng: random.Random, flags: set[str]) -> None:
+        self.conv_id, self.size, self.rng, self.flags = conv_id, size, rng, flags
+        self.authors = [f"User_{i}" for i in range(1, 5 + min(20, size // 1500) + 1)]
+        self.roles = {a: ROLES[i % len(ROLES)] for i, a in enumerate(self.authors)}
+        self.start = datetime(2025, 1, 6, 9, 0, tzinfo=UTC) + timedelta(days=rng.randrange(60))
+        self.days = max(60, size // 100)
+        self.events: list[_Event] = []
+
+    # -- topics and episodes -------------------------------------------------------------
+    def generate(self, out: LoadedBenchmark) -> None:
+        topics = self._topics()
+        for topic in topics:
+            self._episodes(topic)
+        topic_messages = len(self.events)
+        self._noise(topics, max(0, self.size - topic_messages))
+        self._finalise(out)
+        self._questions(topics, out)
+
+    def _topics(self) -> list[_Topic]:
+        n_topics = max(6, round(self.size * 0.45 / 22))
+        # ~12 topics per project: some share an attribute (term ambiguity needs such pairs)
+        projects = PROJECTS[: max(1, min(len(PROJECTS), n_topics // 12))]
+        combos = [(p, s, a) for p in projects for s in SYSTEMS for a in ATTRIBUTES]
+        self.rng.shuffle(combos)
+        chosen = combos[: min(n_topics, len(combos))]
+        topics = []
+        for project, system, attribute in chosen:
+            values = list(ATTRIBUTES[attribute])
+            self.rng.shuffle(values)
+            topics.append(_Topic(project, system, attribute, self.rng.choice(CHANNELS),
+                                  self.rng.choice(self.authors), values, self.rng.choice(SCOPES)))
+        return topics
+
+    def _episode_times(self, count: int) -> list[datetime]:
+        """Episode starts spread over the timeline with gaps of at least four days."""
+        slots = sorted(self.rng.sample(range(0, self.days - 2, 4), count))
+        return [self.start + timedelta(days=d, hours=self.rng.randrange(9),
+                                       minutes=self.rng.randrange(60)) for d in slots]
+
+    def _phase_at(self, when: datetime) -> str:
+        """Project phases follow the timeline: planning first, launch last."""
+        share = (when - self.start).total_seconds() / (self.days * 86400)
+        return PHASES[min(len(PHASES) - 1, int(share * len(PHASES)))]
+
+    def _episodes(self, topic: _Topic) -> None:
+        n_updates = self.rng.choice((1, 1, 2))
+        revisions = self.rng.randint(1, 3) if "revisions" in self.flags else 0
+        rollback = revisions > 0 or self.rng.random() < 0.2
+        n_episodes = 2 + n_updates + (1 if revisions else 0) + int(rollback)
+        times = self._episode_times(min(n_episodes, (self.days - 2) // 4))
+        phase_of = {i: self._phase_at(when) for i, when in enumerate(times)}
+        clock = iter(enumerate(times))
+        self._opening_episode(topic, *next(clock), phase_of)
+        for step in range(n_updates):
+            if (slot := next(clock, None)) is not None:
+                self._update_episode(topic, slot[0], slot[1], phase_of, topic.values[1 + step])
+        if revisions and (slot := next(clock, None)) is not None:
+            for r in range(revisions):
+                value = topic.values[(1 + n_updates + r) % len(topic.values)]
+                self._update_episode(topic, slot[0], slot[1] + timedelta(minutes=40 * r),
+                                     phase_of, value, brief=True)
+        if rollback and (slot := next(clock, None)) is not None:
+            self._rollback_episode(topic, *slot, phase_of)
+        if (slot := next(clock, None)) is not None:
+            self._chatter_episode(topic, *slot, phase_of)
+
+    def _say(self, topic: _Topic, when: datetime, phase: str, text: str, author: str | None = None,
+             reply_to: _Event | None = None, channel: str | None = None) -> _Event:
+        event = _Event(when, author or self.rng.choice(self.authors), channel or topic.channel,
+                       text, topic.name, phase, reply_to)
+        self.events.append(event)
+        return event
+
+    def _ticks(self, start: datetime) -> list[datetime]:
+        minutes, out = 0, []
+        for _ in range(16):
+            minutes += self.rng.randint(1, 6)
+            out.append(start + timedelta(minutes=minutes))
+        return out
+
+    def _opening_episode(self, topic: _Topic, i: int, start: datetime,
+                         phase_of: dict[int, str]) -> None:
+        t, ph, v0 = self._ticks(start), phase_of[i], topic.values[0]
+        topic.proposer = self.rng.choice(self.authors)
+        kickoff = self._say(topic, t[0], ph, f"Kicking off the {topic.name} discussion: we "
+                            f"need to settle it before {PHASES[-1]}.")
+        root = self._say(topic, t[1], ph, f"For the {topic.system} {topic.attribute} I propose "
+                         f"{v0}; it is the safest option we have.", topic.proposer, kickoff)
+        topic.chain.append((root, v0))
+        self._say(topic, t[2], ph, f"Agreed, {v0} sounds reasonable to me.", reply_to=root)
+        topic.scope_event = self._say(
+            topic, t[3], ph, f"One constraint: whatever we pick should apply to {topic.scope}.",
+            reply_to=root)
+        self._say(topic, t[4], ph, f"I will own the {topic.system} {topic.attribute} work "
+                  f"for {topic.project}.", topic.owner)
+        for k in range(self.rng.randint(2, 5)):
+            self._say(topic, t[5 + k], ph, self.rng.choice(_EPISODE_FILLER).format(t=topic))
+
+    def _update_episode(self, topic: _Topic, i: int, start: datetime, phase_of: dict[int, str],
+                        value: str, brief: bool = False) -> None:
+        t, ph = self._ticks(start), phase_of[i]
+        opener = self._say(topic, t[0], ph, f"Reopening the {topic.project} {topic.system} "
+                           f"{topic.attribute} question after the {ph} review.")
+        # the decisive message shares almost no words with the question: only its episode
+        # ties it to the topic.
+        update = self._say(topic, t[1], ph, self.rng.choice(_UPDATE_TEMPLATES).format(v=value),
+                           reply_to=opener)
+        topic.chain.append((update, value))
+        topic.update_event = topic.update_event or update
+        if brief:
+            return
+        self._say(topic, t[2], ph, f"Confirmed, {value} from the next release.", reply_to=update)
+        for k in range(self.rng.randint(1, 4)):
+            self._say(topic, t[3 + k], ph, self.rng.choice(_EPISODE_FILLER).format(t=topic))
+
+    def _rollback_episode(self, topic: _Topic, i: int, start: datetime,
+                          phase_of: dict[int, str]) -> None:
+        t, ph = self._ticks(start), phase_of[i]
+        opener = self._say(topic, t[0], ph, f"Incident review for {topic.project} "
+                           f"{topic.system}: the latest {topic.attribute} change caused trouble.")
+        back = self._say(topic, t[1], ph, "Then let's roll back to what we originally agreed.",
+                         reply_to=opener)
+        topic.chain.append((back, topic.values[0]))
+        self._say(topic, t[2], ph, "Rollback done, the original setting is live again.",
+                  reply_to=back)
+
+    def _chatter_episode(self, topic: _Topic, i: int, start: datetime,
+                         phase_of: dict[int, str]) -> None:
+        t = self._ticks(start)
+        for k in range(self.rng.randint(3, 6)):
+            self._say(topic, t[k], phase_of[i], self.rng.choice(_EPISODE_FILLER).format(t=topic))
+
+    # -- noise ---------------------------------------------------------------------------
+    def _noise(self, topics: list[_Topic], count: int) -> None:
+        span = self.days * 86400
+        for _ in range(count):
+            when = self.start + timedelta(seconds=self.rng.randrange(span))
+            if self.rng.random() < 0.25 and topics:
+                t = self.rng.choice(topics)
+                text = self.rng.choice(_DISTRACTORS).format(t=t, v=self.rng.choice(t.values))
+                topic, channel = t.name, self.rng.choice(CHANNELS)
+            else:
+                text = self.rng.choice(_SMALL_TALK).format(s=self.rng.choice(SYSTEMS))
+                topic, channel = self.rng.choice(NOISE_TOPICS), self.rng.choice(CHANNELS)
+            self.events.append(_Event(when, self.rng.choice(self.authors), channel, text, topic,
+                                      self._phase_at(when)))
+
+    def _finalise(self, out: LoadedBenchmark) -> None:
+        order = sorted(range(len(self.events)), key=lambda k: (self.events[k].when, k))
+        base = len(out.messages)
+        for n, k in enumerate(order):
+            self.events[k].msg_id = f"{self.conv_id}:m{n:06d}"
+        hide = "no-metadata" in self.flags
+        for n, k in enumerate(order):
+            e = self.events[k]
+            out.messages.append(Message(
+                conv_id=self.conv_id, msg_id=e.msg_id, seq=base + n, timestamp=e.when,
+                text=e.text, author=e.author, role=self.roles[e.author], channel=e.channel,
+                topic=None if hide else e.topic, phase=None if hide else e.phase,
+                reply_to=e.reply_to.msg_id if e.reply_to else None,
+                session_id=f"{self.conv_id}:{e.when.date().isoformat()}",
+            ))
+
+    # -- questions -----------------------------------------------------------------------
+    def _questions(self, topics: list[_Topic], out: LoadedBenchmark) -> None:
+        kinds = ("knowledge_update", "temporal", "multi_hop", "user_implicit",
+                 "term_ambiguity", "abstention")
+        by_attr: dict[tuple[str, str], list[_Topic]] = {}
+        for t in topics:
+            by_attr.setdefault((t.project, t.attribute), []).append(t)
+        for n, topic in enumerate(topics):
+            kind = kinds[n % len(kinds)]
+            made = _QUESTION_MAKERS[kind](topic, by_attr, topics)
+            if made is None:
+                made = _QUESTION_MAKERS["knowledge_update"](topic, by_attr, topics)
+            assert made is not None
+            text, answer, evidence, asking, answer_kind, kind = made
+            qid = f"{self.conv_id}:q{n:05d}"
+            out.questions.append((
+                Question(conv_id=self.conv_id, qid=qid, question=text, category=kind,
+                         asking_user=asking, question_time=self.start + timedelta(days=self.days)),
+                Gold(qid=qid, answer=answer, evidence_ids=tuple(e.msg_id for e in evidence),
+                     answer_kind=answer_kind),
+            ))
+
+
+_Made = tuple[str, str, list[_Event], str | None, str, str]
+
+
+def _final_state(topic: _Topic) -> tuple[str, list[_Event]]:
+    """The current value and the messages that establish it (a rollback needs the original)."""
+    event, value = topic.chain[-1]
+    if len(topic.chain) > 1 and event.text.startswith("Then let's roll back"):
+        return value, [topic.chain[0][0], event]
+    return value, [event]
+
+
+def _q_update(t: _Topic, *_: object) -> _Made:
+    value, ev = _final_state(t)
+    return (f"What is the current {t.attribute} for {t.project} {t.system}?", value, ev, None,
+            "text", "knowledge_update")
+
+
+def _q_temporal(t: _Topic, *_: object) -> _Made | None:
+    if t.update_event is None:
+        return None
+    value = next(v for e, v in t.chain if e is t.update_event)
+    day = t.update_event.when
+    return (f"On what date was the {t.project} {t.system} {t.attribute} first changed to "
+            f"{value}?", f"{day.day} {day:%B %Y}", [t.update_event], None, "text", "temporal")
+
+
+def _q_multi_hop(t: _Topic, *_: object) -> _Made | None:
+    value, ev = _final_state(t)
+    assert t.scope_event is not None
+    return (f"Which {t.attribute} is in force for {t.project} {t.system}, and what does it "
+            f"apply to?", f"{value}, {t.scope}", [*ev, t.scope_event], None, "text", "multi_hop")
+
+
+def _q_user_implicit(t: _Topic, *_: object) -> _Made:
+    root = t.chain[0][0]
+    return (f"What did I originally propose for the {t.project} {t.system} {t.attribute}?",
+            t.chain[0][1], [root], t.proposer, "text", "user_implicit")
+
+
+def _q_term(t: _Topic, by_attr: dict[tuple[str, str], list[_Topic]], *_: object) -> _Made | None:
+    if len(by_attr[(t.project, t.attribute)]) < 2:
+        return None
+    value, ev = _final_state(t)
+    return (f"In {t.project}, which {t.attribute} applies to {t.system} (not to the other "
+            f"systems)?", value, ev, None, "text", "term_ambiguity")
+
+
+def _q_abstention(t: _Topic, _: object, topics: list[_Topic]) -> _Made | None:
+    taken = {(x.project, x.system, x.attribute) for x in topics}
+    missing = next((a for a in ATTRIBUTES if (t.project, t.system, a) not in taken), None)
+    if missing is None:
+        return None
+    return (f"What is the {missing} for {t.project} {t.system}?", ABSTAIN, [], None,
+            "abstention", "abstention")
+
+
+_QUESTION_MAKERS: dict[str, Callable[[_Topic, dict[tuple[str, str], list[_Topic]],
+                                       list[_Topic]], _Made | None]] = {
+    "knowledge_update": _q_update,
+    "temporal": _q_temporal,
+    "multi_hop": _q_multi_hop,
+    "user_implicit": _q_user_implicit,
+    "term_ambiguity": _q_term,
+    "abstention": _q_abstention,
+}
+
+_UPDATE_TEMPLATES = (
+    "After the load test we are switching to {v} instead.",
+    "New plan: {v}, effective immediately.",
+    "Numbers are in, going with {v} from now on.",
+    "Leadership signed off on {v}, please adjust.",
+)
+_EPISODE_FILLER = (
+    "Can someone link the {t.system} dashboard for this?",
+    "I'll update the {t.project} tracker once this is settled.",
+    "Do we need sign-off from the {t.system} on-call first?",
+    "Adding the {t.system} folks to this thread.",
+    "Sounds good, no objections from my side.",
+    "Let's capture this in the {t.project} decision log.",
+    "Any risk for the {t.system} migration?",
+)
+_DISTRACTORS = (
+    "Reminder: the {t.system} {t.attribute} is on the agenda for a future sync.",
+    "Does anyone remember where the {t.attribute} doc for {t.project} lives?",
+    "Unrelated, but {v} came up in the vendor call today.",
+    "The {t.system} {t.attribute} wiki page is out of date again.",
+    "Is {t.project} still blocked on the {t.attribute} question?",
+)
+_SMALL_TALK = (
+    "Anyone up for lunch at the new ramen place?",
+    "The {s} dashboard was slow this morning, anyone else?",
+    "Happy Friday everyone!",
+    "I had to retry the build three times today.",
+    "Coffee machine on floor 3 is broken again.",
+    "Who has the meeting room booking for tomorrow?",
+    "Nice work on the {s} demo yesterday.",
+    "Heads up: VPN maintenance tonight.",
+)
