@@ -23,7 +23,8 @@ from tmem_core.schema import DataError, Gold, Message, Question
 
 VARIANT_FLAGS = ("base", "revisions", "no-metadata")
 MESSAGES_PER_CONVERSATION = 30_000  # a GroupMemBench domain
-MIN_SIZE, MAX_SIZE = 100, 200_000
+MIN_SIZE, MAX_SIZE = 200, 200_000
+TOPIC_SHARE_MAX = 0.8  # at most this share of a workspace is topic discussion
 
 PROJECTS = ("Atlas", "Borealis", "Cedar", "Dynamo", "Ember", "Falcon", "Granite", "Harbor",
             "Iris", "Juniper", "Kestrel", "Lumen", "Meridian", "Nimbus", "Orchid", "Pioneer")
@@ -121,11 +122,15 @@ class _Conversation:
 
     # -- topics and episodes -------------------------------------------------------------
     def generate(self, out: LoadedBenchmark) -> None:
-        topics = self._topics()
-        for topic in topics:
+        topics: list[_Topic] = []
+        for topic in self._topics():
+            before = len(self.events)
             self._episodes(topic)
-        topic_messages = len(self.events)
-        self._noise(topics, max(0, self.size - topic_messages))
+            if topics and len(self.events) > TOPIC_SHARE_MAX * self.size:
+                del self.events[before:]  # leave room for noise: stop adding topics
+                break
+            topics.append(topic)
+        self._noise(topics, self.size - len(self.events))
         self._finalise(out)
         self._questions(topics, out)
 
