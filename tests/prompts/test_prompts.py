@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from tmem_core.prompts import PromptError, load_prompt, prompt_names
+
+
+def test_every_bundled_prompt_parses_with_a_stable_hash() -> None:
+    names = prompt_names()
+    assert "judge/locomo@v1" in names and "answer/forest@v1" in names
+    for name in names:
+        prompt = load_prompt(name)
+        assert prompt.user and len(prompt.sha256) == 64
+
+
+def test_latest_version_by_default_and_hash_of_the_file(tmp_path: Path) -> None:
+    assert load_prompt("judge/locomo").name == "judge/locomo@v1"
+    custom = tmp_path / "official.txt"
+    custom.write_text("# mine\n[user]\nQ={{question}} A={{answer}} R={{response}}\n")
+    prompt = load_prompt(str(custom))
+    assert prompt.sha256 == hashlib.sha256(custom.read_bytes()).hexdigest()
+    assert prompt.render(question="q", answer="a", response="r") == [
+        {"role": "user", "content": "Q=q A=a R=r"}]
+
+
+def test_render_rejects_missing_and_unknown_values() -> None:
+    prompt = load_prompt("judge/locomo")
+    with pytest.raises(PromptError, match="missing"):
+        prompt.render(question="q", answer="a")
+    with pytest.raises(PromptError, match="unexpected"):
+        prompt.render(question="q", answer="a", response="r", extra="x")
+
+
+def test_unknown_prompt_and_version() -> None:
+    with pytest.raises(PromptError, match="unknown prompt"):
+        load_prompt("judge/nope")
+    with pytest.raises(PromptError, match="no version 9"):
+        load_prompt("judge/locomo@v9")

@@ -1,0 +1,35 @@
+"""Evaluation: deterministic metrics, answer prompts, judges and evidence recall."""
+
+from tmem_core.evaluation._answer import answer_prompt, format_instruction, question_block
+from tmem_core.evaluation._leaks import gold_leaks
+from tmem_core.evaluation._metrics import (
+    choice_correct,
+    choice_letter,
+    exact_match,
+    locomo_f1,
+    normalise,
+    partial_f1,
+    says_not_available,
+    token_f1,
+)
+from tmem_core.evaluation._protocols import PROTOCOLS, Protocol, get_protocol
+from tmem_core.evaluation._verdict import parse_verdict
+
+__all__ = [
+    "PROTOCOLS",
+    "Protocol",
+    "answer_prompt",
+    "choice_correct",
+    "choice_letter",
+    "exact_match",
+    "format_instruction",
+    "get_protocol",
+    "gold_leaks",
+    "locomo_f1",
+    "normalise",
+    "parse_verdict",
+    "partial_f1",
+    "question_block",
+    "says_not_available",
+    "token_f1",
+]

@@ -1,0 +1,9 @@
+"""Prompts as versioned data: `<kind>/<name>.v<N>.txt` files, each identified by its hash.
+
+A prompt file has optional `#` comment lines, then a `[system]` and a `[user]` section.
+Placeholders are `{{name}}`; rendering fails on a missing or unknown placeholder.
+"""
+
+from tmem_core.prompts._prompt import Prompt, PromptError, load_prompt, prompt_names
+
+__all__ = ["Prompt", "PromptError", "load_prompt", "prompt_names"]
