@@ -13,14 +13,17 @@ from tmem_core.evaluation._metrics import (
     token_f1,
 )
 from tmem_core.evaluation._protocols import PROTOCOLS, Protocol, get_protocol
+from tmem_core.evaluation._recall import RecallTable, evidence_recall, recall_scorable
 from tmem_core.evaluation._verdict import parse_verdict
 
 __all__ = [
     "PROTOCOLS",
     "Protocol",
+    "RecallTable",
     "answer_prompt",
     "choice_correct",
     "choice_letter",
+    "evidence_recall",
     "exact_match",
     "format_instruction",
     "get_protocol",
@@ -30,6 +33,7 @@ __all__ = [
     "parse_verdict",
     "partial_f1",
     "question_block",
+    "recall_scorable",
     "says_not_available",
     "token_f1",
 ]

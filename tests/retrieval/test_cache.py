@@ -1,0 +1,141 @@
+"""The on-disk cache: built once, reused, safe when two processes build at once."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tmem_core.retrieval import (
+    CACHE_ENV,
+    Bm25Index,
+    Conversation,
+    EmbeddingStore,
+    HashEmbedder,
+    IndexStore,
+    build_once,
+    default_index_dir,
+)
+from tmem_core.schema import Message
+
+TEXTS = ["the checkout retry limit is five", "lunch at noon", "retry the upload later"]
+
+
+def _conversation(conv_id: str, texts: list[str], topic: str | None = None) -> Conversation:
+    t0 = datetime(2025, 1, 1, tzinfo=UTC)
+    return Conversation(conv_id, tuple(
+        Message(conv_id, f"{conv_id}:{i}", i, t0, text, author="Ann", topic=topic)
+        for i, text in enumerate(texts)))
+
+
+def test_cache_root_follows_the_environment(monkeypatch: pytest.MonkeyPatch,
+                                            tmp_path: Path) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    assert default_index_dir() == tmp_path / "index"
+    monkeypatch.delenv(CACHE_ENV)
+    assert default_index_dir() == Path.home() / ".cache" / "tmem-eval" / "index"
+
+
+def test_second_index_build_is_a_cache_hit(tmp_path: Path) -> None:
+    convs = {"c": _conversation("c", TEXTS)}
+    first = IndexStore(convs, HashEmbedder(), tmp_path)
+    first.index("c", metadata=True)
+    assert (first.stats.built, first.stats.loaded) == (2, 0)
+    embedder = HashEmbedder()
+    second = IndexStore(convs, embedder, tmp_path)
+    index = second.index("c", metadata=True)
+    assert (second.stats.built, second.stats.loaded) == (0, 2)
+    assert embedder.calls == 0  # a warm load touches no embedding
+    assert index.ranking("checkout retry limit", "bm25", 1) == [0]
+
+
+def test_changed_content_or_parameters_miss_the_cache(tmp_path: Path) -> None:
+    IndexStore({"c": _conversation("c", TEXTS)}, HashEmbedder(), tmp_path).index("c")
+    changed = IndexStore({"c": _conversation("c", [*TEXTS, "one more"])}, HashEmbedder(),
+                         tmp_path)
+    changed.index("c")
+    assert changed.stats.built == 2
+
+
+def test_embeddings_are_reused_across_conversations_and_metadata(tmp_path: Path) -> None:
+    embedder = HashEmbedder()
+    store = IndexStore({"a": _conversation("a", TEXTS, topic="Atlas"),
+                        "b": _conversation("b", TEXTS[:2], topic="Borealis")}, embedder, tmp_path)
+    store.index("a", metadata=False)
+    assert embedder.calls == 3
+    store.index("b", metadata=False)  # identical texts: nothing new to embed
+    assert embedder.calls == 3
+    store.index("a", metadata=True)  # only the metadata fields are new
+    assert embedder.calls == 3 + 2  # "author: Ann", "topic: Atlas"
+    fresh = EmbeddingStore(HashEmbedder(), tmp_path)
+    assert fresh.embed(TEXTS).shape == (3, 256) and fresh.embedded == 0
+
+
+def _slow_build(target: str, log: str, barrier: mp.synchronize.Barrier) -> None:
+    def build(tmp: Path) -> None:
+        with open(log, "a") as fh:
+            fh.write("built\n")
+        time.sleep(0.5)
+        (tmp / "data.txt").write_text("complete")
+
+    barrier.wait()
+    build_once(Path(target), build)
+    assert (Path(target) / "data.txt").read_text() == "complete"
+
+
+def _bm25_in_child(root: str, barrier: mp.synchronize.Barrier,
+                   out: mp.Queue[list[float]]) -> None:
+    barrier.wait()
+    index, _ = Bm25Index.cached(TEXTS, Path(root))
+    out.put(index.scores("retry limit").tolist())
+
+
+def _run_two(target: object, *args: object) -> None:
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    procs = [ctx.Process(target=target, args=(*args, barrier)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+
+
+def test_two_processes_build_one_artifact(tmp_path: Path) -> None:
+    target, log = tmp_path / "artifact", tmp_path / "log.txt"
+    _run_two(_slow_build, str(target), str(log))
+    assert log.read_text().count("built") == 1
+    assert (target / "data.txt").read_text() == "complete"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_two_processes_build_one_valid_bm25_index(tmp_path: Path) -> None:
+    ctx = mp.get_context("spawn")
+    barrier, out = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_bm25_in_child, args=(str(tmp_path), barrier, out))
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    assert len(list((tmp_path / "bm25").iterdir())) == 2  # the index and its lock file
+    expected, _ = Bm25Index.cached(TEXTS, tmp_path)
+    assert results[0] == results[1] == expected.scores("retry limit").tolist()
+    assert np.argmax(results[0]) == 0
+
+
+def test_failed_build_leaves_nothing_behind(tmp_path: Path) -> None:
+    def broken(tmp: Path) -> None:
+        (tmp / "partial").write_text("x")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        build_once(tmp_path / "artifact", broken)
+    assert not (tmp_path / "artifact").exists()
+    assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []

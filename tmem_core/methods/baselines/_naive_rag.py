@@ -1,0 +1,57 @@
+"""Naive RAG: dense retrieval over fixed-size chunks of consecutive messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tmem_core.methods._base import Evidence, evidence
+from tmem_core.retrieval import Budget, Conversation, DenseIndex, IndexStore, content_key
+from tmem_core.schema import Message, Question
+
+
+@dataclass
+class NaiveRag:
+    """Chunks of `chunk_size` consecutive messages, ranked by MiniLM similarity to the question.
+
+    Whole chunks are taken in rank order while they fit the budget: with a message-count
+    budget k, chunks are added until they hold k messages (a chunk that would exceed k ends
+    the selection). A message counts as selected when its chunk is.
+    """
+
+    store: IndexStore
+    chunk_size: int = 4
+    name: str = "naive_rag"
+    _indexes: dict[str, tuple[list[list[Message]], DenseIndex]] = field(
+        default_factory=dict, repr=False)
+
+    def __call__(self, question: Question, budget: Budget) -> Evidence:
+        chunks, index = self._index(question.conv_id)
+        query = self.store.embeddings.embed([question.question], persist=False)[0]
+        taken: list[Message] = []
+        tokens = 0
+        for c in index.search(query, len(chunks)):
+            more = sum(budget.count_tokens(m.text) for m in chunks[c]) if budget.tokens else 0
+            if not budget.fits(len(taken) + len(chunks[c]), tokens + more):
+                break
+            taken += chunks[c]
+            tokens += more
+        return evidence(self.name, question, [m.msg_id for m in taken])
+
+    def _index(self, conv_id: str) -> tuple[list[list[Message]], DenseIndex]:
+        if conv_id not in self._indexes:
+            chunks = chunk_messages(self.store.conversations[conv_id], self.chunk_size)
+            texts = [chunk_text(c) for c in chunks]
+            key = content_key(["chunks-v1", self.store.embedder.model_id, *texts])
+            index, _ = DenseIndex.cached(key, lambda: self.store.embeddings.embed(texts),
+                                         self.store.root)
+            self._indexes[conv_id] = (chunks, index)
+        return self._indexes[conv_id]
+
+
+def chunk_messages(conversation: Conversation, size: int) -> list[list[Message]]:
+    messages = list(conversation.messages)
+    return [messages[i:i + size] for i in range(0, len(messages), size)]
+
+
+def chunk_text(chunk: list[Message]) -> str:
+    return "\n".join(f"{m.author}: {m.text}" if m.author else m.text for m in chunk)

@@ -1,0 +1,70 @@
+"""Ranked retrieval baselines: full context, BM25, dense, hybrid (RRF), BM25 (Expand)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tmem_core.methods._base import Evidence, evidence
+from tmem_core.retrieval import Budget, IndexStore, Kind, query_text
+from tmem_core.schema import Question
+
+
+@dataclass(frozen=True)
+class FullContext:
+    """The most recent messages of the conversation, newest first, up to the budget."""
+
+    store: IndexStore
+    name: str = "full_context"
+
+    def __call__(self, question: Question, budget: Budget) -> Evidence:
+        messages = self.store.conversations[question.conv_id].messages
+        taken = budget.take(reversed(messages))
+        return evidence(self.name, question, [m.msg_id for m in taken])
+
+
+@dataclass(frozen=True)
+class RankedRetrieval:
+    """Messages in the order of one retriever (`bm25`, `dense` or `hybrid`), up to the budget."""
+
+    store: IndexStore
+    kind: Kind
+    metadata: bool = False
+    name: str = ""  # default: the kind, with "_meta" under metadata expansion
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.kind + ("_meta" if self.metadata else ""))
+
+    def __call__(self, question: Question, budget: Budget) -> Evidence:
+        index = self.store.index(question.conv_id, self.metadata)
+        depth = budget.messages or len(index.conversation)
+        ranked = index.ranking(query_text(question, self.metadata), self.kind, depth)
+        taken = budget.take(index.conversation.messages[p] for p in ranked)
+        return evidence(self.name, question, [m.msg_id for m in taken])
+
+
+@dataclass(frozen=True)
+class Bm25Expand:
+    """BM25 anchors, each followed by its `window` neighbours on either side, up to the budget.
+
+    Anchors are taken in rank order; an anchor adds its block (neighbours in conversation
+    order, already-taken messages skipped) until the budget is full.
+    """
+
+    store: IndexStore
+    window: int = 1
+    metadata: bool = False
+    name: str = "bm25_expand"
+
+    def __call__(self, question: Question, budget: Budget) -> Evidence:
+        index = self.store.index(question.conv_id, self.metadata)
+        size = len(index.conversation)
+        ranked = index.ranking(query_text(question, self.metadata), "bm25", size)
+        order: dict[int, None] = {}
+        for anchor in ranked:
+            block = range(max(0, anchor - self.window), min(size, anchor + self.window + 1))
+            order.update((p, None) for p in (anchor, *block))
+            if budget.messages is not None and len(order) >= budget.messages:
+                break
+        taken = budget.take(index.conversation.messages[p] for p in order)
+        return evidence(self.name, question, [m.msg_id for m in taken])

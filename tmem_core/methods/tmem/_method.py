@@ -1,0 +1,45 @@
+"""T-MEM evidence discovery as an evidence method (no structuring yet)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from tmem_core.methods._base import Evidence, evidence
+from tmem_core.methods.tmem._config import DiscoveryConfig
+from tmem_core.methods.tmem._discovery import discover
+from tmem_core.methods.tmem._select import ContextReranker, Selector
+from tmem_core.methods.tmem._timeline import Timeline
+from tmem_core.retrieval import Budget, IndexStore
+from tmem_core.schema import Question
+
+
+@dataclass
+class TemporalDiscovery:
+    """Seeds, temporal evidence discovery, then a selector cut to the budget.
+
+    With a message-count budget k the anchors are k as well (the Exp-2 protocol) unless
+    `config.anchors_follow_budget` is off; without any limit the budget is
+    `config.evidence_tokens` tokens. Evidence ids come in time order; the `Discovery` is the
+    trace.
+    """
+
+    store: IndexStore
+    config: DiscoveryConfig = field(default_factory=DiscoveryConfig)
+    selector: Selector = field(default_factory=ContextReranker)
+    name: str = "tmem_reranked"
+    _timelines: dict[str, Timeline] = field(default_factory=dict, repr=False)
+
+    def __call__(self, question: Question, budget: Budget) -> Evidence:
+        if budget.messages is None and budget.tokens is None:
+            budget = replace(budget, tokens=self.config.evidence_tokens)
+        index = self.store.index(question.conv_id, self.config.metadata)
+        found = discover(question, index, self._timeline(question.conv_id), self.config,
+                         self.config.anchor_depth(budget.messages))
+        chosen = set(self.selector.select(question, found.candidates, budget))
+        ordered = sorted(chosen, key=index.conversation.position.__getitem__)
+        return evidence(self.name, question, ordered, replace(found, selected=tuple(ordered)))
+
+    def _timeline(self, conv_id: str) -> Timeline:
+        if conv_id not in self._timelines:
+            self._timelines[conv_id] = Timeline.of(self.store.conversations[conv_id])
+        return self._timelines[conv_id]

@@ -1,0 +1,48 @@
+"""Where each message sits in time and in its discovery group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tmem_core.retrieval import Conversation
+from tmem_core.schema import Message
+
+# Group by topic; when it is null fall back to channel, then session, then the conversation.
+GROUP_FIELDS = ("topic", "channel", "session_id")
+
+
+def group_key(message: Message) -> str:
+    for name in GROUP_FIELDS:
+        if (value := getattr(message, name)) is not None:
+            return f"{name}:{value}"
+    return f"conversation:{message.conv_id}"
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Per message: its group key, its index among the group's messages, its time (seconds)."""
+
+    keys: tuple[str, ...]
+    members: dict[str, np.ndarray]  # group key -> message positions, ascending
+    ordinal: np.ndarray
+    seconds: np.ndarray
+
+    @classmethod
+    def of(cls, conversation: Conversation) -> Timeline:
+        keys = tuple(group_key(m) for m in conversation.messages)
+        lists: dict[str, list[int]] = {}
+        ordinal = np.zeros(len(keys), dtype=np.int64)
+        for position, key in enumerate(keys):
+            group = lists.setdefault(key, [])
+            ordinal[position] = len(group)
+            group.append(position)
+        members = {k: np.asarray(v, dtype=np.int64) for k, v in lists.items()}
+        seconds = np.asarray([m.timestamp.timestamp() for m in conversation.messages])
+        return cls(keys, members, ordinal, seconds)
+
+    def near(self, a: int, b: int, max_gap: int, max_gap_seconds: float) -> bool:
+        """Whether positions a and b are within the gap limits of each other."""
+        return (abs(a - b) <= max_gap
+                and abs(float(self.seconds[a] - self.seconds[b])) <= max_gap_seconds)

@@ -1,0 +1,37 @@
+"""How messages and questions become retrieval text (with optional metadata expansion)."""
+
+from __future__ import annotations
+
+import re
+
+from bm25s.stopwords import STOPWORDS_EN_PLUS
+
+from tmem_core.schema import Message, Question
+
+METADATA_FIELDS = ("author", "role", "channel", "topic", "phase")
+_WORD = re.compile(r"\w\w+")
+_STOPWORDS = frozenset(STOPWORDS_EN_PLUS)
+
+
+def metadata_header(message: Message) -> str:
+    """The message's present metadata values, e.g. `User_3 | PM | #eng | Atlas login timeout`."""
+    values = (getattr(message, name) for name in METADATA_FIELDS)
+    return " | ".join(v for v in values if v)
+
+
+def document_text(message: Message, metadata: bool) -> str:
+    """Text indexed for a message: its metadata prepended when `metadata` is on."""
+    header = metadata_header(message) if metadata else ""
+    return f"{header}: {message.text}" if header else message.text
+
+
+def query_text(question: Question, metadata: bool) -> str:
+    """Query for a question, expanded with the asking user when metadata expansion is on."""
+    if metadata and question.asking_user:
+        return f"{question.asking_user}: {question.question}"
+    return question.question
+
+
+def lexical_tokens(text: str) -> list[str]:
+    """Lower-cased words of two or more characters, English stopwords removed."""
+    return [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
