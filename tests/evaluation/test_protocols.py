@@ -56,6 +56,7 @@ def test_answer_prompt_formats() -> None:
     ("I believe this is correct since both say Paris.", True),
     ("This is not correct.", False), ("Incorrect", False),
     ("Hmm, hard to say.", None), ("", None), ("It could be correct or wrong.", None),
+    ("The limit is 3.\n\nThe gold answer is no information available.", None),
 ])
 def test_verdict_parser_tolerates_chatter(text: str, verdict: bool | None) -> None:
     assert parse_verdict(text) is verdict

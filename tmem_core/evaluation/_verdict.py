@@ -15,7 +15,8 @@ def parse_verdict(text: str) -> bool | None:
     """True / False for a clear verdict, None when the text commits to none.
 
     In order: the first word when it is a label ("CORRECT. The response..."), a stated
-    verdict ("Verdict: WRONG"), else the labels present when they all agree.
+    verdict ("Verdict: WRONG"), else the labels present when they all agree; in that last
+    case "yes" and "no" do not count ("no information" is not a verdict).
     """
     lowered = text.lower()
     words = _WORD.findall(lowered)
@@ -30,7 +31,7 @@ def parse_verdict(text: str) -> bool | None:
         return stated_labels.pop()
     present = set()
     for before, word in zip(["", *words], words, strict=False):
-        label = _label(word)
+        label = _label(word) if word not in ("yes", "no") else None
         if label is not None:
             present.add(label != (before == "not"))  # "not correct" counts as negative
     return present.pop() if len(present) == 1 else None
