@@ -7,7 +7,7 @@ import re
 POSITIVE = ("correct", "yes", "true")
 NEGATIVE = ("wrong", "incorrect", "no", "false")
 _WORD = re.compile(r"[a-z]+")
-_STATED = re.compile(r"(?:verdict|answer|label|grade|judgement|judgment)\s*(?:is|:|=)\s*\**\s*"
+_STATED = re.compile(r"(?:verdict|label|grade|judgement|judgment)\s*(?:is|:|=)\s*\**\s*"
                      r"([a-z]+)")
 
 
