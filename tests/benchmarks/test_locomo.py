@@ -81,7 +81,8 @@ def test_unseen_variations_load(locomo_path: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("edit", "field"), [
-    (lambda s: s["conversation"].__setitem__("session_1_date_time", "someday"), "session_1_date_time"),
+    (lambda s: s["conversation"].__setitem__("session_1_date_time", "someday"),
+     "session_1_date_time"),
     (lambda s: s["qa"][0].pop("question"), "question"),
     (lambda s: s["qa"][0].__setitem__("category", 9), "category"),
     (lambda s: s["conversation"]["session_1"][1].__setitem__("dia_id", "D1:1"), "dia_id"),

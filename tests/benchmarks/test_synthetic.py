@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from itertools import pairwise
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -59,7 +60,7 @@ def test_topics_recur_in_dense_episodes_separated_by_long_gaps() -> None:
             by_topic[m.topic].append(m)
     for topic_msgs in by_topic.values():
         stamps = [m.timestamp for m in topic_msgs]
-        for a, b in zip(stamps, stamps[1:], strict=False):
+        for a, b in pairwise(stamps):
             (gaps_in if (b - a).total_seconds() < 3 * 3600 else gaps_between).append(
                 (b - a).total_seconds())
     assert gaps_in and gaps_between

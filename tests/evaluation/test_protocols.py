@@ -70,3 +70,10 @@ def test_gold_leak_validator_ignores_context_but_catches_instructions() -> None:
     leaked = [*clean, {"role": "user", "content": "Hint: the answer is 5 attempts"}]
     assert gold_leaks(leaked, "[c:m000012] going with 5 attempts", "When?", gold) == [
         "q1: gold answer '5 attempts' in prompt"]
+
+
+def test_abstention_phrase_in_instructions_is_not_a_leak() -> None:
+    gold = Gold("q1", "No information available.", answer_kind="abstention")
+    messages, _ = answer_prompt(q("abstention"), "flat", "ctx", get_protocol("synthetic"))
+    assert "No information available." in messages[-1]["content"]
+    assert gold_leaks(messages, "ctx", "When?", gold) == []

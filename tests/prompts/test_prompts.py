@@ -39,3 +39,14 @@ def test_unknown_prompt_and_version() -> None:
         load_prompt("judge/nope")
     with pytest.raises(PromptError, match="no version 9"):
         load_prompt("judge/locomo@v9")
+
+
+def test_judge_prompts_declare_their_labels() -> None:
+    for name in prompt_names():
+        prompt = load_prompt(name)
+        if name.startswith("judge/"):
+            schema = prompt.verdict_schema()
+            assert schema is not None and len(prompt.labels) == 2
+        else:
+            assert prompt.verdict_schema() is None
+    assert load_prompt("judge/groupmembench").labels == ("Correct", "Incorrect")

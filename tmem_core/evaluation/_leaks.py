@@ -29,7 +29,9 @@ def gold_leaks(prompt_messages: list[dict[str, str]], context: str, question: st
 
 
 def _gold_values(gold: Gold) -> list[tuple[str, str]]:
-    values = [("answer", gold.answer)] if gold.answer and gold.answer_kind != "choice" else []
+    # a choice answer is a letter, and an abstention answer is the protocol's own phrase,
+    # which the answer instructions legitimately name
+    values = [("answer", gold.answer)] if gold.answer and gold.answer_kind == "text" else []
     values += [("evidence id", e) for e in gold.evidence_ids]
     meta = json.loads(gold.gold_meta) if gold.gold_meta else {}
     values += [(f"gold_meta.{k}", v) for k, v in meta.items() if isinstance(v, str)]

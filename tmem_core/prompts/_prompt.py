@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from tmem_core.llm import ChatMessage
+
 PROMPT_DIR = Path(__file__).resolve().parent
 _VERSIONED = re.compile(r"^(?P<name>.+)\.v(?P<version>\d+)\.txt$")
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
@@ -21,6 +23,14 @@ class Prompt:
     system: str
     user: str
     sha256: str  # of the file's bytes: recorded with every call that used it
+    labels: tuple[str, ...] = ()  # a judge prompt's verdict labels ("# labels: A, B")
+
+    def verdict_schema(self) -> dict[str, object] | None:
+        """JSON schema constraining a judge's reply to one of its labels (None: no labels)."""
+        if not self.labels:
+            return None
+        return {"type": "object", "properties": {"verdict": {"enum": list(self.labels)}},
+                "required": ["verdict"], "additionalProperties": False}
 
     @property
     def placeholders(self) -> frozenset[str]:
@@ -41,6 +51,16 @@ class Prompt:
         if self.system:
             messages.insert(0, {"role": "system", "content": fill(self.system)})
         return messages
+
+    def chat(self, **values: str) -> tuple[ChatMessage, ...]:
+        """`render` as the LLM layer's chat messages, ready for a `ChatRequest`."""
+        return as_chat(self.render(**values))
+
+
+def as_chat(messages: list[dict[str, str]]) -> tuple[ChatMessage, ...]:
+    """Rendered role/content dicts as the LLM layer's chat messages."""
+    return tuple(ChatMessage(m["role"], m["content"])  # type: ignore[arg-type]
+                 for m in messages)
 
 
 def prompt_names() -> list[str]:
@@ -78,9 +98,12 @@ def load_prompt(ref: str) -> Prompt:
 def _parse(name: str, raw: bytes) -> Prompt:
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
+    labels: tuple[str, ...] = ()
     for line in raw.decode("utf-8").splitlines():
         header = line.strip().lower()
-        if header in ("[system]", "[user]"):
+        if current is None and line.startswith("# labels:"):
+            labels = tuple(x.strip() for x in line.split(":", 1)[1].split(",") if x.strip())
+        elif header in ("[system]", "[user]"):
             current = sections.setdefault(header[1:-1], [])
         elif current is not None:
             current.append(line)
@@ -93,4 +116,5 @@ def _parse(name: str, raw: bytes) -> Prompt:
         system="\n".join(sections.get("system", [])).strip(),
         user="\n".join(sections["user"]).strip(),
         sha256=hashlib.sha256(raw).hexdigest(),
+        labels=labels,
     )

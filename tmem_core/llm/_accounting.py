@@ -1,0 +1,70 @@
+"""Per-call records (one row per LLM call) and their Arrow schema for the calls table."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from tmem_core.llm._config import BackboneConfig
+from tmem_core.llm._types import ChatRequest, ChatResponse
+
+CALLS_SCHEMA = pa.schema(
+    [
+        pa.field("backbone", pa.string(), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("stage", pa.string(), nullable=False),
+        pa.field("qid", pa.string(), nullable=False),
+        pa.field("request_hash", pa.string(), nullable=False),
+        pa.field("prompt_tokens", pa.int64(), nullable=False),
+        pa.field("completion_tokens", pa.int64(), nullable=False),
+        pa.field("latency_s", pa.float64(), nullable=False),
+        pa.field("cached", pa.bool_(), nullable=False),
+        pa.field("cost_usd", pa.float64(), nullable=False),
+        pa.field("error", pa.string()),
+        pa.field("error_kind", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One LLM call. Cached calls keep the original token counts and cost 0 USD."""
+
+    backbone: str
+    model: str
+    stage: str
+    qid: str
+    request_hash: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    cached: bool
+    cost_usd: float
+    error: str | None
+    error_kind: str | None
+
+    @classmethod
+    def of(
+        cls, backbone: BackboneConfig, request: ChatRequest, response: ChatResponse
+    ) -> CallRecord:
+        return cls(
+            backbone=backbone.name,
+            model=backbone.model,
+            stage=request.stage,
+            qid=request.qid,
+            request_hash=response.request_hash,
+            prompt_tokens=response.usage.prompt_tokens,
+            completion_tokens=response.usage.completion_tokens,
+            latency_s=response.latency_s,
+            cached=response.cached,
+            cost_usd=response.cost_usd,
+            error=response.error,
+            error_kind=response.error_kind,
+        )
+
+
+def records_to_table(records: Iterable[CallRecord]) -> pa.Table:
+    return pa.Table.from_pylist([dataclasses.asdict(r) for r in records], schema=CALLS_SCHEMA)

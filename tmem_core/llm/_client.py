@@ -1,0 +1,235 @@
+"""`LLMClient`: a backend plus the request cache, output retries and cost accounting."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from tmem_core.llm._accounting import CallRecord
+from tmem_core.llm._cache import CachedCall, RequestCache, request_hash
+from tmem_core.llm._config import (
+    BackboneConfig,
+    ConfigError,
+    EmbeddedEngineConfig,
+    OpenAIEngineConfig,
+    get_backbone,
+)
+from tmem_core.llm._embedded import EmbeddedBackend
+from tmem_core.llm._http import OpenAICompatBackend, StaticEndpoint
+from tmem_core.llm._types import Backend, ChatRequest, ChatResponse, output_response, run_sync
+from tmem_core.llm._vllm import VLLMBackend
+
+RETRY_TEMPERATURE = 0.7
+"""Temperature floor of a retry after invalid output, so that greedy decoding can produce
+something else; each retry also gets a new seed."""
+
+
+class LLMClient:
+    """Answers requests from the cache where it can, from the backend otherwise.
+
+    A request whose output is empty or invalid against its schema is sent again (at most
+    `max_output_attempts` times in all) before it becomes an error record; the tokens of every
+    attempt are counted. Only successful responses are cached. Identical requests of one batch
+    go to the engine once. Every call is appended to `records`.
+    """
+
+    def __init__(
+        self,
+        backbone: BackboneConfig,
+        backend: Backend,
+        cache: RequestCache | None = None,
+        *,
+        max_output_attempts: int = 3,
+    ) -> None:
+        self.backbone, self.backend, self.cache = backbone, backend, cache
+        self.max_output_attempts = max_output_attempts
+        self.records: list[CallRecord] = []
+
+    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        requests = [self._with_sampling(r) for r in requests]
+        keys = [request_hash(self.backbone, r) for r in requests]
+        start = time.perf_counter()
+        hits = self.cache.get_many(keys) if self.cache is not None else {}
+        lookup_s = (time.perf_counter() - start) / max(len(keys), 1)
+        todo = {k: r for k, r in zip(keys, requests, strict=True) if k not in hits}
+        fresh = await self._fresh(todo)
+        if self.cache is not None:
+            self.cache.put_many(self.backbone.name, fresh)
+        first = {key: i for i, key in reversed(list(enumerate(keys)))}
+        responses = [
+            self._assemble(key, request, hits, fresh, lookup_s, first=first[key] == i)
+            for i, (key, request) in enumerate(zip(keys, requests, strict=True))
+        ]
+        self.records.extend(
+            CallRecord.of(self.backbone, r, x) for r, x in zip(requests, responses, strict=True)
+        )
+        return responses
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        return run_sync(self.agenerate(requests))
+
+    async def _fresh(self, todo: dict[str, ChatRequest]) -> dict[str, ChatResponse]:
+        """Engine answers, resending requests whose output was invalid."""
+        done: dict[str, ChatResponse] = {}
+        pending = todo
+        for attempt in range(self.max_output_attempts):
+            if not pending:
+                break
+            keys = list(pending)
+            outputs = await self.backend.agenerate([_variant(pending[k], attempt) for k in keys])
+            for key, out in zip(keys, outputs, strict=True):
+                done[key] = _accumulate(done.get(key), out)
+            pending = {k: pending[k] for k in keys if done[k].error_kind == "invalid_output"}
+        for key in pending:
+            done[key] = dataclasses.replace(
+                done[key], error=f"{done[key].error} (after {self.max_output_attempts} attempts)"
+            )
+        return done
+
+    def _assemble(
+        self,
+        key: str,
+        request: ChatRequest,
+        hits: dict[str, CachedCall],
+        fresh: dict[str, ChatResponse],
+        lookup_s: float,
+        *,
+        first: bool,
+    ) -> ChatResponse:
+        """The response to one request: a cache hit, an engine answer, or a duplicate's."""
+        if key in hits:
+            response = _replay(hits[key], request, lookup_s)
+        elif first:
+            response = dataclasses.replace(
+                fresh[key], cost_usd=self.backbone.prices.cost(fresh[key].usage)
+            )
+        else:  # a duplicate within the batch, answered by its first occurrence
+            response = dataclasses.replace(fresh[key], cached=True, latency_s=0.0)
+        return dataclasses.replace(response, request_hash=key)
+
+    def _with_sampling(self, request: ChatRequest) -> ChatRequest:
+        if request.sampling is not None:
+            return request
+        return dataclasses.replace(request, sampling=self.backbone.sampling)
+
+
+class LazyBackend:
+    """Starts the real backend at the first request: a fully cached re-run never starts it."""
+
+    def __init__(self, backbone: BackboneConfig) -> None:
+        self.backbone = backbone
+        self._backend: Backend | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def started(self) -> bool:
+        return self._backend is not None
+
+    def get(self) -> Backend:
+        with self._lock:
+            if self._backend is None:
+                self._backend = make_backend(self.backbone)
+            return self._backend
+
+    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        return await self.get().agenerate(requests)
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        return self.get().generate(requests)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._backend is not None:
+                self._backend.close()
+            self._backend = None
+
+
+def make_backend(backbone: BackboneConfig) -> Backend:
+    """Start the backbone's engine (a server or an in-process engine)."""
+    engine = backbone.engine
+    if isinstance(engine, EmbeddedEngineConfig):
+        return EmbeddedBackend(backbone, engine)
+    if isinstance(engine, OpenAIEngineConfig):
+        key = _api_key(backbone, engine)
+        endpoint = StaticEndpoint(engine.base_url)
+        return OpenAICompatBackend(backbone, engine, endpoint, key, engine.extra_body)
+    return VLLMBackend(backbone, engine)
+
+
+@contextmanager
+def open_backend(backbone: BackboneConfig | str) -> Iterator[Backend]:
+    """The backbone's engine, started now and stopped on exit."""
+    backend = make_backend(_resolve(backbone))
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+@contextmanager
+def open_client(
+    backbone: BackboneConfig | str,
+    *,
+    use_cache: bool = True,
+    cache_path: str | Path | None = None,
+    max_output_attempts: int = 3,
+) -> Iterator[LLMClient]:
+    """An `LLMClient` whose engine starts at the first cache miss and stops on exit."""
+    resolved = _resolve(backbone)
+    backend = LazyBackend(resolved)
+    cache = RequestCache(cache_path) if use_cache else None
+    try:
+        yield LLMClient(resolved, backend, cache, max_output_attempts=max_output_attempts)
+    finally:
+        backend.close()
+        if cache is not None:
+            cache.close()
+
+
+def _resolve(backbone: BackboneConfig | str) -> BackboneConfig:
+    return get_backbone(backbone) if isinstance(backbone, str) else backbone
+
+
+def _api_key(backbone: BackboneConfig, engine: OpenAIEngineConfig) -> str:
+    if not engine.api_key_env:
+        return "EMPTY"  # local servers take any key
+    key = os.environ.get(engine.api_key_env)
+    if not key:
+        raise ConfigError(
+            f"backbones.{backbone.name}.engine.api_key_env: "
+            f"environment variable {engine.api_key_env} is not set"
+        )
+    return key
+
+
+def _variant(request: ChatRequest, attempt: int) -> ChatRequest:
+    """The request as sent on `attempt` (0 = as asked)."""
+    if attempt == 0 or request.sampling is None:
+        return request
+    sampling = dataclasses.replace(
+        request.sampling,
+        temperature=max(request.sampling.temperature, RETRY_TEMPERATURE),
+        seed=request.sampling.seed + attempt,
+    )
+    return dataclasses.replace(request, sampling=sampling)
+
+
+def _accumulate(previous: ChatResponse | None, latest: ChatResponse) -> ChatResponse:
+    """The latest attempt, charged with the tokens and time of the earlier ones."""
+    if previous is None:
+        return latest
+    return dataclasses.replace(
+        latest,
+        usage=previous.usage + latest.usage,
+        latency_s=previous.latency_s + latest.latency_s,
+    )
+
+
+def _replay(hit: CachedCall, request: ChatRequest, lookup_s: float) -> ChatResponse:
+    response = output_response(hit.text, hit.usage, lookup_s, request.schema)
+    return dataclasses.replace(response, cached=True)

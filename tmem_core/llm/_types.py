@@ -1,0 +1,167 @@
+"""Requests, responses and the backend protocol shared by every engine."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeVar
+
+import jsonschema
+
+Role = Literal["system", "user", "assistant"]
+
+ErrorKind = Literal[
+    "invalid_output",  # empty, not JSON, or not valid against the schema (retried by resampling)
+    "timeout",
+    "connection",
+    "rate_limit",
+    "server",  # 5xx or a malformed server answer
+    "request",  # the request was refused (4xx other than 429)
+    "engine",  # the engine is down or raised
+]
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: Role
+    content: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class Sampling:
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 256
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion. `sampling=None` takes the backbone's default sampling."""
+
+    messages: Sequence[ChatMessage]
+    sampling: Sampling | None = None
+    schema: dict[str, Any] | None = None
+    stage: str = ""
+    qid: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", tuple(self.messages))
+        if not self.messages:
+            raise ValueError("a chat request needs at least one message")
+        if self.schema is not None:
+            jsonschema.validators.validator_for(self.schema).check_schema(self.schema)
+
+    @classmethod
+    def from_prompt(
+        cls,
+        prompt: str,
+        *,
+        system: str | None = None,
+        sampling: Sampling | None = None,
+        schema: dict[str, Any] | None = None,
+        stage: str = "",
+        qid: str = "",
+    ) -> ChatRequest:
+        head = [ChatMessage("system", system)] if system else []
+        return cls((*head, ChatMessage("user", prompt)), sampling, schema, stage, qid)
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class ChatResponse:
+    """The outcome of one request: never raised, an `error` is set instead.
+
+    `usage` counts every attempt the request took; on a cache hit it is the usage of the
+    original call while `cost_usd` is 0 and `cached` is true.
+    """
+
+    text: str = ""
+    parsed: Any = None
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0
+    cached: bool = False
+    error: str | None = None
+    error_kind: ErrorKind | None = None
+    cost_usd: float = 0.0
+    request_hash: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def error_response(kind: ErrorKind, message: str) -> ChatResponse:
+    return ChatResponse(error=f"{kind}: {message}", error_kind=kind)
+
+
+def output_response(
+    text: str, usage: Usage, latency_s: float, schema: dict[str, Any] | None
+) -> ChatResponse:
+    """Build a response from raw model text, checking it against the schema if there is one."""
+    parsed: Any = None
+    problem: str | None = None
+    if not text.strip():
+        problem = "empty output"
+    elif schema is not None:
+        parsed, problem = _parse_json(text, schema)
+    if problem is None:
+        return ChatResponse(text=text, parsed=parsed, usage=usage, latency_s=latency_s)
+    return ChatResponse(
+        text=text,
+        usage=usage,
+        latency_s=latency_s,
+        error=f"invalid_output: {problem}; output {text[:200]!r}",
+        error_kind="invalid_output",
+    )
+
+
+def _parse_json(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, f"not JSON ({exc.msg} at char {exc.pos})"
+    error = jsonschema.exceptions.best_match(
+        jsonschema.validators.validator_for(schema)(schema).iter_errors(value)
+    )
+    if error is not None:
+        return None, f"violates the schema at {error.json_path}: {error.message}"
+    return value, None
+
+
+class Backend(Protocol):
+    """An engine that answers batches of chat requests; per-request failures are records."""
+
+    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]: ...
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]: ...
+
+    def close(self) -> None: ...
+
+
+def run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
+    """Run a coroutine from synchronous code (not from inside a running event loop)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    coro.close()
+    raise RuntimeError("generate() called inside a running event loop; await agenerate() instead")

@@ -1,0 +1,89 @@
+"""What the answer model reads, and the interface of methods that build it (with an LLM).
+
+A `ContextMethod` works in two steps so that the pipeline can run them as separate stages:
+`retrieve` (CPU only: indexes, discovery, initial search) and `construct` (the method's LLM
+steps, then rendering under the token budget). Both are plain Python on one question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse
+from tmem_core.methods._base import Evidence
+from tmem_core.schema import Message, Question
+
+ContextKind = Literal["flat", "forest", "memory"]
+TokenCounter = Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class Context:
+    """Evidence rendered for the answer prompt.
+
+    `ids` are the messages it presents (for evidence recall; for T2Mem, the messages of the
+    raw episodes it read plus the episodes its memory entries link to); `trace` is JSON-able
+    method detail (forest, labels, loop steps) kept with the record for inspection.
+    """
+
+    qid: str
+    method: str
+    kind: ContextKind
+    text: str
+    ids: tuple[str, ...]
+    tokens: int
+    trace: dict[str, Any] = field(default_factory=dict)
+
+
+class LLM(Protocol):
+    """What a method needs of the LLM layer (an `LLMClient`, or the pipeline's engine proxy)."""
+
+    @property
+    def backbone(self) -> BackboneConfig: ...
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]: ...
+
+
+class ContextMethod(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def retrieve(self, question: Question) -> Evidence:
+        """CPU step: candidate evidence (ids and a JSON-able trace)."""
+        ...
+
+    def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
+                  budget_tokens: int, count_tokens: TokenCounter) -> Context:
+        """LLM step(s), then the context within `budget_tokens`."""
+        ...
+
+
+def render_message(message: Message) -> str:
+    """One message as the answer model sees it: id, time, author and metadata, text."""
+    meta = [f"{k}: {v}" for k, v in (("role", message.role), ("channel", message.channel),
+                                     ("topic", message.topic), ("phase", message.phase)) if v]
+    author = message.author or "unknown"
+    if meta:
+        author = f"{author} ({', '.join(meta)})"
+    return f"[{message.msg_id}] {message.timestamp:%Y-%m-%d %H:%M} {author}: {message.text}"
+
+
+def render_flat(question: Question, method: str, messages: Sequence[Message],
+                budget_tokens: int, count_tokens: TokenCounter,
+                trace: dict[str, Any] | None = None) -> Context:
+    """A ranked list, cut at the first message that would exceed the token budget."""
+    lines: list[str] = []
+    ids: list[str] = []
+    used = 0
+    for message in messages:
+        line = render_message(message)
+        cost = count_tokens(line) + 1
+        if used + cost > budget_tokens:
+            break
+        lines.append(line)
+        ids.append(message.msg_id)
+        used += cost
+    return Context(question.qid, method, "flat", "\n".join(lines), tuple(ids), used,
+                   trace or {})
