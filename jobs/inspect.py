@@ -1,0 +1,97 @@
+"""Inspect one question under a context method: what it found, what it chose, what it built.
+
+    python -m jobs.inspect --benchmark synthetic --size 2000 --variant revisions \\
+        --qid syn-0-0:q00000 --method tmem
+    python -m jobs.inspect --benchmark locomo \\
+        --source ../shared/datasets/locomo/locomo10_dev.json --qid conv-26:q0 --budget 1024
+
+For T-MEM: anchors, intervals, candidates with their KEY/SUPPORT labels, the forest as a tree,
+the linearised context and its token count, LLM usage per step. The gold answer and evidence
+are printed last, for the reader only. Another method plugs in with an `Inspector` in
+`INSPECTORS`: how to build it from the indexes and how to show its evidence and context.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobs._cli import add_source_args, load_request, run_main
+from tmem_core.benchmarks import build, read_prepared
+from tmem_core.llm import count_tokens, open_client
+from tmem_core.methods import Evidence
+from tmem_core.methods._context import LLM, Context, ContextMethod
+from tmem_core.methods.tmem import TMEM_VARIANTS, DiscoveryConfig, describe, make_tmem
+from tmem_core.retrieval import IndexStore, conversations_from_table
+from tmem_core.schema import (
+    DataError,
+    Gold,
+    Message,
+    Question,
+    gold_from_table,
+    questions_from_table,
+)
+
+
+@dataclass(frozen=True)
+class Inspector:
+    build: Callable[[str, IndexStore], ContextMethod]
+    show: Callable[[Evidence, Context, Mapping[str, Message]], str]
+
+
+INSPECTORS: dict[str, Inspector] = {name: Inspector(make_tmem, describe)
+                                    for name in TMEM_VARIANTS}
+
+
+def main() -> int:
+    args = _parser().parse_args()
+    prepared = (read_prepared(args.prepared) if args.prepared
+                else build(args.benchmark, load_request(args)))
+    questions = {q.qid: q for q in questions_from_table(prepared.questions)}
+    if args.qid not in questions:
+        raise DataError(f"no question {args.qid!r}; for example: {', '.join(list(questions)[:5])}")
+    store = IndexStore(conversations_from_table(prepared.messages))
+    inspector = INSPECTORS[args.method]
+    with open_client(args.backbone) as llm:
+        print(report(questions[args.qid], inspector.build(args.method, store), inspector, llm,
+                     args.budget, store))
+    print(gold_lines(gold_from_table(prepared.questions)[args.qid]))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m jobs.inspect", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_source_args(parser)
+    parser.add_argument("--prepared", type=Path, help="read a prepared folder instead")
+    parser.add_argument("--qid", required=True, help="the question to inspect")
+    parser.add_argument("--method", default="tmem", choices=sorted(INSPECTORS))
+    parser.add_argument("--backbone", default="smollm2", help="LLM backbone of the method")
+    parser.add_argument("--budget", type=int, default=DiscoveryConfig().evidence_tokens,
+                        help="evidence budget in tokens")
+    return parser
+
+
+def report(question: Question, method: ContextMethod, inspector: Inspector, llm: LLM,
+           budget: int, store: IndexStore) -> str:
+    """Run the method on one question and describe every step."""
+    evidence = method.retrieve(question)
+    context = method.construct(question, evidence, llm, budget,
+                               functools.partial(count_tokens, llm.backbone))
+    messages = {m.msg_id: m for m in store.conversations[question.conv_id].messages}
+    head = (f"== {question.qid} [{question.category}] {question.question}"
+            f"{f' (asked by {question.asking_user})' if question.asking_user else ''}"
+            f" -- {method.name}, {llm.backbone.name}, budget {budget} tokens")
+    return f"{head}\n{inspector.show(evidence, context, messages)}"
+
+
+def gold_lines(gold: Gold) -> str:
+    return (f"== gold (for the reader; never given to the method): {gold.answer!r}; "
+            f"evidence {' '.join(gold.evidence_ids) or '-'}")
+
+
+if __name__ == "__main__":
+    run_main(main)

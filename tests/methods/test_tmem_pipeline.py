@@ -1,0 +1,145 @@
+"""The whole T-MEM chain on the hand-built group chat, with scripted LLM outputs."""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from test_tmem_fakes import ScriptedLLM, by_stage, label_all, link_all, message
+
+from tmem_core.llm import count_tokens
+from tmem_core.methods import Evidence
+from tmem_core.methods._context import Context
+from tmem_core.methods.tmem import (
+    TMEM_VARIANTS,
+    DiscoveryConfig,
+    TMem,
+    TMemConfig,
+    context_problems,
+    make_tmem,
+)
+from tmem_core.retrieval import Conversation, HashEmbedder, IndexStore
+from tmem_core.schema import DataError, Question
+
+COUNT = functools.partial(count_tokens, "smollm2")
+QUESTION = Question("c", "q1", "What is the current retry limit for Atlas checkout?", "ku")
+CONFIG = TMemConfig(DiscoveryConfig(anchors=8, max_candidates=12))
+KEEP_AND_CHAIN = by_stage(select=label_all("KEY"), structure=link_all("none", "ROOT"))
+
+
+def _run(store: IndexStore, config: TMemConfig = CONFIG, budget: int = 2000,
+         llm: ScriptedLLM | None = None) -> tuple[Evidence, Context, ScriptedLLM]:
+    llm = llm or ScriptedLLM(KEEP_AND_CHAIN)
+    method = TMem(store, config)
+    found = method.retrieve(QUESTION)
+    return found, method.construct(QUESTION, found, llm, budget, COUNT), llm
+
+
+def test_full_chain_builds_a_valid_forest_with_a_json_trace(store: IndexStore) -> None:
+    found, context, llm = _run(store)
+    assert found.ids and json.loads(json.dumps(found.trace))["discovery"]["candidates"]
+    assert context.kind == "forest" and context.method == "tmem"
+    assert context_problems(context, 2000, COUNT) == []
+    assert set(context.ids) == set(found.ids)  # everything labelled KEY fits
+    assert [b[0].stage for b in llm.batches] == ["tmem.select", "tmem.structure"]
+    trace = json.loads(json.dumps(context.trace))
+    assert trace["config"] == {"discovery": True, "selection": "llm", "structuring": True,
+                               "typed_relations": True, "compression": True,
+                               "metadata": True, "scope": "interval"}
+    assert set(trace["prompts"]) == {"tmem/select@v1", "tmem/structure@v1"}
+    assert trace["llm"]["select"]["calls"] == 1 and trace["compression"]["dropped"] == 0
+    assert "c:12" in context.text and "UPDATE" not in context.text
+
+
+def test_no_real_message_id_reaches_a_prompt(store: IndexStore) -> None:
+    _, context, llm = _run(store)
+    for request in llm.requests:
+        prompt = " ".join(m.content for m in request.messages)
+        assert not any(f"[{i}]" in prompt for i in context.ids)
+
+
+def test_short_budget_compresses_then_trims_and_stays_valid(store: IndexStore) -> None:
+    for budget in (400, 150, 60, 0):
+        _, context, _ = _run(store, budget=budget)
+        assert context.tokens <= budget
+        assert context_problems(context, budget, COUNT) == []
+
+
+def test_failed_structuring_is_repaired_into_a_chain_of_the_topic(store: IndexStore) -> None:
+    llm = ScriptedLLM(by_stage(select=label_all("KEY"), structure=lambda r: "junk"))
+    _, context, _ = _run(store, llm=llm)
+    trace = context.trace
+    assert trace["structure"]["failures"] and context_problems(context, 2000, COUNT) == []
+    relations = {n["relation"] for n in trace["forest"]}
+    assert relations <= {"ROOT", "EXPAND"}
+
+
+def test_ablation_switches(store: IndexStore) -> None:
+    _, flat, llm = _run(store, replace(CONFIG, structuring=False))
+    assert flat.kind == "flat" and not flat.text.startswith("- ")
+    assert [b[0].stage for b in llm.batches] == ["tmem.select"]
+    assert context_problems(flat, 2000, COUNT) == []
+
+    typed_llm = ScriptedLLM(by_stage(select=label_all("KEY"),
+                                     structure=link_all("m1", "UPDATE")))
+    _, untyped, _ = _run(store, replace(CONFIG, typed_relations=False), llm=typed_llm)
+    assert "RELATED" in untyped.text and "UPDATE" not in untyped.text
+
+    _, whole, _ = _run(store, replace(CONFIG, compression=False), budget=150)
+    assert whole.trace["compression"] is None and whole.tokens <= 150
+    assert context_problems(whole, 150, COUNT) == []
+
+    _, reranked, llm = _run(store, replace(CONFIG, selection="reranked"))
+    assert [b[0].stage for b in llm.batches] == ["tmem.structure"]
+    assert reranked.trace["selection"]["labels"] == {}
+    no_llm = TMem(store, replace(CONFIG, selection="reranked", structuring=False))
+    assert no_llm.construct(QUESTION, no_llm.retrieve(QUESTION), None, 500, COUNT).ids
+
+    seeds = TMem(store, replace(CONFIG, discovery=False)).retrieve(QUESTION)
+    assert seeds.trace is not None
+    assert not any(iv["kept"] for iv in seeds.trace["discovery"]["intervals"])  # type: ignore[index]
+    assert len(seeds.ids) <= CONFIG.discovery_config.anchors
+
+
+def test_variants_registry_and_missing_llm(store: IndexStore) -> None:
+    assert make_tmem("tmem_untyped", store).config.typed_relations is False
+    assert make_tmem("tmem_global_forest", store).config.discovery_config.scope == "global"
+    assert make_tmem("tmem_wo_metadata", store, CONFIG).config.discovery_config.anchors == 8
+    assert len(TMEM_VARIANTS) == 8
+    with pytest.raises(DataError, match="unknown T-MEM variant"):
+        make_tmem("tmem_nope", store)
+    method = TMem(store, CONFIG)
+    with pytest.raises(ValueError, match="needs an LLM"):
+        method.construct(QUESTION, method.retrieve(QUESTION), None, 500, COUNT)
+    with pytest.raises(ValueError, match="no T-MEM discovery trace"):
+        method.construct(QUESTION, Evidence("q1", "tmem", ()), None, 500, COUNT)
+
+
+def _long_store(tmp_path: Path) -> IndexStore:
+    filler = "Lunch is at noon near the office. Bring the slides for the offsite."
+    msgs = [message(k, f"Checkout retry limit note {k} is {k} attempts. {filler}",
+                    topic="Atlas checkout retry limit") for k in range(12)]
+    return IndexStore({"c": Conversation("c", tuple(msgs))}, HashEmbedder(), tmp_path)
+
+
+def test_spans_are_dropped_before_any_node(tmp_path: Path) -> None:
+    store = _long_store(tmp_path)
+    _, full, _ = _run(store, budget=5000)
+    _, context, _ = _run(store, budget=full.tokens - 40)
+    assert context.trace["compression"]["dropped"] > 0 and not context.trace["trimmed"]
+    assert set(context.ids) == set(full.ids) and "attempts" in context.text
+    assert context_problems(context, full.tokens - 40, COUNT) == []
+
+
+def test_a_counter_that_is_not_additive_ends_in_trimmed_leaves(tmp_path: Path) -> None:
+    def lumpy(text: str) -> int:  # line breaks are dear: per-line estimates fall short
+        return len(text.split()) + 8 * text.count("\n")
+
+    method = TMem(_long_store(tmp_path), CONFIG)
+    found = method.retrieve(QUESTION)
+    context = method.construct(QUESTION, found, ScriptedLLM(KEEP_AND_CHAIN), 200, lumpy)
+    assert context.trace["trimmed"] and context.tokens <= 200
+    assert context_problems(context, 200, lumpy) == []

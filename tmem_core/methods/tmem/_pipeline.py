@@ -1,0 +1,294 @@
+"""T-MEM as a context method: discovery, then selection -> structuring -> compression ->
+linearisation under the token budget, with the paper's ablations as switches.
+
+Between selection and structuring, the kept messages are admitted best first while the
+estimated cost of what compression must keep of them fits the budget (their whole text without
+compression). Should the rendered context still exceed the budget (estimates are not exact),
+the lowest-ranked leaf is trimmed and the forest rendered again; trims are recorded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from tmem_core.methods._base import Evidence, evidence
+from tmem_core.methods._context import LLM, Context, ContextKind, TokenCounter
+from tmem_core.methods.tmem._compress import Compression, Item, QueryTerms, compress, mandatory_text
+from tmem_core.methods.tmem._config import DiscoveryConfig
+from tmem_core.methods.tmem._discovery import Candidate, Discovery, Interval, discover
+from tmem_core.methods.tmem._forest import (
+    Constraints,
+    Forest,
+    Node,
+    Repair,
+    build_forest,
+    flat_forest,
+    phase_order,
+)
+from tmem_core.methods.tmem._linearise import Linearised, linearise, node_line
+from tmem_core.methods.tmem._select import ContextReranker
+from tmem_core.methods.tmem._selection import SELECT_PROMPT, LLMSelector, Selection
+from tmem_core.methods.tmem._steps import prompt_hashes
+from tmem_core.methods.tmem._structure import STRUCTURE_PROMPT, Proposals, Structurer
+from tmem_core.methods.tmem._timeline import Timeline
+from tmem_core.prompts import load_prompt
+from tmem_core.retrieval import Budget, Conversation, IndexStore
+from tmem_core.schema import DataError, Message, Question
+
+SelectionMode = Literal["llm", "reranked"]
+ADMIT_SLACK = 2  # tokens per admitted node for line breaks and deeper indentation
+MAX_CORRECTIONS = 3  # re-compressions with a tighter target when the estimate was short
+STEPS = ("select", "structure", "render")  # timed in the trace
+
+
+@dataclass(frozen=True)
+class TMemConfig:
+    """Discovery parameters plus the ablation switches (all on: full T-MEM).
+
+    - `discovery` off: the hybrid seeds go straight to selection (no interval is kept);
+    - `selection`: "llm" (KEY/SUPPORT labels) or "reranked" (the no-LLM reranker);
+    - `structuring` off: a flat chronological list; `typed_relations` off: RELATED edges;
+    - `compression` off: no span is dropped, whole messages are admitted within the budget;
+    - metadata expansion and global scope are `discovery_config.metadata` / `.scope`.
+    """
+
+    discovery_config: DiscoveryConfig = field(default_factory=DiscoveryConfig)
+    discovery: bool = True
+    selection: SelectionMode = "llm"
+    structuring: bool = True
+    typed_relations: bool = True
+    compression: bool = True
+    select_batch: int = 20
+    min_coverage: float = 0.5
+    link_batch: int = 12
+    link_context: int = 8
+
+    def switches(self) -> dict[str, Any]:
+        return {"discovery": self.discovery, "selection": self.selection,
+                "structuring": self.structuring, "typed_relations": self.typed_relations,
+                "compression": self.compression, "metadata": self.discovery_config.metadata,
+                "scope": self.discovery_config.scope}
+
+    def search(self) -> DiscoveryConfig:
+        """The discovery parameters in effect (no interval passes without discovery)."""
+        if self.discovery:
+            return self.discovery_config
+        return replace(self.discovery_config, scope="interval", min_density=math.inf)
+
+
+@dataclass(frozen=True)
+class Structured:
+    forest: Forest
+    proposals: Proposals
+    repairs: tuple[Repair, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rendered:
+    forest: Forest
+    linearised: Linearised
+    tokens: int
+    compression: Compression | None
+    trimmed: tuple[str, ...]
+
+
+@dataclass
+class TMem:
+    """T-MEM (paper §4): `retrieve` runs discovery, `construct` the LLM steps and rendering."""
+
+    store: IndexStore
+    config: TMemConfig = field(default_factory=TMemConfig)
+    name: str = "tmem"
+    _timelines: dict[str, Timeline] = field(default_factory=dict, repr=False)
+    _phases: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+
+    def retrieve(self, question: Question) -> Evidence:
+        search = self.config.search()
+        index = self.store.index(question.conv_id, search.metadata)
+        if question.conv_id not in self._timelines:
+            self._timelines[question.conv_id] = Timeline.of(index.conversation)
+        found = discover(question, index, self._timelines[question.conv_id], search,
+                         search.anchor_depth(None))
+        return evidence(self.name, question, [c.message.msg_id for c in found.candidates],
+                        {"discovery": discovery_json(found)})
+
+    def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
+                  budget_tokens: int, count_tokens: TokenCounter) -> Context:
+        conversation = self.store.conversations[question.conv_id]
+        found = _discovery_of(evidence)
+        candidates = candidates_from_json(found, conversation)
+        marks = [time.perf_counter()]
+        selection = self._select(question, candidates, intervals_from_json(found), llm)
+        marks.append(time.perf_counter())
+        terms = QueryTerms.of(question)
+        by_id = {c.message.msg_id: c.message for c in candidates}
+        admitted = self._admit([by_id[i] for i in selection.ranked], terms, budget_tokens,
+                               count_tokens)
+        structured = self._structure(question, admitted, llm, conversation)
+        marks.append(time.perf_counter())
+        rank = {i: k for k, i in enumerate(selection.ranked)}
+        rendered = self._fit(structured.forest, by_id, rank, terms, budget_tokens, count_tokens)
+        marks.append(time.perf_counter())
+        trace = {"config": self.config.switches(), "prompts": self._prompts(),
+                 **_trace(selection, admitted, structured, rendered),
+                 "timing": {f"{step}_s": b - a for step, (a, b)
+                            in zip(STEPS, itertools.pairwise(marks), strict=True)}}
+        kind: ContextKind = "forest" if self.config.structuring else "flat"
+        return Context(question.qid, self.name, kind, rendered.linearised.text,
+                       rendered.linearised.order, rendered.tokens, trace)
+
+    def _select(self, question: Question, candidates: Sequence[Candidate],
+                intervals: Sequence[Interval], llm: LLM | None) -> Selection:
+        if self.config.selection == "reranked":
+            ranked = ContextReranker().select(question, candidates, Budget())
+            return Selection({}, tuple(ranked))
+        selector = LLMSelector(_need(llm), self.config.select_batch, self.config.min_coverage)
+        return selector.label(question, candidates, intervals)
+
+    def _admit(self, ranked: Sequence[Message], terms: QueryTerms, budget: int,
+               count: TokenCounter) -> list[Message]:
+        """Best first, each message whose estimated cost still fits (others are skipped)."""
+        admitted, used = [], 0
+        for m in ranked:
+            text = mandatory_text(m.text, terms, count) if self.config.compression else m.text
+            probe = Node(m.msg_id, m.msg_id, "EXPAND", 1, m.timestamp, m.seq)
+            cost = count(node_line(probe, m, text, not self.config.structuring)) + ADMIT_SLACK
+            if used + cost <= budget:
+                admitted.append(m)
+                used += cost
+        return admitted
+
+    def _structure(self, question: Question, admitted: Sequence[Message], llm: LLM | None,
+                   conversation: Conversation) -> Structured:
+        if not self.config.structuring:
+            return Structured(flat_forest(admitted), Proposals({}))
+        structurer = Structurer(_need(llm), self.config.link_batch, self.config.link_context)
+        proposals = structurer.propose(question, admitted)
+        forest, repairs = build_forest(admitted, proposals.edges, self._constraints(conversation),
+                                       self.config.typed_relations)
+        return Structured(forest, proposals, tuple(repairs))
+
+    def _fit(self, forest: Forest, messages: Mapping[str, Message], rank: Mapping[str, int],
+             terms: QueryTerms, budget: int, count: TokenCounter) -> Rendered:
+        """Compress and linearise; tighten the target, then trim leaves, until within budget."""
+        trimmed: list[str] = []
+        target, corrections = budget, 0
+        while True:
+            texts, compression = self._texts(forest, messages, terms, target, count)
+            out = linearise(forest, messages, texts, flat=not self.config.structuring)
+            tokens = count(out.text)
+            if tokens <= budget or not forest.nodes:
+                return Rendered(forest, out, tokens, compression, tuple(trimmed))
+            if (compression is not None and not compression.over_budget
+                    and corrections < MAX_CORRECTIONS):
+                target, corrections = target - (tokens - budget), corrections + 1
+                continue
+            leaf = max(forest.leaves(), key=rank.__getitem__)
+            forest = forest.without(leaf)
+            trimmed.append(leaf)
+            target, corrections = budget, 0
+
+    def _texts(self, forest: Forest, messages: Mapping[str, Message], terms: QueryTerms,
+               target: int, count: TokenCounter) -> tuple[dict[str, str], Compression | None]:
+        if not self.config.compression:
+            return {i: messages[i].text for i in forest.nodes}, None
+        flat = not self.config.structuring
+        items = [Item(n.id, messages[n.id].text,
+                      messages[n.parent].text if n.parent else "",
+                      count(node_line(n, messages[n.id], "", flat)) + 1)
+                 for n in forest.nodes.values()]
+        compression = compress(items, target, terms, count)
+        return compression.texts, compression
+
+    def _constraints(self, conversation: Conversation) -> Constraints:
+        if conversation.conv_id not in self._phases:
+            self._phases[conversation.conv_id] = phase_order(conversation.messages)
+        return Constraints(self._phases[conversation.conv_id])
+
+    def _prompts(self) -> dict[str, str]:
+        used = [SELECT_PROMPT] * (self.config.selection == "llm")
+        used += [STRUCTURE_PROMPT] * self.config.structuring
+        return prompt_hashes(*map(load_prompt, used))
+
+
+TMEM_VARIANTS: dict[str, Callable[[TMemConfig], TMemConfig]] = {
+    "tmem": lambda c: c,
+    "tmem_wo_discovery": lambda c: replace(c, discovery=False),
+    "tmem_wo_structuring": lambda c: replace(c, structuring=False),
+    "tmem_wo_metadata": lambda c: replace(
+        c, discovery_config=replace(c.discovery_config, metadata=False)),
+    "tmem_wo_compression": lambda c: replace(c, compression=False),
+    "tmem_untyped": lambda c: replace(c, typed_relations=False),
+    "tmem_global_forest": lambda c: replace(
+        c, discovery_config=replace(c.discovery_config, scope="global")),
+    "tmem_reranked_forest": lambda c: replace(c, selection="reranked"),
+}
+
+
+def make_tmem(name: str, store: IndexStore, config: TMemConfig | None = None) -> TMem:
+    """The T-MEM variant registered as `name`, starting from `config`."""
+    try:
+        variant = TMEM_VARIANTS[name]
+    except KeyError:
+        raise DataError(f"unknown T-MEM variant {name!r}; known: "
+                        f"{', '.join(TMEM_VARIANTS)}") from None
+    return TMem(store, variant(config or TMemConfig()), name)
+
+
+def discovery_json(found: Discovery) -> dict[str, Any]:
+    """The discovery trace as JSON-able data (candidates by id, most relevant first)."""
+    return {
+        "query": found.query,
+        "anchors": list(found.anchors),
+        "groups": {k: list(v) for k, v in found.groups.items()},
+        "intervals": [{**dataclasses.asdict(iv), "anchors": list(iv.anchors),
+                       "members": list(iv.members)} for iv in found.intervals],
+        "candidates": [{"id": c.message.msg_id, "relevance": c.relevance, "support": c.support,
+                        "anchor_rank": c.anchor_rank} for c in found.candidates],
+    }
+
+
+def candidates_from_json(found: Mapping[str, Any], conversation: Conversation
+                         ) -> list[Candidate]:
+    return [Candidate(conversation.messages[conversation.position[c["id"]]], c["relevance"],
+                      c["support"], c["anchor_rank"]) for c in found["candidates"]]
+
+
+def intervals_from_json(found: Mapping[str, Any]) -> list[Interval]:
+    return [Interval(iv["group"], tuple(iv["anchors"]), iv["span"], iv["density"], iv["kept"],
+                     tuple(iv["members"])) for iv in found["intervals"]]
+
+
+def _trace(selection: Selection, admitted: Sequence[Message], structured: Structured,
+           rendered: Rendered) -> dict[str, Any]:
+    proposals = structured.proposals
+    return {
+        "selection": {"labels": selection.labels, "failures": list(selection.failures)},
+        "admitted": [m.msg_id for m in admitted],
+        "structure": {"proposals": {i: dataclasses.asdict(p) for i, p in proposals.edges.items()},
+                      "repairs": [r.to_json() for r in structured.repairs],
+                      "failures": list(proposals.failures)},
+        "forest": rendered.forest.to_json(),
+        "compression": rendered.compression.to_json() if rendered.compression else None,
+        "trimmed": list(rendered.trimmed),
+        "llm": {"select": selection.stats.to_json(), "structure": proposals.stats.to_json()},
+    }
+
+
+def _discovery_of(evidence: Evidence) -> Mapping[str, Any]:
+    if not isinstance(evidence.trace, Mapping) or "discovery" not in evidence.trace:
+        raise ValueError(f"{evidence.qid}: evidence has no T-MEM discovery trace")
+    found: Mapping[str, Any] = evidence.trace["discovery"]
+    return found
+
+
+def _need(llm: LLM | None) -> LLM:
+    if llm is None:
+        raise ValueError("this T-MEM configuration needs an LLM (selection or structuring)")
+    return llm

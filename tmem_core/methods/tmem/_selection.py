@@ -1,0 +1,164 @@
+"""LLM evidence selection (paper §4.2): each candidate labelled KEY, SUPPORT or DROP.
+
+Candidates are grouped by interval (anchors outside every kept interval by their discovery
+group), in time order; whole intervals are packed into requests of at most `batch_size`
+messages (a larger interval is split), and every request goes out in one `generate` call. A
+request whose output is unusable (an error, or labels for fewer than `min_coverage` of its
+messages) keeps all its candidates, labelled FALLBACK, and its failure is recorded. The kept
+messages are ranked KEY first, then SUPPORT and FALLBACK, each tier in the no-LLM reranker's
+order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from tmem_core.evaluation import question_block
+from tmem_core.methods._context import LLM
+from tmem_core.methods.tmem._discovery import Candidate, Interval
+from tmem_core.methods.tmem._select import ContextReranker
+from tmem_core.methods.tmem._steps import (
+    StepStats,
+    chronological,
+    entries,
+    generate,
+    keyed_schema,
+    local_ids,
+    local_lines,
+    one_of,
+    request,
+)
+from tmem_core.methods.tmem._timeline import group_key
+from tmem_core.prompts import load_prompt
+from tmem_core.retrieval import Budget
+from tmem_core.schema import Question
+
+Label = Literal["KEY", "SUPPORT", "DROP", "FALLBACK"]
+LABELS: tuple[Label, ...] = ("KEY", "SUPPORT", "DROP")
+_LABEL_OF: dict[str, Label] = {label: label for label in LABELS}
+TIER: dict[str, int] = {"KEY": 0, "SUPPORT": 1, "FALLBACK": 1}
+SELECT_PROMPT = "tmem/select"
+TOKENS_PER_LABEL = 12  # `\n    "m12": "SUPPORT",` and some slack
+
+
+@dataclass(frozen=True)
+class Section:
+    """Candidates of one interval (or one group), in time order."""
+
+    name: str
+    candidates: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The sections of one request."""
+
+    sections: tuple[Section, ...]
+
+    @property
+    def name(self) -> str:
+        return "; ".join(s.name for s in self.sections)
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return [c for s in self.sections for c in s.candidates]
+
+    def lines(self, ids: dict[str, str]) -> str:
+        return "\n\n".join(f"{s.name}:\n" + local_lines([c.message for c in s.candidates], ids)
+                           for s in self.sections)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Labels by message id, the kept ids best first, the batches that fell back."""
+
+    labels: dict[str, Label]
+    ranked: tuple[str, ...]
+    failures: tuple[dict[str, str], ...] = ()
+    stats: StepStats = field(default_factory=StepStats)
+
+
+@dataclass(frozen=True)
+class LLMSelector:
+    """The query-conditioned LLM selector behind the `Selector` seam."""
+
+    llm: LLM
+    batch_size: int = 20
+    min_coverage: float = 0.5
+    reranker: ContextReranker = field(default_factory=ContextReranker)
+
+    def select(self, question: Question, candidates: Sequence[Candidate],
+               budget: Budget) -> list[str]:
+        by_id = {c.message.msg_id: c.message for c in candidates}
+        ranked = self.label(question, candidates).ranked
+        return [m.msg_id for m in budget.take(by_id[i] for i in ranked)]
+
+    def label(self, question: Question, candidates: Sequence[Candidate],
+              intervals: Sequence[Interval] = ()) -> Selection:
+        batches = interval_batches(candidates, intervals, self.batch_size)
+        ids = local_ids(c.message for c in candidates)
+        prompt = load_prompt(SELECT_PROMPT)
+        requests = [
+            request(self.llm,
+                    prompt.chat(question_block=question_block(question), messages=b.lines(ids)),
+                    keyed_schema("labels", {ids[c.message.msg_id]: one_of(LABELS)
+                                            for c in b.candidates}),
+                    TOKENS_PER_LABEL * len(b.candidates) + 16, "tmem.select", question.qid)
+            for b in batches]
+        responses, stats = generate(self.llm, requests)
+        labels: dict[str, Label] = {}
+        failures = []
+        for batch, response in zip(batches, responses, strict=True):
+            found, problem = self._parse(batch, entries(response, "labels"), ids)
+            if problem:
+                found = dict.fromkeys((c.message.msg_id for c in batch.candidates), "FALLBACK")
+                failures.append({"batch": batch.name, "error": response.error or problem})
+            labels.update(found)
+        order = self.reranker.select(question, candidates, Budget())
+        ranked = sorted((i for i in order if labels[i] in TIER), key=lambda i: TIER[labels[i]])
+        return Selection(labels, tuple(ranked), tuple(failures), stats)
+
+    def _parse(self, batch: Batch, given: dict[str, Any] | None,
+               ids: dict[str, str]) -> tuple[dict[str, Label], str]:
+        """The batch's labels (unlabelled messages are DROP), or a problem when unusable."""
+        if given is None:
+            return {}, "no usable output"
+        labels = {c.message.msg_id: _label(given.get(ids[c.message.msg_id]))
+                  for c in batch.candidates}
+        valid = sum(label is not None for label in labels.values())
+        if valid < self.min_coverage * len(batch.candidates):
+            return {}, f"labels for {valid} of {len(batch.candidates)} messages"
+        return {m: label or "DROP" for m, label in labels.items()}, ""
+
+
+def interval_batches(candidates: Iterable[Candidate], intervals: Sequence[Interval],
+                     size: int) -> list[Batch]:
+    """Sections by kept interval (else by group) in time order, packed `size` messages a batch."""
+    batches: list[list[Section]] = [[]]
+    for section in interval_sections(candidates, intervals, size):
+        if sum(len(s.candidates) for s in batches[-1]) + len(section.candidates) > size:
+            batches.append([])
+        batches[-1].append(section)
+    return [Batch(tuple(b)) for b in batches if b]
+
+
+def interval_sections(candidates: Iterable[Candidate], intervals: Sequence[Interval],
+                      size: int) -> list[Section]:
+    """Candidates by kept interval (else by group), in time order, split to `size`."""
+    owner: dict[str, str] = {}
+    for n, interval in enumerate(intervals, 1):
+        for msg_id in interval.members if interval.kept else ():
+            owner.setdefault(msg_id, f"Interval {n} ({interval.group})")
+    groups: dict[str, list[Candidate]] = {}
+    for c in sorted(candidates, key=lambda c: chronological(c.message)):
+        key = owner.get(c.message.msg_id) or f"Anchors of {group_key(c.message)}"
+        groups.setdefault(key, []).append(c)
+    return [Section(name if len(members) <= size else f"{name}, part {k // size + 1}",
+                    tuple(members[k:k + size]))
+            for name, members in groups.items() for k in range(0, len(members), size)]
+
+
+def _label(value: object) -> Label | None:
+    return _LABEL_OF.get(value) if isinstance(value, str) else None

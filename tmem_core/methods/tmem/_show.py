@@ -1,0 +1,80 @@
+"""A readable account of one T-MEM question: discovery, labels, the forest, the context."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tmem_core.methods._base import Evidence
+from tmem_core.methods._context import Context
+from tmem_core.methods.tmem._forest import Forest, Node
+from tmem_core.schema import Message
+
+SNIPPET = 90
+
+
+def describe(evidence: Evidence, context: Context, messages: Mapping[str, Message]) -> str:
+    """Anchors, intervals, candidates with labels, the forest as a tree, the context."""
+    found: Mapping[str, Any] = evidence.trace["discovery"]  # type: ignore[index]
+    trace = context.trace
+    labels: Mapping[str, str] = trace["selection"]["labels"]
+    return "\n".join([
+        f"== discovery (query: {found['query']!r})",
+        f"anchors ({len(found['anchors'])}): {' '.join(found['anchors'])}",
+        *_intervals(found["intervals"]),
+        f"-- candidates ({len(found['candidates'])}, most relevant first)",
+        *(_candidate(c, labels.get(c["id"], "-"), messages) for c in found["candidates"]),
+        *_selection(trace, labels),
+        f"== forest ({len(trace['forest'])} nodes, {len(trace['structure'].get('repairs', []))}"
+        f" repaired edges, trimmed {trace['trimmed'] or 'none'})",
+        *tree(Forest.from_json(trace["forest"]), messages),
+        f"== context ({context.kind}, {context.tokens} tokens; compression "
+        f"{trace['compression']})",
+        context.text,
+        "== LLM " + "; ".join(f"{step}: {s['calls']} calls ({s['cached']} cached), "
+                              f"{s['prompt_tokens']} + {s['completion_tokens']} tokens, "
+                              f"{s['wall_s']:.1f} s" for step, s in trace["llm"].items()),
+    ])
+
+
+def tree(forest: Forest, messages: Mapping[str, Message]) -> list[str]:
+    """The forest drawn with box characters, one line per node."""
+    lines: list[str] = []
+
+    def draw(node: Node, prefix: str, last: bool) -> None:
+        branch = "" if node.parent is None else ("└─ " if last else "├─ ")
+        lines.append(f"{prefix}{branch}{node.relation} {node.id}  {_snippet(messages[node.id])}")
+        inner = prefix + ("" if node.parent is None else ("   " if last else "│  "))
+        for k, child in enumerate(node.children):
+            draw(forest.nodes[child], inner, k == len(node.children) - 1)
+
+    for root in forest.roots:
+        draw(forest.nodes[root], "", True)
+    return lines
+
+
+def _intervals(intervals: list[dict[str, Any]]) -> list[str]:
+    kept = sum(iv["kept"] for iv in intervals)
+    return [f"-- intervals ({kept} kept of {len(intervals)})",
+            *(f"  {'kept' if iv['kept'] else 'drop'} {iv['group']}: {len(iv['anchors'])} anchors,"
+              f" span {iv['span']}, density {iv['density']:.2f}" for iv in intervals)]
+
+
+def _candidate(c: Mapping[str, Any], label: str, messages: Mapping[str, Message]) -> str:
+    rank = "-" if c["anchor_rank"] is None else c["anchor_rank"]
+    return (f"  {label:8} {c['id']}  rel {c['relevance']:.2f}  sup {c['support']:.2f}  "
+            f"anchor {rank}  {_snippet(messages[c['id']])}")
+
+
+def _selection(trace: Mapping[str, Any], labels: Mapping[str, str]) -> list[str]:
+    counts = {k: sum(v == k for v in labels.values()) for k in ("KEY", "SUPPORT", "FALLBACK")}
+    failures = trace["selection"]["failures"]
+    return [f"== selection ({trace['config']['selection']}): "
+            + ", ".join(f"{n} {k}" for k, n in counts.items())
+            + f", {len(failures)} failed batches",
+            *(f"  failed: {f['batch']}: {f['error']}" for f in failures)]
+
+
+def _snippet(message: Message) -> str:
+    text = " ".join(message.text.split())
+    return text if len(text) <= SNIPPET else text[:SNIPPET - 1] + "…"
