@@ -1,0 +1,287 @@
+"""T2Mem with a scripted LLM on the hand-built chat: preparation, the loop, ablations, trace."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, Usage, get_backbone
+from tmem_core.methods.t2mem import (
+    EXTRACT_STAGE,
+    STEP_STAGE,
+    VARIANTS,
+    NotPrepared,
+    T2Mem,
+    T2MemConfig,
+    make_t2mem,
+    render_trace,
+)
+from tmem_core.retrieval import IndexStore, cl100k_tokens
+from tmem_core.schema import DataError, Question
+
+QUESTION = Question("c", "q1", "What is the checkout retry limit?", "knowledge_update")
+Script = Sequence[dict[str, str] | str]
+
+
+class ScriptedLLM:
+    """Extraction: one fact per message of the episode. Steps: the script, in order (a string
+    is a failed call with that error); the last step repeats once the script runs out."""
+
+    def __init__(self, script: Script = ()) -> None:
+        self.backbone: BackboneConfig = get_backbone("smollm2")
+        self.script = list(script)
+        self.requests: list[ChatRequest] = []
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        self.requests += requests
+        return [self._extract(r) if r.stage == EXTRACT_STAGE else self._step() for r in requests]
+
+    def steps(self) -> list[ChatRequest]:
+        return [r for r in self.requests if r.stage == STEP_STAGE]
+
+    def extractions(self) -> list[ChatRequest]:
+        return [r for r in self.requests if r.stage == EXTRACT_STAGE]
+
+    def _extract(self, request: ChatRequest) -> ChatResponse:
+        lines = request.messages[-1].content.split("Messages:\n")[1].split("\n\n")[0]
+        texts = [line.partition(": ")[2] for line in lines.splitlines()
+                 if not line.startswith("[")]  # date lines
+        if "summary" in json.dumps(request.schema):
+            parsed: dict[str, Any] = {"summary": " ".join(texts)}
+        else:
+            parsed = {"entries": [{"kind": "fact", "text": t, "entities": [], "time": ""}
+                                  for t in texts]}
+        return ChatResponse(json.dumps(parsed), parsed, Usage(100, 20), 0.5)
+
+    def _step(self) -> ChatResponse:
+        item = self.script[min(len(self.steps()), len(self.script)) - 1]
+        if isinstance(item, str):
+            return ChatResponse(text="{oops", usage=Usage(50, 3), error=item,
+                                error_kind="invalid_output")
+        parsed = {"reasoning": "", "memory": "", "argument": "", **item}
+        return ChatResponse(json.dumps(parsed), parsed, Usage(200, 30), 0.25)
+
+
+def step(action: str, argument: str = "", memory: str = "") -> dict[str, str]:
+    return {"action": action, "argument": argument, "memory": memory, "reasoning": "why"}
+
+
+def run(store: IndexStore, tmp_path: Path, script: Script, budget: int = 4096,
+        **config: Any) -> tuple[Any, ScriptedLLM]:
+    method = T2Mem(store, T2MemConfig(**config), cache=tmp_path / "t2mem")
+    llm = ScriptedLLM(script)
+    method.prepare("c", llm)
+    found = method.retrieve(QUESTION)
+    return method.construct(QUESTION, found, llm, budget, cl100k_tokens), llm
+
+
+def shown(context: Any) -> list[str]:
+    ids = [e["id"] for e in context.trace["initial"]]
+    return ids + [e["id"] for s in context.trace["steps"] for e in s.get("found", [])]
+
+
+def test_prepare_extracts_each_episode_once_then_reads_the_cache(store: IndexStore,
+                                                                  tmp_path: Path) -> None:
+    llm = ScriptedLLM()
+    stats = T2Mem(store, cache=tmp_path / "t2mem").prepare("c", llm)
+    # channel-days of the chat: day 0, the episode day, five noise days, day 20, day 21
+    assert (stats.mode, stats.episodes, stats.entries) == ("channel_day", 9, 40)
+    assert stats.extracted == 9 and stats.reused == 0 and not stats.failed
+    assert {c.stage for c in stats.calls} == {"memory"} and stats.usage == Usage(900, 180)
+    again = ScriptedLLM()
+    second = T2Mem(store, cache=tmp_path / "t2mem").prepare("c", again)  # a new process, say
+    assert again.requests == [] and second.extracted == 0 and second.reused == 9
+    assert second.entries == 40
+
+
+class SlowLLM(ScriptedLLM):
+    """Extraction that takes a while and logs each request to a file shared by processes."""
+
+    def __init__(self, log: Path) -> None:
+        super().__init__()
+        self.log = log
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        with self.log.open("a") as fh:
+            fh.write(f"{len(requests)}\n")
+        time.sleep(0.5)
+        return super().generate(requests)
+
+
+def _prepare_in_child(store: IndexStore, cache: Path, log: Path) -> None:
+    T2Mem(store, cache=cache).prepare("c", SlowLLM(log))
+
+
+def test_concurrent_processes_extract_each_episode_once(store: IndexStore,
+                                                        tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    context = multiprocessing.get_context("fork")
+    children = [context.Process(target=_prepare_in_child, args=(store, tmp_path / "t2mem", log))
+                for _ in range(3)]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(60)
+    assert [c.exitcode for c in children] == [0, 0, 0]
+    assert log.read_text().split() == ["9"]  # one batch of the 9 episodes, by one process
+    assert T2Mem(store, cache=tmp_path / "t2mem").prepare("c", ScriptedLLM()).reused == 9
+
+
+class FailingExtraction(ScriptedLLM):
+    def _extract(self, request: ChatRequest) -> ChatResponse:
+        return ChatResponse(error="timeout: scripted", error_kind="timeout")
+
+
+def test_failed_extractions_are_recorded_not_cached_and_retried(store: IndexStore,
+                                                               tmp_path: Path) -> None:
+    method = T2Mem(store, cache=tmp_path / "t2mem")
+    stats = method.prepare("c", FailingExtraction())
+    assert len(stats.failed) == 9 and stats.entries == 0
+    assert stats.failed[0] == "E1: timeout: scripted"
+    assert method.retrieve(QUESTION).ids == ()  # nothing to search, but no crash
+    retry = ScriptedLLM()
+    assert method.prepare("c", retry).extracted == 9 and len(retry.extractions()) == 9
+
+
+def test_retrieve_before_prepare_is_a_clear_error(store: IndexStore, tmp_path: Path) -> None:
+    with pytest.raises(NotPrepared, match="prepare"):
+        T2Mem(store, cache=tmp_path).retrieve(QUESTION)
+
+
+def test_search_never_returns_an_entry_twice(store: IndexStore, tmp_path: Path) -> None:
+    script = [step("search", "checkout retry limit")] * 3 + [step("search", "")]
+    context, llm = run(store, tmp_path, script)
+    assert len(context.trace["initial"]) == 5
+    assert len(shown(context)) == len(set(shown(context))) == 9  # 5 + 1 per search step
+    assert context.trace["steps"][3]["repair"] == "empty query: searched the question"
+    # a step's prompt shows only what is new: the entry found by the step before
+    found = context.trace["steps"][0]["found"][0]
+    assert f"({found['id']})" in llm.steps()[1].messages[-1].content
+    assert f"({found['id']})" not in llm.steps()[2].messages[-1].content
+
+
+def test_read_raw_follows_the_backlink_to_the_raw_episode(store: IndexStore,
+                                                          tmp_path: Path) -> None:
+    context, llm = run(store, tmp_path, [step("read", "E2", "3 then 5"), step("answer")])
+    assert context.trace["steps"][0]["read"]["episode"] == "E2"
+    raw = llm.steps()[1].messages[-1].content
+    assert "Correction: make that 5, effective immediately." in raw  # c:12, raw only
+    assert "[c:12]" in raw and "[c:0]" not in raw
+    assert context.trace["read"] == ["E2"] and {f"c:{i}" for i in range(10, 14)} <= set(
+        context.ids)
+    short, _ = run(store, tmp_path, [step("read", "E2"), step("answer")], raw_tokens=90)
+    assert short.trace["steps"][0]["read"]["messages"] == 2  # cut to the ReadRaw budget
+    assert short.trace["steps"][0]["read"]["of"] == 4
+
+
+def test_read_of_an_unknown_or_read_episode_is_repaired(store: IndexStore,
+                                                        tmp_path: Path) -> None:
+    context, _ = run(store, tmp_path, [step("read", "E99"), step("read", "E99"),
+                                       step("answer")])
+    first, second = context.trace["steps"][0], context.trace["steps"][1]
+    best = context.trace["initial"][0]["episode"]
+    assert first["read"]["episode"] == best and "unknown episode" in first["repair"]
+    assert second["read"]["episode"] != best  # the next unread linked episode
+    assert context.trace["stop"] == "answer"
+
+
+def test_tmax_stops_the_loop_and_the_last_step_may_only_answer(store: IndexStore,
+                                                               tmp_path: Path) -> None:
+    context, llm = run(store, tmp_path, [step("search", "retry", "note")], max_steps=3)
+    assert len(llm.steps()) == 3 and context.trace["stop"] == "max_steps"
+    enums = [r.schema["properties"]["action"]["enum"] for r in llm.steps() if r.schema]
+    assert enums == [["search", "read", "answer"]] * 2 + [["answer"]]
+
+
+def test_malformed_output_ends_the_loop_with_a_reason(store: IndexStore, tmp_path: Path) -> None:
+    context, _ = run(store, tmp_path, [step("search", "retry", "limit is 3"), "not JSON"])
+    assert context.trace["stop"] == "malformed output: not JSON"
+    assert context.text == "limit is 3" and not context.trace["fallback"]
+    first, _ = run(store, tmp_path, ["not JSON"])
+    assert first.trace["fallback"]  # no memory written: the entries shown instead
+    assert first.text.splitlines()[0].startswith(f"({first.trace['initial'][0]['id']}) [E")
+
+
+def test_an_action_that_is_not_allowed_ends_the_loop(store: IndexStore, tmp_path: Path) -> None:
+    context, _ = run(store, tmp_path, [step("read", "E2")], read_raw=False)
+    assert context.trace["stop"] == "action 'read' not allowed"
+
+
+def test_the_context_text_is_the_accumulated_memory(store: IndexStore, tmp_path: Path) -> None:
+    script = [step("search", "retry", "proposed 3 attempts"), step("read", "E2", "changed to 5"),
+              step("answer", "", "changed to 5")]
+    context, _ = run(store, tmp_path, script)
+    assert context.kind == "memory" and context.trace["stop"] == "answer"
+    assert context.text == "proposed 3 attempts\nchanged to 5"  # repeats are dropped
+    assert context.tokens == cl100k_tokens(context.text)
+    assert json.loads(json.dumps(context.trace)) == context.trace  # JSON-able, for the record
+    cut, _ = run(store, tmp_path, script, budget=6)
+    assert cut.text == "proposed 3 attempts"
+
+
+def test_context_ids_are_the_linked_and_read_episodes(store: IndexStore, tmp_path: Path) -> None:
+    context, _ = run(store, tmp_path, [step("read", "E9"), step("answer")])
+    linked = [e["episode"] for e in context.trace["initial"]] + ["E9"]
+    method_ids = {f"c:{i}" for i in range(35, 40)}  # E9 is day 21
+    assert method_ids <= set(context.ids) and len(set(linked)) >= 2
+    assert len(context.ids) == len(set(context.ids))
+
+
+def test_no_rollout_is_one_answer_only_step(store: IndexStore, tmp_path: Path) -> None:
+    context, llm = run(store, tmp_path, [step("answer", "", "retry limit 3")], rollout=False)
+    assert len(llm.steps()) == 1 and context.text == "retry limit 3"
+    assert llm.steps()[0].schema["properties"]["action"]["enum"] == ["answer"]  # type: ignore[index]
+    assert context.trace["config"]["rollout"] is False
+
+
+def test_no_metadata_searches_raw_messages_without_extraction(store: IndexStore,
+                                                              tmp_path: Path) -> None:
+    context, llm = run(store, tmp_path, [step("answer")], units="raw")
+    assert llm.extractions() == []
+    assert all(e["kind"] == "message" for e in context.trace["initial"])
+    assert context.trace["initial"][0]["text"].startswith("[c:")
+
+
+def test_summary_units_are_one_entry_per_episode(store: IndexStore, tmp_path: Path) -> None:
+    context, llm = run(store, tmp_path, [step("answer")], units="summary")
+    assert len(llm.extractions()) == 9
+    assert context.trace["metadata"]["entries"] == 9
+    assert {e["kind"] for e in context.trace["initial"]} == {"summary"}
+
+
+def test_no_raw_access_never_offers_read(store: IndexStore, tmp_path: Path) -> None:
+    _, llm = run(store, tmp_path, [step("search", "retry")], read_raw=False, max_steps=2)
+    enums = [r.schema["properties"]["action"]["enum"] for r in llm.steps() if r.schema]
+    assert enums == [["search", "answer"], ["answer"]]
+    assert "Episodes you can read" not in llm.steps()[0].messages[-1].content
+
+
+def test_variants_by_name(store: IndexStore) -> None:
+    assert set(VARIANTS) == {"t2mem", "t2mem_no_metadata", "t2mem_no_raw", "t2mem_no_rollout",
+                             "t2mem_summary"}
+    assert make_t2mem("t2mem_no_raw", store, T2MemConfig(k_initial=3)).config == T2MemConfig(
+        k_initial=3, read_raw=False)
+    with pytest.raises(DataError, match="unknown T2Mem variant"):
+        make_t2mem("t2mem_graph", store)
+
+
+def test_render_trace_shows_each_step(store: IndexStore, tmp_path: Path) -> None:
+    script = [step("read", "E99", "3 attempts"), step("search", "retry"), "not JSON"]
+    text = render_trace(run(store, tmp_path, script)[0])
+    assert "initial SearchMeta (k=5):" in text and "step 1 [search, read, answer]" in text
+    assert "action: read('E99')" in text and "repaired: read 'E99': unknown episode" in text
+    assert "malformed: not JSON" in text and "stop: malformed output: not JSON" in text
+    assert "memory for the answer" in text and "  3 attempts" in text
+
+
+def test_step_requests_carry_the_question_and_its_qid(store: IndexStore, tmp_path: Path) -> None:
+    _, llm = run(store, tmp_path, [step("answer")])
+    prompt = llm.steps()[0].messages[-1].content
+    assert prompt.startswith("Question: What is the checkout retry limit?")
+    assert all(r.qid == "q1" for r in llm.steps())

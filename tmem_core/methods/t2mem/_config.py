@@ -1,0 +1,74 @@
+"""T2Mem parameters (paper §4 defaults, our engineering settings) and its named ablations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+EpisodeMode = Literal["auto", "session", "channel_day", "topic_window"]
+Units = Literal["metadata", "summary", "raw"]
+Action = Literal["search", "read", "answer"]
+
+
+@dataclass(frozen=True)
+class T2MemConfig:
+    """Paper defaults: k = 5 for the first SearchMeta, k = 1 after it, at most 5 steps.
+
+    Ablations: `units="raw"` (no metadata: SearchMeta searches raw messages), `units="summary"`
+    (one summary per episode instead of structured metadata), `read_raw=False` (no ReadRaw),
+    `rollout=False` (one step over the initial retrieval whose only action is Answer: the
+    LazyMem-like one-shot baseline).
+
+    Ours (not from the paper): `episodes="auto"` takes sessions when every message has a
+    session id and at most two authors speak, else channel-days; `topic_window` groups a
+    topic's messages (channel when there is no topic) and breaks where the gap exceeds
+    `topic_gap_hours`. An episode longer than `episode_tokens` (or than the extraction prompt
+    leaves of the backbone's context) is cut into balanced parts, each its own episode.
+    A ReadRaw excerpt holds at most `raw_tokens` tokens of rendered messages.
+    """
+
+    episodes: EpisodeMode = "auto"
+    units: Units = "metadata"
+    read_raw: bool = True
+    rollout: bool = True
+    k_initial: int = 5
+    k_search: int = 1
+    max_steps: int = 5
+    episode_tokens: int = 2048
+    raw_tokens: int = 1536
+    topic_gap_hours: float = 24.0
+    max_entries: int = 6  # metadata entries per episode
+    extract_max_tokens: int = 1024
+    step_max_tokens: int = 512
+
+    def __post_init__(self) -> None:
+        for name in ("k_initial", "k_search", "max_steps", "episode_tokens", "raw_tokens",
+                     "max_entries", "extract_max_tokens", "step_max_tokens"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"T2MemConfig.{name} must be positive, got {getattr(self, name)}")
+        if self.topic_gap_hours <= 0:
+            raise ValueError("T2MemConfig.topic_gap_hours must be positive")
+
+    @property
+    def steps(self) -> int:
+        """Construction steps: Tmax, or 1 without rollout."""
+        return self.max_steps if self.rollout else 1
+
+    def actions(self, step: int) -> tuple[Action, ...]:
+        """Actions allowed at `step` (from 1): only Answer at the last one."""
+        if step >= self.steps:
+            return ("answer",)
+        return ("search", "read", "answer") if self.read_raw else ("search", "answer")
+
+
+Variant = Callable[[T2MemConfig], T2MemConfig]
+
+VARIANTS: dict[str, Variant] = {
+    "t2mem": lambda c: c,
+    "t2mem_no_metadata": lambda c: replace(c, units="raw"),
+    "t2mem_no_raw": lambda c: replace(c, read_raw=False),
+    "t2mem_no_rollout": lambda c: replace(c, rollout=False),
+    "t2mem_summary": lambda c: replace(c, units="summary"),
+}
+"""Method names of T2Mem and its ablations, each a change to a base configuration."""

@@ -1,0 +1,237 @@
+"""Offline metadata extraction per episode (paper §3.1), cached on disk across processes.
+
+A cached output is keyed by the extraction request's hash (backbone name and model, the
+rendered prompt holding the episode's messages, sampling, schema) and the prompt file's
+hash, so a sweep over many methods, questions or processes extracts each episode once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from tmem_core.llm import (
+    BackboneConfig,
+    CallRecord,
+    ChatRequest,
+    EmbeddedEngineConfig,
+    Usage,
+    count_chat_tokens,
+    request_hash,
+)
+from tmem_core.methods._context import LLM, TokenCounter
+from tmem_core.methods.t2mem._config import T2MemConfig
+from tmem_core.methods.t2mem._episodes import Episode, fit_lines
+from tmem_core.prompts import Prompt, load_prompt
+from tmem_core.retrieval import content_key
+
+EXTRACT_STAGE = "memory"
+"""Stage of extraction calls: offline memory construction, apart from the per-question loop."""
+
+_VERSION = "t2mem-extract-v1"
+CONTEXT_MARGIN = 0.7  # the budget tokenizer (cl100k) counts ~25% fewer tokens than SmolLM2's
+_PROMPTS = {"metadata": "t2mem/extract", "summary": "t2mem/summarize"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A memory unit that SearchMeta finds: `text` is shown, `search_text` embedded."""
+
+    entry_id: str
+    episode_id: str
+    kind: str  # event | fact | summary | message
+    text: str
+    search_text: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"id": self.entry_id, "episode": self.episode_id, "kind": self.kind,
+                "text": self.text}
+
+
+@dataclass(frozen=True)
+class ConstructionStats:
+    """What `T2Mem.prepare` did for one conversation (offline memory construction).
+
+    `calls` are this call's LLM calls (stage "memory"), ready for the calls table; `reused`
+    counts episodes whose metadata came from the extraction cache; `failed` holds one error
+    per episode left without metadata (not cached: the next `prepare` retries it).
+    """
+
+    conv_id: str
+    mode: str
+    episodes: int
+    entries: int
+    extracted: int
+    reused: int
+    failed: tuple[str, ...]
+    calls: tuple[CallRecord, ...]
+    seconds: float
+
+    @property
+    def usage(self) -> Usage:
+        return sum((Usage(c.prompt_tokens, c.completion_tokens) for c in self.calls), Usage())
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """Parsed metadata by episode id, and the calls it took."""
+
+    outputs: dict[str, dict[str, Any]]
+    calls: tuple[CallRecord, ...]
+    reused: int
+    failed: tuple[str, ...]
+
+
+def context_tokens(backbone: BackboneConfig) -> int:
+    """The context one request gets: the embedded server splits `n_ctx` among its slots."""
+    engine = backbone.engine
+    if isinstance(engine, EmbeddedEngineConfig):
+        return min(backbone.context_length, engine.n_ctx // engine.n_parallel)
+    return backbone.context_length
+
+
+def extraction_limit(config: T2MemConfig, backbone: BackboneConfig) -> int:
+    """Tokens of rendered messages an episode part may hold so that its extraction prompt and
+    output fit the backbone's context (every variant segments alike, raw included)."""
+    prompt = load_prompt(_PROMPTS.get(config.units, "t2mem/extract"))
+    overhead = count_chat_tokens(backbone, prompt.chat(**_values(prompt, "", "", config)))
+    context = context_tokens(backbone)
+    room = int((context - config.extract_max_tokens) * CONTEXT_MARGIN) - overhead
+    if room < 64:
+        raise ValueError(f"backbone {backbone.name}: a context of {context} tokens leaves no "
+                         f"room for an episode after {config.extract_max_tokens} output tokens")
+    return min(config.episode_tokens, room)
+
+
+def extract(episodes: Sequence[Episode], llm: LLM, config: T2MemConfig, cache: Path,
+            limit: int, count: TokenCounter) -> Extraction:
+    """Metadata of every episode: from the cache, else from one batch of LLM calls."""
+    prompt = load_prompt(_PROMPTS[config.units])
+    requests = {e.episode_id: _request(prompt, e, config, llm.backbone, limit, count)
+                for e in episodes}
+    keys = {eid: content_key([_VERSION, request_hash(llm.backbone, r), prompt.sha256])
+            for eid, r in requests.items()}
+    store = _Store(cache / "extract")
+    outputs = store.read(keys)
+    missing = sorted(set(keys) - set(outputs))
+    if not missing:
+        return Extraction(outputs, (), len(outputs), ())
+    with FileLock(str(store.lock_path([keys[eid] for eid in missing]))):
+        outputs |= store.read({eid: keys[eid] for eid in missing})  # written meanwhile
+        todo = [eid for eid in missing if eid not in outputs]
+        responses = llm.generate([requests[eid] for eid in todo]) if todo else []
+        failed: list[str] = []
+        for eid, response in zip(todo, responses, strict=True):
+            if response.ok and isinstance(response.parsed, dict):
+                store.write(keys[eid], response.parsed)
+                outputs[eid] = response.parsed
+            else:
+                failed.append(f"{eid}: {response.error or 'output is not a JSON object'}")
+    calls = tuple(CallRecord.of(llm.backbone, requests[eid], r)
+                  for eid, r in zip(todo, responses, strict=True))
+    return Extraction(outputs, calls, len(keys) - len(todo), tuple(failed))
+
+
+def metadata_entries(episodes: Sequence[Episode],
+                     outputs: dict[str, dict[str, Any]]) -> tuple[Entry, ...]:
+    """Entries of the extracted metadata (or summaries), numbered M1... in episode order."""
+    units = [(e.episode_id, kind, text) for e in episodes
+             for kind, text in _units(outputs.get(e.episode_id, {}))]
+    return tuple(Entry(f"M{i}", eid, kind, text, text)
+                 for i, (eid, kind, text) in enumerate(units, 1))
+
+
+def message_entries(episodes: Sequence[Episode]) -> tuple[Entry, ...]:
+    """One entry per raw message (the no-metadata ablation), linked to its episode."""
+    pairs = [(e.episode_id, m.text, line) for e in episodes
+             for m, line in zip(e.messages, e.lines, strict=True)]
+    return tuple(Entry(f"M{i}", eid, "message", line, text)
+                 for i, (eid, text, line) in enumerate(pairs, 1))
+
+
+def extraction_schema(config: T2MemConfig) -> dict[str, Any]:
+    if config.units == "summary":
+        return _object({"summary": {"type": "string", "minLength": 1, "maxLength": 800}})
+    entry = _object({
+        "kind": {"enum": ["event", "fact"]},
+        "text": {"type": "string", "minLength": 1, "maxLength": 150},
+        "entities": {"type": "array", "maxItems": 3,
+                     "items": {"type": "string", "maxLength": 24}},
+        "time": {"type": "string", "maxLength": 24},
+    })
+    return _object({"entries": {"type": "array", "minItems": 1,
+                                "maxItems": config.max_entries, "items": entry}})
+
+
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
+def _request(prompt: Prompt, episode: Episode, config: T2MemConfig, backbone: BackboneConfig,
+             limit: int, count: TokenCounter) -> ChatRequest:
+    messages = "\n".join(fit_lines(episode.transcript(), limit, count))
+    label = f"{episode.source}, from {episode.start:%Y-%m-%d %H:%M}"
+    sampling = dataclasses.replace(backbone.sampling, max_tokens=config.extract_max_tokens)
+    return ChatRequest(prompt.chat(**_values(prompt, label, messages, config)), sampling,
+                       extraction_schema(config), stage=EXTRACT_STAGE)
+
+
+def _values(prompt: Prompt, episode: str, messages: str, config: T2MemConfig) -> dict[str, str]:
+    values = {"episode": episode, "messages": messages, "max_entries": str(config.max_entries)}
+    return {k: v for k, v in values.items() if k in prompt.placeholders}
+
+
+def _units(output: dict[str, Any]) -> list[tuple[str, str]]:
+    """(kind, text) of each entry of one parsed output; entities and time join the text."""
+    if isinstance(output.get("summary"), str) and output["summary"].strip():
+        return [("summary", output["summary"].strip())]
+    units = []
+    for item in output.get("entries") or []:
+        if not isinstance(item, dict) or not str(item.get("text", "")).strip():
+            continue
+        entities = ", ".join(str(e).strip() for e in item.get("entities") or [] if str(e).strip())
+        time = str(item.get("time") or "").strip()
+        extras = "; ".join(f"{k}: {v}" for k, v in (("entities", entities), ("time", time)) if v)
+        text = str(item["text"]).strip()
+        units.append((str(item.get("kind") or "fact"), f"{text} ({extras})" if extras else text))
+    return units
+
+
+class _Store:
+    """One JSON file per key, written to a temporary file and renamed into place."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def path(self, key: str) -> Path:
+        return self.directory / key[:2] / f"{key}.json"
+
+    def lock_path(self, keys: Sequence[str]) -> Path:
+        locks = self.directory / ".locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        return locks / f"{content_key(sorted(keys))}.lock"
+
+    def read(self, keys: dict[str, str]) -> dict[str, dict[str, Any]]:
+        found = {}
+        for name, key in keys.items():
+            path = self.path(key)
+            if path.exists():
+                found[name] = json.loads(path.read_text(encoding="utf-8"))["parsed"]
+        return found
+
+    def write(self, key: str, parsed: dict[str, Any]) -> None:
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".", suffix=".json", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump({"version": _VERSION, "parsed": parsed}, fh)
+        os.replace(tmp, path)

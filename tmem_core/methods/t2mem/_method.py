@@ -1,0 +1,168 @@
+"""T2Mem as a context method: `prepare` (offline), `retrieve` (CPU), `construct` (LLM loop)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from tmem_core.llm import BackboneConfig, count_tokens
+from tmem_core.methods._base import Evidence, evidence
+from tmem_core.methods._context import LLM, Context, TokenCounter
+from tmem_core.methods.t2mem._config import VARIANTS, T2MemConfig
+from tmem_core.methods.t2mem._episodes import Mode, episode_mode, fit_lines, segment
+from tmem_core.methods.t2mem._extract import (
+    ConstructionStats,
+    Extraction,
+    extract,
+    extraction_limit,
+    message_entries,
+    metadata_entries,
+)
+from tmem_core.methods.t2mem._index import MemoryIndex
+from tmem_core.methods.t2mem._loop import Loop, describe, raw_budget
+from tmem_core.retrieval import IndexStore, cache_root, query_text
+from tmem_core.schema import DataError, Question
+
+
+class NotPrepared(RuntimeError):
+    """`retrieve` or `construct` on a conversation that `prepare` has not built."""
+
+
+@dataclass(frozen=True)
+class _Memory:
+    backbone: str
+    mode: Mode
+    index: MemoryIndex
+    complete: bool  # every episode has its metadata
+
+
+@dataclass
+class T2Mem:
+    """Test-time memory construction (paper §3), one instance per extraction backbone.
+
+    `prepare(conv_id, llm)` segments the conversation into episodes, extracts their metadata
+    (cached on disk under `cache`) and indexes the entries; it must run, in each process,
+    before `retrieve` or `construct` touch that conversation, and costs no LLM call once the
+    extraction cache holds the episodes. `retrieve` is the initial SearchMeta (k_initial, CPU
+    only); `construct` runs the loop and returns the memory as a `Context(kind="memory")`.
+
+    `Context.ids` (evidence recall) are the messages of every episode linked by an entry the
+    loop was shown, then of the episodes it read, episode by episode. `Context.text` is the
+    accumulated memory caches, cut to the budget; when the LLM wrote none (malformed first
+    step, LLM error) it is the entries shown instead, and the trace says `fallback`.
+    """
+
+    store: IndexStore
+    config: T2MemConfig = field(default_factory=T2MemConfig)
+    name: str = "t2mem"
+    cache: Path = field(default_factory=lambda: cache_root() / "t2mem")
+    _memories: dict[str, _Memory] = field(default_factory=dict, repr=False)
+
+    def prepare(self, conv_id: str, llm: LLM) -> ConstructionStats:
+        """Build the memory of a conversation once; idempotent."""
+        start = time.perf_counter()
+        tag = _tag(llm.backbone)
+        done = self._memories.get(conv_id)
+        if done is not None and done.complete and done.backbone == tag:
+            reused = 0 if self.config.units == "raw" else len(done.index.episodes)
+            return _stats(conv_id, done, Extraction({}, (), reused, ()), start)
+        conversation = self.store.conversations[conv_id]
+        mode = episode_mode(conversation, self.config.episodes)
+        limit = extraction_limit(self.config, llm.backbone)
+        count = _counter(llm.backbone)
+        episodes = segment(conversation, mode, limit, count,
+                           timedelta(hours=self.config.topic_gap_hours))
+        if self.config.units == "raw":
+            extraction, entries = Extraction({}, (), 0, ()), message_entries(episodes)
+        else:
+            extraction = extract(episodes, llm, self.config, self.cache, limit, count)
+            entries = metadata_entries(episodes, extraction.outputs)
+        index = MemoryIndex(episodes, entries, self.store.embeddings, self.store.root)
+        memory = _Memory(tag, mode, index, not extraction.failed)
+        self._memories[conv_id] = memory
+        return _stats(conv_id, memory, extraction, start)
+
+    def retrieve(self, question: Question) -> Evidence:
+        """The initial SearchMeta: the `k_initial` entries nearest to the question."""
+        index = self._memory(question.conv_id).index
+        query = query_text(question, metadata=True)
+        found = index.search(query, self.config.k_initial)
+        ids = index.linked_ids([e.episode_id for e in found])
+        return evidence(self.name, question, ids,
+                        {"query": query, "initial": [e.entry_id for e in found]})
+
+    def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
+                  budget_tokens: int, count_tokens: TokenCounter) -> Context:
+        """The loop from the retrieved entries, then the memory within `budget_tokens`."""
+        if llm is None:
+            raise ValueError(f"{self.name} builds its memory with an LLM; none was given")
+        memory = self._memory(question.conv_id)
+        initial = [memory.index.by_entry[i] for i in _initial_ids(evidence)]
+        loop = Loop(question, memory.index, self.config, raw_budget(self.config, llm.backbone),
+                    _counter(llm.backbone))
+        loop.run(initial, llm)
+        units = loop.memory or [describe(e, memory.index) for e in loop.seen.values()]
+        text = "\n".join(fit_lines(units, budget_tokens, count_tokens))
+        ids = memory.index.linked_ids(loop.linked_episodes())
+        trace = self._trace(question, evidence, loop, memory)
+        return Context(question.qid, self.name, "memory", text, ids, count_tokens(text), trace)
+
+    def _memory(self, conv_id: str) -> _Memory:
+        try:
+            return self._memories[conv_id]
+        except KeyError:
+            raise NotPrepared(f"{self.name}: conversation {conv_id!r} is not prepared; call "
+                              f"prepare({conv_id!r}, llm) first (in this process)") from None
+
+    def _trace(self, question: Question, evidence: Evidence, loop: Loop,
+               memory: _Memory) -> dict[str, Any]:
+        index = memory.index
+        initial = [index.by_entry[i].to_json() for i in _initial_ids(evidence)]
+        return {
+            "method": self.name, "question": question.question,
+            "config": dataclasses.asdict(self.config), "episode_mode": memory.mode,
+            "metadata": {"backbone": memory.backbone, "episodes": len(index.episodes),
+                         "entries": len(index.entries), "complete": memory.complete},
+            "initial": initial, "steps": loop.steps, "stop": loop.stop, "read": loop.read,
+            "memory": loop.memory, "fallback": not loop.memory,
+            "usage": {"calls": len(loop.steps),
+                      "prompt_tokens": sum(s["prompt_tokens"] for s in loop.steps),
+                      "completion_tokens": sum(s["completion_tokens"] for s in loop.steps),
+                      "latency_s": round(sum(s["latency_s"] for s in loop.steps), 3)},
+        }
+
+
+def make_t2mem(name: str, store: IndexStore, config: T2MemConfig | None = None) -> T2Mem:
+    """T2Mem (`t2mem`) or one of its ablations by name, from a base configuration."""
+    try:
+        variant = VARIANTS[name]
+    except KeyError:
+        raise DataError(f"unknown T2Mem variant {name!r}; known: {', '.join(VARIANTS)}") from None
+    return T2Mem(store, variant(config or T2MemConfig()), name=name)
+
+
+def _initial_ids(evidence: Evidence) -> list[str]:
+    trace = evidence.trace
+    if not isinstance(trace, dict) or not isinstance(trace.get("initial"), list):
+        raise ValueError(f"evidence of {evidence.qid} does not come from T2Mem.retrieve")
+    return [str(i) for i in trace["initial"]]
+
+
+def _stats(conv_id: str, memory: _Memory, extraction: Extraction,
+           start: float) -> ConstructionStats:
+    index = memory.index
+    return ConstructionStats(conv_id, memory.mode, len(index.episodes), len(index.entries),
+                             len(extraction.calls), extraction.reused, extraction.failed,
+                             extraction.calls, time.perf_counter() - start)
+
+
+def _tag(backbone: BackboneConfig) -> str:
+    return f"{backbone.name}@{backbone.model}"
+
+
+def _counter(backbone: BackboneConfig) -> TokenCounter:
+    return lambda text: count_tokens(backbone, text)
