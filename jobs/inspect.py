@@ -24,6 +24,8 @@ from tmem_core.benchmarks import build, read_prepared
 from tmem_core.llm import count_tokens, open_client
 from tmem_core.methods import Evidence
 from tmem_core.methods._context import LLM, Context, ContextMethod
+from tmem_core.methods.t2mem import VARIANTS as T2MEM_VARIANTS
+from tmem_core.methods.t2mem import make_t2mem, render_trace
 from tmem_core.methods.tmem import TMEM_VARIANTS, DiscoveryConfig, describe, make_tmem
 from tmem_core.retrieval import IndexStore, conversations_from_table
 from tmem_core.schema import (
@@ -42,8 +44,11 @@ class Inspector:
     show: Callable[[Evidence, Context, Mapping[str, Message]], str]
 
 
-INSPECTORS: dict[str, Inspector] = {name: Inspector(make_tmem, describe)
-                                    for name in TMEM_VARIANTS}
+INSPECTORS: dict[str, Inspector] = {
+    **{name: Inspector(make_tmem, describe) for name in TMEM_VARIANTS},
+    **{name: Inspector(make_t2mem, lambda _e, context, _m: render_trace(context))
+       for name in T2MEM_VARIANTS},
+}
 
 
 def main() -> int:
@@ -78,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
 def report(question: Question, method: ContextMethod, inspector: Inspector, llm: LLM,
            budget: int, store: IndexStore) -> str:
     """Run the method on one question and describe every step."""
+    prepare: Callable[[str, LLM], object] | None = getattr(method, "prepare", None)
+    if prepare is not None:  # offline memory first (T2Mem's metadata; cached on disk)
+        prepare(question.conv_id, llm)
     evidence = method.retrieve(question)
     context = method.construct(question, evidence, llm, budget,
                                functools.partial(count_tokens, llm.backbone))

@@ -1,0 +1,6 @@
+# Settings for a Ray cluster on loopback (source this file).
+export RAY_AUTH_MODE=disabled
+export RAY_USAGE_STATS_ENABLED=0
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0   # without it Ray advertises a non-loopback address
+export RAY_DASHBOARD_PORT="${RAY_DASHBOARD_PORT:-8265}"
+export RAY_ADDRESS="${RAY_ADDRESS:-http://127.0.0.1:${RAY_DASHBOARD_PORT}}"

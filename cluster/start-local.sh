@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Start a single-node Ray head on 127.0.0.1 (with the job server), for `ray job submit`.
+#   cluster/start-local.sh [--num-cpus N]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=env.sh
+source "$here/env.sh"
+num_cpus="${NUM_CPUS:-$(nproc)}"
+if [ "${1:-}" = "--num-cpus" ]; then num_cpus="$2"; fi
+PY="${PY:-python3}"
+RAY="$(dirname "$(command -v "$PY")")/ray"
+[ -x "$RAY" ] || RAY="ray"
+"$RAY" start --head --node-ip-address=127.0.0.1 --port="${RAY_GCS_PORT:-6379}" \
+  --dashboard-host=127.0.0.1 --dashboard-port="$RAY_DASHBOARD_PORT" --include-dashboard=true \
+  --dashboard-agent-listen-port="${RAY_AGENT_PORT:-52365}" \
+  --num-cpus="$num_cpus" --object-store-memory="${RAY_OBJECT_STORE_BYTES:-268435456}" \
+  --disable-usage-stats >/dev/null
+# remember this head's session, so that stop-local.sh stops this cluster and no other
+basename "$(readlink -f /tmp/ray/session_latest)" > "/tmp/ray/tmem-eval-${RAY_GCS_PORT:-6379}.session"
+# The job server answers before its agent registers; a submitted no-op job proves both are up.
+for _ in $(seq 1 120); do
+  if "$RAY" job submit --address "$RAY_ADDRESS" --submission-id "warmup-$(date +%s%N)" \
+      -- true >/dev/null 2>&1; then
+    echo "ray head up: RAY_ADDRESS=$RAY_ADDRESS"
+    exit 0
+  fi
+  sleep 1
+done
+echo "error: the Ray job server did not accept jobs on port $RAY_DASHBOARD_PORT" >&2
+exit 1

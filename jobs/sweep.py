@@ -1,0 +1,48 @@
+"""Run a sweep: every run of a config's grid through the Ray pipeline.
+
+    python -m jobs.sweep jobs/configs/default.toml
+    ray job submit --working-dir . -- python -m jobs.sweep jobs/configs/default.toml
+
+With no RAY_ADDRESS a local Ray starts; with one the sweep joins that cluster. A re-run of
+the same config skips what already succeeded and retries what failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from jobs._cli import run_main
+from tmem_core.benchmarks import benchmark_names
+from tmem_core.llm import load_backbones
+from tmem_core.pipeline import Allowed, ConfigError, context_method_names, load_sweep, run_sweep
+
+
+def allowed() -> Allowed:
+    return Allowed(benchmarks=benchmark_names(), methods=context_method_names(),
+                   backbones=lambda path: load_backbones(path).keys())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m jobs.sweep", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("config", type=Path, help="sweep config (TOML or YAML)")
+    parser.add_argument("--local", action="store_true",
+                        help="run the stages in this process, without Ray (debugging)")
+    args = parser.parse_args()
+    try:
+        config = load_sweep(args.config, allowed())
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"sweep {config.name}: {len(config.runs())} runs -> "
+          f"{Path(config.results_dir) / config.name}", flush=True)
+    summaries = run_sweep(config, log=lambda line: print(line, flush=True), local=args.local)
+    failed = sum(sum(s.stage_errors.values()) for s in summaries)
+    print(f"sweep {config.name} done: {len(summaries)} runs, {failed} error records", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,79 @@
+"""A local Ray head (started with the cluster/ scripts) and helpers to run sweeps on it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PORTS = {"RAY_DASHBOARD_PORT": "8365", "RAY_GCS_PORT": "6479", "RAY_AGENT_PORT": "52465"}
+
+
+@pytest.fixture(scope="session")
+def ray_address() -> Iterator[str]:
+    env = {**os.environ, **PORTS, "PY": sys.executable}
+    env.pop("RAY_ADDRESS", None)
+    subprocess.run([str(ROOT / "cluster" / "start-local.sh")], env=env, check=True,
+                   timeout=180)
+    address = f"http://127.0.0.1:{PORTS['RAY_DASHBOARD_PORT']}"
+    try:
+        yield address
+    finally:
+        subprocess.run([str(ROOT / "cluster" / "stop-local.sh")], env=env, timeout=120,
+                       check=False)
+
+
+def sweep_config(tmp: Path, name: str, *, methods: str = '["bm25"]', limit: int = 3,
+                 backbones: str = '["smollm2"]', extra: str = "") -> Path:
+    """A small sweep on the synthetic benchmark, results under `tmp/results`."""
+    path = tmp / f"{name}.toml"
+    path.write_text(textwrap.dedent(f"""\
+        name = "{name}"
+        results_dir = "{tmp / 'results'}"
+        {extra}
+        [[benchmarks]]
+        name = "synthetic"
+        size = 300
+        seed = 0
+        limit = {limit}
+        [grid]
+        methods = {methods}
+        backbones = {backbones}
+        top_k = [8]
+        budgets = [512]
+        [resources]
+        retrieve_actors = 1
+        llm_actors = 1
+        batch_size = 2
+        """))
+    return path
+
+
+def sweep_env(address: str, **extra: str) -> dict[str, str]:
+    return {**os.environ, "RAY_ADDRESS": address, "RAY_AUTH_MODE": "disabled",
+            "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", **extra}
+
+
+def run_sweep(config: Path, address: str, timeout: float = 900, **env: str
+              ) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
+                          env=sweep_env(address, **env), capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")

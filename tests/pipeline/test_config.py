@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs.sweep import allowed
+from tmem_core.llm import load_backbones
+from tmem_core.pipeline import Allowed, ConfigError, load_sweep, parse_sweep
+
+ALLOWED = Allowed(benchmarks=["locomo", "synthetic"], methods=["bm25", "tmem_reranked"],
+                  backbones=lambda _: ["smollm2", "qwen"])
+GOOD = {"name": "s", "benchmarks": [{"name": "synthetic", "size": 300, "limit": 2}],
+        "grid": {"methods": ["bm25", "tmem_reranked"], "backbones": ["smollm2", "qwen"],
+                 "top_k": [12, 36], "budgets": [1024]}}
+
+
+def test_grid_expands_and_ids_are_stable() -> None:
+    config = parse_sweep(GOOD, ALLOWED)
+    runs = config.runs()
+    assert len(runs) == 2 * 2 * 2
+    assert config.judges == ("smollm2",)  # default judge: the first backbone
+    ids = {r.run_id for r in runs}
+    assert len(ids) == 8
+    assert ids == {r.run_id for r in parse_sweep(GOOD, ALLOWED).runs()}
+    assert runs[0].run_id.startswith("synthetic_bm25_smollm2_k12_b1024_")
+
+
+@pytest.mark.parametrize(("patch", "key", "words"), [
+    ({"grid": {"methods": ["bm26"], "backbones": ["smollm2"]}}, "grid.methods",
+     "allowed: bm25, tmem_reranked"),
+    ({"grid": {"methods": ["bm25"], "backbones": ["gpt9"]}}, "grid.backbones", "qwen"),
+    ({"grid": {"methods": ["bm25"], "backbones": ["qwen"], "top_k": [0]}}, "grid.top_k",
+     "positive"),
+    ({"grid": {"methods": ["bm25"], "backbones": ["qwen"], "budget": [5]}}, "grid.budget",
+     "allowed: backbones"),
+    ({"benchmarks": [{"name": "locomoo"}]}, "benchmarks[0].name", "locomo, synthetic"),
+    ({"benchmarks": [{"name": "synthetic", "sise": 3}]}, "benchmarks[0].sise", "size"),
+    ({"benchmarks": [{"name": "synthetic", "limit": "x"}]}, "benchmarks[0].limit", "number"),
+    ({"resources": {"llm_actorz": 2}}, "resources.llm_actorz", "llm_actors"),
+    ({"methods": {"dense": {"anchors": 3}}}, "methods.dense", "not in grid.methods"),
+    ({"extra": 1}, "extra", "allowed"),
+])
+def test_errors_name_the_key_and_the_allowed_values(patch: dict, key: str, words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_sweep({**GOOD, **patch}, ALLOWED)
+    assert err.value.key == key and words in str(err.value)
+
+
+def test_yaml_and_toml_files(tmp_path: Path) -> None:
+    toml = tmp_path / "a.toml"
+    toml.write_text('[[benchmarks]]\nname = "synthetic"\n[grid]\nmethods = ["bm25"]\n'
+                    'backbones = ["qwen"]\n')
+    yml = tmp_path / "b.yaml"
+    yml.write_text("benchmarks: [{name: synthetic}]\ngrid: {methods: [bm25], backbones: [qwen]}\n")
+    assert load_sweep(toml, ALLOWED).name == "a"
+    assert load_sweep(yml, ALLOWED).runs()[0].run_id == load_sweep(toml, ALLOWED).runs()[0].run_id
+    bad = tmp_path / "c.toml"
+    bad.write_text("[grid\n")
+    with pytest.raises(ConfigError, match="cannot parse"):
+        load_sweep(bad, ALLOWED)
+
+
+@pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[2].glob(
+    "jobs/configs/*.toml")), ids=lambda p: p.name)
+def test_example_configs_load(path: Path) -> None:
+    if path.name.startswith("backbones"):
+        assert load_backbones(path)
+        return
+    assert load_sweep(path, allowed()).runs()

@@ -1,0 +1,102 @@
+"""Faults: a killed driver, a dying stage worker, an LLM error; and two backbones at once."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.conftest import ROOT, run_sweep, sweep_config, sweep_env, wait_for
+from tmem_core.pipeline import STAGES, calls_store
+from tmem_core.pipeline._stages import AnswerStage, JudgeStage
+
+pytestmark = pytest.mark.slow
+
+
+def _run_dirs(tmp: Path, sweep: str) -> list[Path]:
+    runs = json.loads((tmp / "results" / sweep / "sweep.json").read_text())["runs"]
+    return [tmp / "results" / sweep / r for r in runs]
+
+
+def test_killed_driver_resumes_without_recomputing(ray_address: str, tmp_path: Path) -> None:
+    config = sweep_config(tmp_path, "kill", limit=6)
+    driver = subprocess.Popen([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
+                              env=sweep_env(ray_address), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    answers = tmp_path / "results" / "kill"
+    wait_for(lambda: any(answers.glob("*/judge/part-*.parquet")), 600, "first judgements")
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    killed_at = time.time()
+    (run_dir,) = _run_dirs(tmp_path, "kill")
+    before = {s.name: set(s.store_for(run_dir).latest().column("key").to_pylist())
+              for s in STAGES}
+    assert 0 < len(before["judge"]) < 6  # killed mid-sweep
+
+    run_sweep(config, ray_address)
+
+    for stage in STAGES:
+        history = stage.store_for(run_dir).read_all().to_pylist()
+        ok_keys = [r["key"] for r in history if r["ok"]]
+        assert len(ok_keys) == len(set(ok_keys)), f"{stage.name}: a record was recomputed"
+        assert len(set(ok_keys)) == 6
+    late_calls = [c for c in calls_store(run_dir).read_all().to_pylist()
+                  if c["written_at"] > killed_at]
+    assert not {c["qid"] for c in late_calls if c["stage"] == "judge"} & {
+        k.split("|")[0] for k in before["judge"]}
+
+
+def test_dying_worker_and_llm_error(ray_address: str, tmp_path: Path) -> None:
+    backbones = tmp_path / "backbones.toml"
+    backbones.write_text('[backbones.smollm2-b]\nbackend = "embedded"\n'
+                         'model = "SmolLM2-135M-Instruct"\ntokenizer = "cl100k"\n'
+                         'context_length = 4096\n')
+    config = sweep_config(tmp_path, "faults", limit=4, backbones='["smollm2", "smollm2-b"]',
+                          extra=f'backbones_file = "{backbones}"')
+    qids = _first_qids(tmp_path, config, ray_address)
+    marker = tmp_path / "died-once"
+    fault = f"stage=answer,qid={qids[1]},kind=exit,once={marker}"
+    run_sweep(config, ray_address, TMEM_FAULT=fault)
+    assert marker.exists()  # the worker did die
+    run_dirs = _run_dirs(tmp_path, "faults")
+    for run_dir in run_dirs:
+        assert len(AnswerStage.store_for(run_dir).latest().to_pylist()) == 4
+    # an LLM error on one question: an error row, the rest completes
+    broken = f"stage=judge,qid={qids[2]},kind=llm_error"
+    config2 = sweep_config(tmp_path, "llm-error", limit=4, extra="")
+    run_sweep(config2, ray_address, TMEM_FAULT=broken)
+    (run_dir,) = _run_dirs(tmp_path, "llm-error")
+    judged = JudgeStage.store_for(run_dir)
+    failures = judged.failures().to_pylist()
+    assert [f["qid"] for f in failures] == [qids[2]]
+    assert "injected fault" in failures[0]["error"]
+    assert len(judged.latest().to_pylist()) == 3
+    # two backbones: comparable result sets, tokens accounted per backbone
+    answered = {}
+    for run_dir in run_dirs:
+        calls = [c for c in calls_store(run_dir).read_all().to_pylist()
+                 if c["stage"] == "answer"]
+        (backbone,) = {c["backbone"] for c in calls}
+        answered[backbone] = (sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls),
+                              set(JudgeStage.store_for(run_dir).latest().column("qid")
+                                  .to_pylist()))
+    assert set(answered) == {"smollm2", "smollm2-b"}
+    assert all(tokens > 0 for tokens, _ in answered.values())
+    assert answered["smollm2"][1] == answered["smollm2-b"][1] == set(qids)
+
+
+def _first_qids(tmp: Path, config: Path, address: str) -> list[str]:
+    """The questions the sweep will run, in order (prepares the data as the sweep would)."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys; from jobs.sweep import allowed; "
+         "from tmem_core.pipeline import load_sweep, prepare_benchmark, select_questions; "
+         "from pathlib import Path; c = load_sweep(Path(sys.argv[1]), allowed()); "
+         "b = c.benchmarks[0]; d = prepare_benchmark(b, Path(c.results_dir) / c.name / 'data');"
+         "print(' '.join(q for q, _ in select_questions(d, b)))", str(config)],
+        cwd=ROOT, env=sweep_env(address), capture_output=True, text=True, check=True)
+    return out.stdout.split()

@@ -1,0 +1,42 @@
+"""End to end: `ray job submit` of a sweep to a head started by cluster/start-local.sh."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.conftest import ROOT, sweep_config, sweep_env
+from tmem_core.pipeline import STAGES, calls_store
+
+pytestmark = pytest.mark.slow
+
+
+def test_ray_job_submit_runs_a_sweep(ray_address: str, tmp_path: Path) -> None:
+    config = sweep_config(tmp_path, "e2e", methods='["bm25", "tmem_reranked"]', limit=3)
+    done = subprocess.run(
+        ["ray", "job", "submit", "--working-dir", ".", "--", "python", "-m", "jobs.sweep",
+         str(config)], cwd=ROOT, env=sweep_env(ray_address), capture_output=True, text=True,
+        timeout=1200, check=False)
+    log = done.stdout + done.stderr
+    assert done.returncode == 0, log[-4000:]
+    assert "sweep e2e done: 2 runs" in log and "[progress]" in log
+    runs = json.loads((tmp_path / "results" / "e2e" / "sweep.json").read_text())["runs"]
+    assert len(runs) == 2
+    for run_id in runs:
+        run_dir = tmp_path / "results" / "e2e" / run_id
+        contract = json.loads((run_dir / "contract.json").read_text())
+        assert contract["ended_at"] >= contract["started_at"]
+        assert len(contract["config_sha256"]) == 64 and contract["packages"]["ray"]
+        assert contract["prompts"]["judge/synthetic@v1"]
+        assert contract["validators"]["question_counts"]["passed"]
+        assert contract["validators"]["no_gold_in_prompts"]["passed"]
+        assert contract["validators"]["budget"]["passed"]
+        for stage in STAGES:
+            table = stage.store_for(run_dir).read_all()
+            assert set(table.column("qid").to_pylist()) and table.num_rows >= 3
+        calls = calls_store(run_dir).read_all().to_pylist()
+        assert {c["stage"] for c in calls} >= {"answer", "judge"}
+        assert all(c["backbone"] == "smollm2" and c["prompt_tokens"] > 0 for c in calls)

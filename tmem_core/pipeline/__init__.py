@@ -1,0 +1,54 @@
+"""Distributed evaluation on Ray: sweep configs, stages as actor pools, append-only results.
+
+Nothing below this package imports Ray; methods, retrieval and the LLM layer are plain
+Python that the stages here wrap.
+"""
+
+from tmem_core.pipeline._config import (
+    Allowed,
+    BenchmarkConfig,
+    ConfigError,
+    Resources,
+    RunSpec,
+    SweepConfig,
+    load_sweep,
+    parse_sweep,
+)
+from tmem_core.pipeline._contract import CONTRACT_FILE, Contract
+from tmem_core.pipeline._methods import CONTEXT_METHODS, build_method, context_method_names
+from tmem_core.pipeline._runner import (
+    RunSummary,
+    execute_run,
+    init_ray,
+    prepare_benchmark,
+    run_sweep,
+    select_questions,
+)
+from tmem_core.pipeline._stages import STAGES, StageJob, calls_store
+from tmem_core.pipeline._store import StageStore
+
+__all__ = [
+    "CONTEXT_METHODS",
+    "CONTRACT_FILE",
+    "STAGES",
+    "Allowed",
+    "BenchmarkConfig",
+    "ConfigError",
+    "Contract",
+    "Resources",
+    "RunSpec",
+    "RunSummary",
+    "StageJob",
+    "StageStore",
+    "SweepConfig",
+    "build_method",
+    "calls_store",
+    "context_method_names",
+    "execute_run",
+    "init_ray",
+    "load_sweep",
+    "parse_sweep",
+    "prepare_benchmark",
+    "run_sweep",
+    "select_questions",
+]

