@@ -1,0 +1,185 @@
+"""Load a sweep's results: run configs from contract.json, latest successful record per key."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from tmem_core.benchmarks import read_prepared
+from tmem_core.evaluation import get_protocol, recall_scorable
+from tmem_core.pipeline import CONTRACT_FILE, STAGES, StageStore, calls_store
+from tmem_core.schema import DataError, Gold, gold_from_table
+
+RECORD_STAGES = tuple(stage.name for stage in STAGES)  # retrieve, construct, answer, judge
+CALLS = "calls"
+STORES = (*RECORD_STAGES, CALLS)
+LARGE_COLUMNS = ("context", "trace", "prompt")  # never read by the reports; left on disk
+QUESTION_SCHEMA = pl.Schema({"run_id": pl.String, "qid": pl.String, "conv_id": pl.String,
+                             "category": pl.String, "answer_kind": pl.String,
+                             "evidence": pl.Int64, "scorable": pl.Boolean,
+                             "separate": pl.Boolean})
+RUN_SCHEMA = pl.Schema({
+    "run_id": pl.String, "benchmark": pl.String, "method": pl.String, "params": pl.String,
+    "backbone": pl.String, "judges": pl.String, "top_k": pl.Int64, "budget": pl.Int64,
+    "judge_repeats": pl.Int64, "config_sha256": pl.String, "git_commit": pl.String,
+    "started_at": pl.Float64, "ended_at": pl.Float64, "wall_s": pl.Float64,
+    "data_dir": pl.String})
+VALIDATOR_SCHEMA = pl.Schema({"run_id": pl.String(), "validator": pl.String(),
+                              "passed": pl.Boolean(), "checked": pl.Int64(),
+                              "problem_count": pl.Int64(), "problems": pl.List(pl.String)})
+_HISTORY = ("run_id", "key", "qid", "conv_id", "ok", "error", "written_at")
+
+
+@dataclass(frozen=True)
+class SweepResults:
+    """A sweep's results as polars frames; every frame has a `run_id` column.
+
+    `records[store]`: the latest successful record per key of each run (stores: retrieve,
+    construct, answer, judge, calls), without the large text columns. `failures`: every
+    failed attempt, `resolved` when its key has a successful record. `questions`: every
+    question with a record in a run, with its gold facts. `gold[run_id]`: gold by qid.
+    """
+
+    root: Path
+    name: str
+    runs: pl.DataFrame
+    validators: pl.DataFrame
+    records: Mapping[str, pl.DataFrame]
+    failures: pl.DataFrame
+    questions: pl.DataFrame
+    gold: Mapping[str, Mapping[str, Gold]]
+
+
+@dataclass(frozen=True)
+class _Benchmark:
+    gold: dict[str, Gold]
+    category: dict[str, str]
+
+    @classmethod
+    def read(cls, data_dir: Path) -> _Benchmark:
+        table = read_prepared(data_dir).questions
+        qids, categories = (table.column(c).to_pylist() for c in ("qid", "category"))
+        return cls(gold_from_table(table), dict(zip(qids, categories, strict=True)))
+
+
+@dataclass(frozen=True)
+class _Run:
+    contract: dict[str, Any]
+    data_dir: Path
+    records: dict[str, pl.DataFrame]
+    failures: pl.DataFrame
+    qids: pl.DataFrame
+
+
+def read_sweep(root: Path) -> SweepResults:
+    """Every run under `root` (each folder with a contract.json)."""
+    run_dirs = sorted(p.parent for p in root.glob(f"*/{CONTRACT_FILE}"))
+    if not run_dirs:
+        raise DataError(f"no runs (no */{CONTRACT_FILE}): not a sweep folder", file=str(root))
+    runs = [_read_run(d, root) for d in run_dirs]
+    benchmarks = {r.data_dir: _Benchmark.read(r.data_dir) for r in runs}
+    return SweepResults(
+        root=root, name=_sweep_name(root),
+        runs=pl.DataFrame([_run_row(r) for r in runs], schema=RUN_SCHEMA),
+        validators=_validators(runs),
+        records={s: pl.concat([r.records[s] for r in runs]) for s in STORES},
+        failures=pl.concat([r.failures for r in runs]),
+        questions=pl.concat([_questions(r, benchmarks[r.data_dir]) for r in runs]),
+        gold={r.contract["run_id"]: benchmarks[r.data_dir].gold for r in runs})
+
+
+def _sweep_name(root: Path) -> str:
+    sweep_json = root / "sweep.json"
+    return str(json.loads(sweep_json.read_text())["name"]) if sweep_json.exists() else root.name
+
+
+def _read_run(run_dir: Path, root: Path) -> _Run:
+    contract = json.loads((run_dir / CONTRACT_FILE).read_text())
+    run_id = pl.lit(contract["run_id"]).alias("run_id")  # the contract's id names the run
+    stores = {**{s.name: s.store_for(run_dir) for s in STAGES}, CALLS: calls_store(run_dir)}
+    histories = {name: _history(store).with_columns(run_id) for name, store in stores.items()}
+    qids = pl.concat([histories[s].select("qid", "conv_id") for s in RECORD_STAGES])
+    return _Run(
+        contract=contract,
+        data_dir=_data_dir(contract, root),
+        records={name: _latest(store).with_columns(run_id) for name, store in stores.items()},
+        failures=pl.concat([_failed(name, histories[name]) for name in STORES]),
+        qids=qids.unique("qid", keep="first", maintain_order=True))
+
+
+def _data_dir(contract: dict[str, Any], root: Path) -> Path:
+    """The prepared benchmark the run read; under this sweep's data/ when moved."""
+    recorded = Path(contract["data"]["dir"])
+    return recorded if recorded.exists() else root / "data" / recorded.name
+
+
+def _latest(store: StageStore) -> pl.DataFrame:
+    table = store.latest()
+    return _frame(table.drop_columns([c for c in LARGE_COLUMNS if c in table.column_names]))
+
+
+def _history(store: StageStore) -> pl.DataFrame:
+    table = store.read_all()
+    extra = [c for c in ("stage", "error_kind") if c in table.column_names]
+    return _frame(table.select([*_HISTORY, *extra]))
+
+
+def _frame(table: pa.Table) -> pl.DataFrame:
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _failed(store: str, history: pl.DataFrame) -> pl.DataFrame:
+    """Failed attempts of one store; `stage` is the store, or the LLM call's stage."""
+    succeeded = history.filter("ok").get_column("key").unique()
+    stage = pl.col("stage") if store == CALLS else pl.lit(store)
+    kind = pl.col("error_kind") if store == CALLS else pl.lit(None, pl.String)
+    return history.filter(~pl.col("ok")).select(
+        "run_id", pl.lit(store).alias("store"), stage.alias("stage"), "key", "qid", "error",
+        kind.alias("error_kind"), "written_at",
+        pl.col("key").is_in(succeeded.implode()).alias("resolved"))
+
+
+def _run_row(run: _Run) -> dict[str, Any]:
+    c = run.contract
+    config = c["config"]
+    ended = c.get("ended_at")
+    return {
+        "run_id": c["run_id"], "benchmark": config["benchmark"]["name"],
+        "method": config["method"], "params": json.dumps(config["params"], sort_keys=True),
+        "backbone": config["backbone"], "judges": ",".join(config["judges"]),
+        "top_k": config["top_k"], "budget": config["budget"],
+        "judge_repeats": config["judge_repeats"], "config_sha256": c["config_sha256"],
+        "git_commit": c.get("git_commit"), "started_at": c["started_at"], "ended_at": ended,
+        "wall_s": None if ended is None else ended - c["started_at"],
+        "data_dir": str(run.data_dir)}
+
+
+def _validators(runs: list[_Run]) -> pl.DataFrame:
+    rows = [{"run_id": r.contract["run_id"], "validator": name, "passed": v["passed"],
+             "checked": v["checked"], "problem_count": v["problem_count"],
+             "problems": v["problems"]}
+            for r in runs for name, v in sorted(r.contract.get("validators", {}).items())]
+    return pl.DataFrame(rows, schema=VALIDATOR_SCHEMA)
+
+
+def _questions(run: _Run, bench: _Benchmark) -> pl.DataFrame:
+    """The run's questions (any record in any stage) with category and gold facts."""
+    separate = get_protocol(run.contract["config"]["benchmark"]["name"]).reports_separately
+    qids = run.qids.get_column("qid").to_list()
+    gold = [bench.gold[q] for q in qids]
+    return pl.DataFrame({
+        "run_id": [run.contract["run_id"]] * len(qids), "qid": qids,
+        "conv_id": run.qids.get_column("conv_id").to_list(),
+        "category": [bench.category[q] for q in qids],
+        "answer_kind": [g.answer_kind for g in gold],
+        "evidence": [len(g.evidence_ids) for g in gold],
+        "scorable": [recall_scorable(g) for g in gold],
+        "separate": [bench.category[q] in separate for q in qids]}, schema=QUESTION_SCHEMA)

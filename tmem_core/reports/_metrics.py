@@ -1,0 +1,150 @@
+"""Derived figures of a sweep; results/README.md defines each one and its denominator."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tmem_core.evaluation import evidence_recall
+from tmem_core.reports._load import RECORD_STAGES, STORES, SweepResults
+
+OVERALL = "overall"  # the category row that pools every category not reported separately
+ALL_JUDGES = "all"  # the judge row that pools every judge's repeats
+LLM_STAGES = ("memory", *RECORD_STAGES)  # `calls.stage` values
+MEMORY_PROCESSING, ANSWER_JUDGE = "memory processing", "answer+judge"
+PHASE = {"memory": MEMORY_PROCESSING, "retrieve": MEMORY_PROCESSING,
+         "construct": MEMORY_PROCESSING, "answer": ANSWER_JUDGE, "judge": ANSWER_JUDGE}
+_ID = ["run_id", "qid"]
+
+
+def left_join(frame: pl.DataFrame, other: pl.DataFrame, on: str | list[str]) -> pl.DataFrame:
+    """`frame` with `other`'s columns, in `frame`'s row order."""
+    return frame.join(other, on=on, how="left", maintain_order="left")
+
+
+def with_overall(frame: pl.DataFrame, exclude_separate: bool = True) -> pl.DataFrame:
+    """Each row under its category, and again under OVERALL (separate categories left out
+    unless `exclude_separate` is False)."""
+    pooled = frame.filter(~pl.col("separate")) if exclude_separate else frame
+    return pl.concat([frame, pooled.with_columns(category=pl.lit(OVERALL),
+                                                 separate=pl.lit(False))])
+
+
+def accuracy(results: SweepResults) -> pl.DataFrame:
+    """Judge score per run x category x judge: mean over repeats of each repeat's mean score,
+    std across repeats; judge `all` pools every (judge, repeat)."""
+    scores = results.records["judge"].select(*_ID, "judge", "repeat", "score").join(
+        results.questions.select(*_ID, "category", "separate"), on=_ID)
+    scoped = with_overall(scores)
+    scoped = pl.concat([scoped, scoped.with_columns(judge=pl.lit(ALL_JUDGES))])
+    keys = ["run_id", "category", "separate", "judge"]
+    per_repeat = scoped.group_by(*keys, "repeat").agg(pl.col("score").mean().alias("acc"),
+                                                      pl.col("qid"))
+    return per_repeat.group_by(keys).agg(
+        pl.col("qid").explode().n_unique().alias("questions"),
+        pl.len().alias("repeats"), pl.col("acc").mean().alias("accuracy"),
+        pl.col("acc").std().alias("std"),
+    ).sort("run_id", "judge", "separate", "category")
+
+
+def question_table(results: SweepResults) -> pl.DataFrame:
+    """One row per run x question: outcome, first unresolved error, scores, recall, tokens."""
+    judge = results.records["judge"].group_by(_ID).agg(
+        pl.len().alias("judged"), pl.col("score").mean(), pl.col("f1").drop_nulls().first())
+    context = results.records["construct"].select(*_ID, pl.col("tokens").alias(
+        "context_tokens"))
+    calls = results.records["calls"].group_by(_ID).agg(
+        (pl.col("prompt_tokens") + pl.col("completion_tokens")).sum().alias("llm_tokens"),
+        pl.col("cost_usd").sum())
+    table = results.questions
+    for facts in (_first_failure(results), judge, _recall(results), context, calls):
+        table = left_join(table, facts, _ID)
+    status = (pl.when(pl.col("failed_stage").is_not_null()).then(pl.lit("failed"))
+              .when(pl.col("judged").is_not_null()).then(pl.lit("judged"))
+              .otherwise(pl.lit("pending")))
+    return table.with_columns(status.alias("status"), pl.col("judged").fill_null(0),
+                              pl.col("llm_tokens").fill_null(0),
+                              pl.col("cost_usd").fill_null(0.0))
+
+
+def _first_failure(results: SweepResults) -> pl.DataFrame:
+    """Per question, the first stage (pipeline order) with an unresolved failure."""
+    order = {stage: i for i, stage in enumerate(RECORD_STAGES)}
+    failed = results.failures.filter(~pl.col("resolved") & pl.col("store").is_in(RECORD_STAGES))
+    return (failed.sort("written_at", descending=True)
+            .with_columns(pl.col("store").replace_strict(order).alias("order"))
+            .sort("order", maintain_order=True).group_by(_ID, maintain_order=True).first()
+            .select(*_ID, pl.col("store").alias("failed_stage"), "error"))
+
+
+def _recall(results: SweepResults) -> pl.DataFrame:
+    """Evidence recall of each scorable question's constructed context."""
+    rows = results.records["construct"].select(*_ID, "context_ids").join(
+        results.questions.filter("scorable").select(_ID), on=_ID)
+    values = [evidence_recall(ids, results.gold[run][qid]) for run, qid, ids in rows.iter_rows()]
+    return rows.select(_ID).with_columns(pl.Series("recall", values, pl.Float64))
+
+
+def f1(questions: pl.DataFrame) -> pl.DataFrame:
+    """Mean LoCoMo F1 per run x category over questions with an F1 (LoCoMo only)."""
+    return _mean_by_category(questions.filter(pl.col("f1").is_not_null()), "f1")
+
+
+def recall(questions: pl.DataFrame) -> pl.DataFrame:
+    """Mean evidence recall per run x category over scorable questions with a context."""
+    scored = questions.filter(pl.col("recall").is_not_null())
+    return _mean_by_category(scored, "recall", exclude_separate=False)
+
+
+def _mean_by_category(questions: pl.DataFrame, column: str, exclude_separate: bool = True
+                      ) -> pl.DataFrame:
+    return (with_overall(questions, exclude_separate)
+            .group_by("run_id", "category", "separate")
+            .agg(pl.len().alias("questions"), pl.col(column).mean())
+            .sort("run_id", "separate", "category"))
+
+
+def _grid(runs: pl.DataFrame, column: str, values: tuple[str, ...], *frames: pl.DataFrame
+          ) -> pl.DataFrame:
+    """Every run x value with the columns of `frames`, so that absent combinations are rows
+    with nulls rather than missing rows."""
+    grid = runs.select("run_id").join(pl.DataFrame({column: list(values)}), how="cross")
+    for frame in frames:
+        grid = left_join(grid, frame, ["run_id", column])
+    return grid
+
+
+def tokens(results: SweepResults, questions: pl.DataFrame) -> pl.DataFrame:
+    """LLM calls per run x stage: counts, tokens, USD, latency; per question of the run."""
+    sums = results.records["calls"].group_by("run_id", "stage").agg(
+        pl.len().alias("calls"), pl.col("cached").sum(), pl.col("prompt_tokens").sum(),
+        pl.col("completion_tokens").sum(), pl.col("cost_usd").sum(),
+        pl.col("latency_s").sum().alias("llm_latency_s"))
+    per_run = questions.group_by("run_id").agg(pl.len().alias("questions"))
+    table = left_join(_grid(results.runs, "stage", LLM_STAGES, sums).fill_null(0), per_run,
+                      "run_id")
+    return table.with_columns(
+        pl.col("stage").replace_strict(PHASE).alias("phase"),
+        (pl.col("prompt_tokens") + pl.col("completion_tokens")).alias("tokens"),
+    ).with_columns((pl.col("tokens") / pl.col("questions")).alias("tokens_per_question"))
+
+
+def timing(results: SweepResults, token_table: pl.DataFrame) -> pl.DataFrame:
+    """Per run x stage: stage records and their summed latency_s, LLM calls and latency."""
+    sums = pl.concat([
+        results.records[stage].group_by("run_id").agg(
+            pl.lit(stage).alias("stage"), pl.len().alias("records"),
+            pl.col("latency_s").sum().alias("record_latency_s") if stage != "judge"
+            else pl.lit(None, pl.Float64).alias("record_latency_s"))
+        for stage in RECORD_STAGES])
+    llm = token_table.select("run_id", "stage", "calls", "llm_latency_s")
+    return _grid(results.runs, "stage", LLM_STAGES, sums, llm).with_columns(
+        pl.col("records").fill_null(0))
+
+
+def error_counts(results: SweepResults) -> pl.DataFrame:
+    """Per run x store: failed attempts, unresolved keys, questions left failed."""
+    unresolved = ~pl.col("resolved")
+    counts = results.failures.group_by("run_id", "store").agg(
+        pl.len().alias("failed_attempts"), unresolved.sum().alias("unresolved"),
+        pl.col("qid").filter(unresolved).n_unique().alias("questions"))
+    return _grid(results.runs, "store", STORES, counts).fill_null(0)

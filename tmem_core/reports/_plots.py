@@ -1,0 +1,143 @@
+"""The report's figures as PNG files (matplotlib's Agg canvas; no display needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import polars as pl
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from tmem_core.reports._metrics import ALL_JUDGES, LLM_STAGES, OVERALL, left_join
+from tmem_core.reports._summary import Summary
+
+LABEL_FIELDS = ("benchmark", "method", "backbone", "top_k", "budget", "params", "judges")
+_PREFIX = {"top_k": "k", "budget": "b"}
+
+
+def run_labels(runs: pl.DataFrame, leave_out: Sequence[str] = ()) -> pl.Series:
+    """A short label per run: its method plus every config field that varies in `runs`."""
+    shown = [f for f in LABEL_FIELDS if f not in leave_out
+             and (f == "method" or runs.get_column(f).n_unique() > 1)]
+    parts = [pl.lit(_PREFIX.get(f, "")) + pl.col(f).cast(pl.String) for f in shown]
+    return runs.select(pl.concat_str(parts, separator=" ").alias("label")).to_series()
+
+
+def _overall(summary: Summary, column: str) -> pl.DataFrame:
+    """Runs with their overall accuracy (all judges) or recall, and a label per series."""
+    if column == "recall":
+        values = summary.recall.filter(pl.col("category") == OVERALL).select(
+            "run_id", pl.col("recall").alias("value"), pl.lit(None, pl.Float64).alias("err"))
+    else:
+        values = summary.accuracy.filter(
+            (pl.col("category") == OVERALL) & (pl.col("judge") == ALL_JUDGES)).select(
+            "run_id", pl.col("accuracy").alias("value"), pl.col("std").alias("err"))
+    return summary.runs.join(values, on="run_id", maintain_order="left")  # runs' order
+
+
+def _lines(ax: Axes, summary: Summary, metric: str, x: str) -> None:
+    """One line per run series (every config field but `x`), `metric` against `x`."""
+    runs = _overall(summary, metric)
+    if runs.is_empty():
+        _no_data(ax)
+        return
+    runs = runs.with_columns(run_labels(runs, leave_out=[x]).alias("series"))
+    ordered = runs.sort(x, maintain_order=True)  # series in the runs' config order
+    for (series,), points in ordered.group_by("series", maintain_order=True):
+        err = points.get_column("err").fill_null(0.0).to_list()
+        ax.errorbar(points.get_column(x).to_list(), points.get_column("value").to_list(),
+                    yerr=err, marker="o", capsize=3, label=str(series))
+    ax.set_ylim(-0.05, 1.05)
+    _legend(ax)
+
+
+def _legend(ax: Axes) -> None:
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def _no_data(ax: Axes) -> None:
+    ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+
+
+def accuracy_vs_top_k(ax: Axes, summary: Summary) -> None:
+    _lines(ax, summary, "accuracy", "top_k")
+    ax.set(title="Accuracy vs Top-k", xlabel="Top-k (messages retrieved)",
+           ylabel="accuracy (judge mean ± std over repeats)")
+
+
+def accuracy_vs_budget(ax: Axes, summary: Summary) -> None:
+    _lines(ax, summary, "accuracy", "budget")
+    ax.set_xscale("log", base=2)
+    ax.set(title="Accuracy vs token budget", xlabel="context token budget",
+           ylabel="accuracy (judge mean ± std over repeats)")
+
+
+def recall_vs_k(ax: Axes, summary: Summary) -> None:
+    _lines(ax, summary, "recall", "top_k")
+    ax.set(title="Evidence recall vs k", xlabel="Top-k (messages retrieved)",
+           ylabel="evidence recall (scorable questions)")
+
+
+def tokens_by_stage(ax: Axes, summary: Summary) -> None:
+    runs = summary.runs.sort("method")
+    runs = runs.with_columns(run_labels(runs))
+    per_stage = summary.tokens.pivot(on="stage", index="run_id", values="tokens_per_question")
+    table = left_join(runs.select("run_id", "label"), per_stage, "run_id")
+    positions = list(range(table.height))
+    bottom = [0.0] * table.height
+    for stage in LLM_STAGES:
+        heights = table.get_column(stage).fill_null(0.0).to_list()
+        ax.bar(positions, heights, bottom=bottom, label=stage)
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    ax.set_xticks(positions, table.get_column("label").to_list(), rotation=30, ha="right")
+    ax.set(title="LLM tokens per question by stage", xlabel="run (method, varied config)",
+           ylabel="tokens per question")
+    _legend(ax)
+
+
+def accuracy_by_category(ax: Axes, summary: Summary) -> None:
+    scores = summary.accuracy.filter((pl.col("judge") == ALL_JUDGES)
+                                     & (pl.col("category") != OVERALL))
+    if scores.is_empty():
+        _no_data(ax)
+        return
+    categories = scores.select("category", "separate").unique().sort("separate", "category")
+    names = [c + (" (separate)" if s else "") for c, s in categories.iter_rows()]
+    labelled = summary.runs.with_columns(run_labels(summary.runs))
+    width = 0.8 / labelled.height
+    for i, (run_id, label) in enumerate(labelled.select("run_id", "label").iter_rows()):
+        row = left_join(categories, scores.filter(pl.col("run_id") == run_id),
+                        ["category", "separate"])
+        ax.bar([j + i * width for j in range(len(names))],
+               row.get_column("accuracy").fill_null(float("nan")).to_list(), width,
+               yerr=row.get_column("std").fill_null(0.0).to_list(), label=label,
+               error_kw={"elinewidth": 0.8, "ecolor": "dimgray", "capsize": 2})
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, rotation=30,
+                  ha="right")
+    ax.set(title="Accuracy per category", xlabel="category", ylabel="accuracy (judge mean)",
+           ylim=(0, 1.05))
+    _legend(ax)
+
+
+FIGURES: dict[str, Callable[[Axes, Summary], None]] = {
+    "accuracy_vs_top_k": accuracy_vs_top_k,
+    "accuracy_vs_budget": accuracy_vs_budget,
+    "tokens_by_stage": tokens_by_stage,
+    "accuracy_by_category": accuracy_by_category,
+    "recall_vs_k": recall_vs_k,
+}
+
+
+def write_figures(summary: Summary, out: Path) -> dict[str, Path]:
+    """Every figure of FIGURES as `<out>/<name>.png`."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for name, draw in FIGURES.items():
+        figure = Figure(figsize=(8, 5), layout="constrained")
+        FigureCanvasAgg(figure)
+        draw(figure.add_subplot(), summary)
+        paths[name] = out / f"{name}.png"
+        figure.savefig(paths[name], dpi=100)
+    return paths

@@ -1,0 +1,84 @@
+"""A sweep's summary tables, and their Parquet files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import polars as pl
+
+from tmem_core.reports import _metrics as m
+from tmem_core.reports._load import SweepResults
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Every table of a report; `results/README.md` documents each column."""
+
+    runs: pl.DataFrame
+    questions: pl.DataFrame
+    accuracy: pl.DataFrame
+    f1: pl.DataFrame
+    recall: pl.DataFrame
+    tokens: pl.DataFrame
+    timing: pl.DataFrame
+    error_counts: pl.DataFrame
+    errors: pl.DataFrame
+    validators: pl.DataFrame
+
+    def tables(self) -> dict[str, pl.DataFrame]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def write_parquet(self, out: Path) -> dict[str, Path]:
+        """One `<table>.parquet` per table in `out`."""
+        out.mkdir(parents=True, exist_ok=True)
+        paths = {name: out / f"{name}.parquet" for name in self.tables()}
+        for name, frame in self.tables().items():
+            frame.write_parquet(paths[name])
+        return paths
+
+
+def summarise(results: SweepResults) -> Summary:
+    questions = m.question_table(results)
+    accuracy = m.accuracy(results)
+    f1, recall = m.f1(questions), m.recall(questions)
+    tokens = m.tokens(results, questions)
+    error_counts = m.error_counts(results)
+    return Summary(
+        runs=_runs(results.runs, questions, accuracy, f1, recall, tokens),
+        questions=questions, accuracy=accuracy, f1=f1, recall=recall, tokens=tokens,
+        timing=m.timing(results, tokens), error_counts=error_counts,
+        errors=results.failures.sort("run_id", "store", "written_at"),
+        validators=results.validators)
+
+
+def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,
+          f1: pl.DataFrame, recall: pl.DataFrame, tokens: pl.DataFrame) -> pl.DataFrame:
+    """One row per run: its config and headline figures."""
+    overall = pl.col("category") == m.OVERALL
+    outcome = questions.group_by("run_id").agg(
+        pl.len().alias("questions"),
+        *[(pl.col("status") == s).sum().alias(s) for s in ("judged", "failed", "pending")],
+        pl.col("context_tokens").mean())
+    headline = [
+        accuracy.filter(overall & (pl.col("judge") == m.ALL_JUDGES)).select(
+            "run_id", pl.col("questions").alias("scored"), "accuracy",
+            pl.col("std").alias("accuracy_std")),
+        f1.filter(overall).select("run_id", "f1"),
+        recall.filter(overall).select("run_id", "recall",
+                                      pl.col("questions").alias("recall_questions")),
+        _token_totals(tokens),
+    ]
+    table = runs
+    for frame in (outcome, *headline):
+        table = m.left_join(table, frame, "run_id")
+    return table.sort("benchmark", "method", "backbone", "top_k", "budget")
+
+
+def _token_totals(tokens: pl.DataFrame) -> pl.DataFrame:
+    """Per run: tokens in total, per question and per phase, and USD."""
+    phases = tokens.pivot(on="phase", index="run_id", values="tokens", aggregate_function="sum")
+    totals = tokens.group_by("run_id").agg(
+        pl.col("tokens").sum(), pl.col("tokens_per_question").sum(), pl.col("cost_usd").sum())
+    return totals.join(phases.rename({m.MEMORY_PROCESSING: "tokens_memory",
+                                      m.ANSWER_JUDGE: "tokens_answer_judge"}), on="run_id")
