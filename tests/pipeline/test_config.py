@@ -68,3 +68,15 @@ def test_example_configs_load(path: Path) -> None:
         assert load_backbones(path)
         return
     assert load_sweep(path, allowed()).runs()
+
+
+def test_judge_prompt_override(tmp_path: Path) -> None:
+    official = tmp_path / "official.txt"
+    official.write_text("# labels: CORRECT, WRONG\n[user]\n{{question}} {{answer}} {{response}}\n")
+    config = parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(official)}}, ALLOWED)
+    assert config.runs()[0].judge_prompts == {"judge/locomo": str(official)}
+    assert config.runs()[0].run_id != parse_sweep(GOOD, ALLOWED).runs()[0].run_id
+    with pytest.raises(ConfigError) as err:
+        parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(tmp_path / "no.txt")}},
+                    ALLOWED)
+    assert err.value.key == "judge_prompts.judge/locomo"

@@ -61,6 +61,7 @@ class RunSpec:
     top_k: int
     budget: int
     judge_repeats: int = 1
+    judge_prompts: Mapping[str, str] = field(default_factory=dict)  # bundled name -> file
 
     @property
     def run_id(self) -> str:
@@ -74,7 +75,7 @@ class RunSpec:
         return {"benchmark": asdict(self.benchmark), "method": self.method,
                 "params": dict(self.params), "backbone": self.backbone,
                 "judges": list(self.judges), "top_k": self.top_k, "budget": self.budget,
-                "judge_repeats": self.judge_repeats}
+                "judge_repeats": self.judge_repeats, "judge_prompts": dict(self.judge_prompts)}
 
 
 @dataclass(frozen=True)
@@ -91,18 +92,20 @@ class SweepConfig:
     resources: Resources = field(default_factory=Resources)
     results_dir: str = "results"
     backbones_file: str | None = None
+    judge_prompts: Mapping[str, str] = field(default_factory=dict)
 
     def runs(self) -> list[RunSpec]:
         return [
             RunSpec(self.name, bench, method, dict(self.method_params.get(method, {})),
-                    backbone, self.judges, k, budget, self.judge_repeats)
+                    backbone, self.judges, k, budget, self.judge_repeats,
+                    dict(self.judge_prompts))
             for bench, method, backbone, k, budget in itertools.product(
                 self.benchmarks, self.methods, self.backbones, self.top_k, self.budgets)
         ]
 
 
 _TOP_KEYS = {"name", "benchmarks", "grid", "methods", "resources", "results_dir",
-             "backbones_file"}
+             "backbones_file", "judge_prompts"}
 _GRID_KEYS = {"methods", "backbones", "judges", "top_k", "budgets", "judge_repeats"}
 
 
@@ -148,7 +151,20 @@ def parse_sweep(raw: Mapping[str, Any], allowed: Allowed, default_name: str = "s
                              "resources"),
         results_dir=str(raw.get("results_dir", "results")),
         backbones_file=backbones_file,
+        judge_prompts=_judge_prompts(raw.get("judge_prompts", {})),
     )
+
+
+def _judge_prompts(raw: Any) -> dict[str, str]:
+    """`{bundled judge prompt: user prompt file}`, e.g. an official judge prompt."""
+    overrides = _mapping(raw, "judge_prompts")
+    for name, path in overrides.items():
+        if not str(name).startswith("judge/"):
+            raise ConfigError(f"judge_prompts.{name}", "names a bundled judge prompt, e.g. "
+                                                       "judge/locomo")
+        if not Path(str(path)).is_file():
+            raise ConfigError(f"judge_prompts.{name}", f"no such prompt file {path!r}")
+    return {str(k): str(v) for k, v in overrides.items()}
 
 
 def _read(path: Path) -> Mapping[str, Any]:

@@ -167,8 +167,9 @@ def execute_run(run: RunSpec, bench_dir: Path, backbone: BackboneConfig,
     started = time.time()
     run_dir = root / run.run_id
     prepared = read_prepared(bench_dir)
+    prompts = [*prompt_names(), *run.judge_prompts.values()]
     contract = Contract.start(run, _data_facts(prepared.manifest, bench_dir),
-                              {n: load_prompt(n).sha256 for n in prompt_names()})
+                              {n: load_prompt(n).sha256 for n in prompts})
     contract.write(run_dir)
     questions = select_questions(bench_dir, run.benchmark)
     job = StageJob(run, str(run_dir), str(bench_dir), backbone, judges,

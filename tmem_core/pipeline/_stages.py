@@ -373,7 +373,7 @@ class JudgeStage(GoldStage):
                 return Verdict(float(choice_correct(prediction, gold.answer or "", labels)),
                                "choice")
             return Verdict(float(says_not_available(prediction)), "rule")
-        prompt = load_prompt(prompt_ref)
+        prompt = load_prompt(self.job.run.judge_prompts.get(prompt_ref, prompt_ref))
         messages = prompt.chat(question=question.question, answer=gold.answer or "",
                                response=prediction)
         raw = ""
