@@ -57,6 +57,8 @@ def sweep_config(tmp: Path, name: str, *, methods: str = '["bm25"]', limit: int 
 
 
 def sweep_env(address: str, **extra: str) -> dict[str, str]:
+    """A driver's environment: `ray job submit` takes the job server's HTTP address, a driver
+    run directly takes the head's GCS address."""
     return {**os.environ, "RAY_ADDRESS": address, "RAY_AUTH_MODE": "disabled",
             "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", **extra}
 
@@ -64,10 +66,15 @@ def sweep_env(address: str, **extra: str) -> dict[str, str]:
 def run_sweep(config: Path, address: str, timeout: float = 900, **env: str
               ) -> subprocess.CompletedProcess[str]:
     done = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
-                          env=sweep_env(address, **env), capture_output=True, text=True,
+                          env=sweep_env(gcs(address), **env), capture_output=True, text=True,
                           timeout=timeout, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
+
+
+def gcs(address: str) -> str:
+    """The head's GCS address, for drivers started directly on this machine."""
+    return f"127.0.0.1:{PORTS['RAY_GCS_PORT']}" if address.startswith("http") else address
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]

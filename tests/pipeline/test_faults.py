@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import ROOT, run_sweep, sweep_config, sweep_env, wait_for
+from tests.pipeline.conftest import ROOT, gcs, run_sweep, sweep_config, sweep_env, wait_for
 from tmem_core.pipeline import STAGES, calls_store
 from tmem_core.pipeline._stages import AnswerStage, JudgeStage
 
@@ -25,11 +25,15 @@ def _run_dirs(tmp: Path, sweep: str) -> list[Path]:
 
 def test_killed_driver_resumes_without_recomputing(ray_address: str, tmp_path: Path) -> None:
     config = sweep_config(tmp_path, "kill", limit=6)
+    cache = {"TMEM_CACHE_DIR": str(tmp_path / "cache")}  # cold: the kill lands mid-sweep
+    log = (tmp_path / "driver.log").open("w")
     driver = subprocess.Popen([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
-                              env=sweep_env(ray_address), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+                              env=sweep_env(gcs(ray_address), **cache), stdout=log,
+                              stderr=subprocess.STDOUT)
     answers = tmp_path / "results" / "kill"
-    wait_for(lambda: any(answers.glob("*/judge/part-*.parquet")), 600, "first judgements")
+    wait_for(lambda: any(answers.glob("*/judge/part-*.parquet")) or driver.poll() is not None,
+             600, "first judgements")
+    assert driver.poll() is None, (tmp_path / "driver.log").read_text()[-3000:]
     driver.send_signal(signal.SIGKILL)
     driver.wait()
     killed_at = time.time()
@@ -38,7 +42,7 @@ def test_killed_driver_resumes_without_recomputing(ray_address: str, tmp_path: P
               for s in STAGES}
     assert 0 < len(before["judge"]) < 6  # killed mid-sweep
 
-    run_sweep(config, ray_address)
+    run_sweep(config, ray_address, **cache)
 
     for stage in STAGES:
         history = stage.store_for(run_dir).read_all().to_pylist()
@@ -98,5 +102,5 @@ def _first_qids(tmp: Path, config: Path, address: str) -> list[str]:
          "from pathlib import Path; c = load_sweep(Path(sys.argv[1]), allowed()); "
          "b = c.benchmarks[0]; d = prepare_benchmark(b, Path(c.results_dir) / c.name / 'data');"
          "print(' '.join(q for q, _ in select_questions(d, b)))", str(config)],
-        cwd=ROOT, env=sweep_env(address), capture_output=True, text=True, check=True)
+        cwd=ROOT, env=sweep_env(gcs(address)), capture_output=True, text=True, check=True)
     return out.stdout.split()

@@ -45,6 +45,7 @@ Log = Callable[[str], None]
 LOCAL_RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
                  "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 FAULT_ENV = "TMEM_FAULT"
+PROPAGATED_ENV = ("TMEM_CACHE_DIR", "HF_HUB_OFFLINE", "HF_HOME")
 
 
 def init_ray(num_cpus: int | None = None) -> None:
@@ -53,14 +54,20 @@ def init_ray(num_cpus: int | None = None) -> None:
         return
     for key, value in LOCAL_RAY_ENV.items():
         os.environ.setdefault(key, value)
+    # workers of an existing cluster do not inherit the driver's environment
+    env_vars = {k: os.environ[k] for k in PROPAGATED_ENV if k in os.environ}
+    runtime_env = {"env_vars": env_vars} if env_vars else None
     address = os.environ.get("RAY_ADDRESS")
-    if address:
-        ray.init(address="auto" if address.startswith("http") else address,
-                 log_to_driver=True)
+    if address and address.startswith("http"):
+        # the job server's address (as for `ray job submit`): join this machine's cluster
+        os.environ.pop("RAY_ADDRESS")
+        ray.init(address="auto", log_to_driver=True, runtime_env=runtime_env)
+    elif address:
+        ray.init(address=address, log_to_driver=True, runtime_env=runtime_env)
     else:
         # address="local": a new cluster even when another one runs on this machine
         ray.init(address="local", num_cpus=num_cpus, object_store_memory=256 * 1024**2,
-                 include_dashboard=False, log_to_driver=True)
+                 include_dashboard=False, log_to_driver=True, runtime_env=runtime_env)
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False  # the job log gets one progress line per batch
     context.issue_detectors_config.high_memory_detector_config.detection_time_interval_s = -1

@@ -1,0 +1,58 @@
+"""Answer and judge stages on real LoCoMo and synthetic questions, embedded model, no Ray."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.conftest import ROOT
+from tmem_core.pipeline._stages import AnswerStage, JudgeStage
+from tmem_core.prompts import load_prompt
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("bench", ["locomo", "synthetic"])
+def test_answers_and_judgements_are_recorded(bench: str, tmp_path: Path,
+                                             locomo_path: Path) -> None:
+    source = f'source = "{locomo_path}"' if bench == "locomo" else "size = 300"
+    config = tmp_path / "aj.toml"
+    config.write_text(textwrap.dedent(f"""\
+        name = "aj"
+        results_dir = "{tmp_path / 'results'}"
+        [[benchmarks]]
+        name = "{bench}"
+        {source}
+        limit = 5
+        [grid]
+        methods = ["bm25"]
+        backbones = ["smollm2"]
+        top_k = [5]
+        budgets = [512]
+        """))
+    done = subprocess.run([sys.executable, "-m", "jobs.sweep", "--local", str(config)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (run_dir,) = [p for p in (tmp_path / "results" / "aj").iterdir() if p.name != "data"]
+    answers = AnswerStage.store_for(run_dir).latest().to_pylist()
+    assert len(answers) == 5
+    assert all(a["prompt_sha256"] == load_prompt("answer/flat").sha256 for a in answers)
+    judged = JudgeStage.store_for(run_dir).read_all().to_pylist()
+    assert {j["qid"] for j in judged} == {a["qid"] for a in answers}
+    for j in judged:
+        assert j["judge"] == "smollm2"
+        assert j["ok"] == (j["score"] is not None)  # never silently wrong
+        if j["scored_by"] == "llm":
+            assert j["prompt_sha256"] == load_prompt(j["prompt_name"]).sha256
+    if bench == "locomo":
+        assert {j["category"] for j in judged} >= {"adversarial", "single-hop"}
+        assert all(j["scored_by"] == "rule" for j in judged if j["category"] == "adversarial")
+        assert all(j["f1"] is not None for j in judged if j["ok"])
+    contract = json.loads((run_dir / "contract.json").read_text())
+    assert contract["validators"]["no_gold_in_prompts"]["passed"]
+    assert contract["validators"]["no_gold_in_prompts"]["checked"] == 5
