@@ -43,7 +43,7 @@ class Resources:
     retrieve_actors: int = 1
     llm_actors: int = 1
     batch_size: int = 4
-    cpus_per_actor: float = 1.0
+    cpus_per_actor: float = 0.5  # retrieve actors (and vLLM stage actors); others take 0.1
     gpus_per_engine: float = 0.0
     max_task_retries: int = 2
 
