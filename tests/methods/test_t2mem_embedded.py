@@ -24,6 +24,8 @@ from tmem_core.retrieval import (
 )
 from tmem_core.schema import Question, questions_from_table
 
+pytestmark = pytest.mark.slow  # a few minutes on 2 busy cores
+
 CONFIG = T2MemConfig(max_entries=3, max_steps=3)
 
 
