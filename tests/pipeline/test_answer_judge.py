@@ -38,7 +38,7 @@ def test_answers_and_judgements_are_recorded(bench: str, tmp_path: Path,
     done = subprocess.run([sys.executable, "-m", "jobs.sweep", "--local", str(config)],
                           cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    (run_dir,) = [p for p in (tmp_path / "results" / "aj").iterdir() if p.name != "data"]
+    (run_dir,) = [p.parent for p in (tmp_path / "results" / "aj").glob("*/contract.json")]
     answers = AnswerStage.store_for(run_dir).latest().to_pylist()
     assert len(answers) == 5
     assert all(a["prompt_sha256"] == load_prompt("answer/flat").sha256 for a in answers)

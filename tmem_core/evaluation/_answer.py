@@ -26,7 +26,7 @@ def format_instruction(question: Question, protocol: Protocol,
         return f"Options:\n{listed}\nReply with the letter of the one correct option only."
     parts = ["Answer in a short phrase."]
     if question.category in TEMPORAL_CATEGORIES:
-        parts.append("If the question asks when, give the date (for example 7 May 2023), "
+        parts.append("If the question asks when, give the date as day, month name and year, "
                      "worked out from the message timestamps.")
     if protocol.abstention_phrase:
         parts.append(f"If the evidence does not contain the answer, reply exactly: "
