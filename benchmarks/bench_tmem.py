@@ -75,24 +75,22 @@ def _parser() -> argparse.ArgumentParser:
 def run_questions(method: TMem, questions: list[Question], llm: LLMClient,
                   budget: int) -> None:
     count = functools.partial(count_tokens, llm.backbone)
-    print(f"{'qid':22} {'step':10} {'calls':>5} {'cached':>6} {'prompt':>7} {'compl':>6} "
-          f"{'llm s':>7} {'step s':>7}")
+    print(f"{'qid':22} {'step':10} {'calls':>5} {'cached':>6} {'failed':>6} {'prompt':>7} "
+          f"{'compl':>6} {'llm s':>7} {'step s':>7}")
     for q in questions:
         started = time.perf_counter()
         found = method.retrieve(q)
         discovery_s = time.perf_counter() - started
         context = method.construct(q, found, llm, budget, count)
         trace = context.trace
-        print(f"{q.qid:22} {'discovery':10} {'':>5} {'':>6} {'':>7} {'':>6} {'':>7} "
-              f"{discovery_s:7.2f}")
+        print(f"{q.qid:22} {'discovery':10} {'':42} {discovery_s:7.2f}")
         for step in STEPS:
             s = trace["llm"][step]
-            print(f"{'':22} {step:10} {s['calls']:5} {s['cached']:6} {s['prompt_tokens']:7} "
-                  f"{s['completion_tokens']:6} {s['wall_s']:7.2f} "
+            print(f"{'':22} {step:10} {s['calls']:5} {s['cached']:6} {s['failed']:6} "
+                  f"{s['prompt_tokens']:7} {s['completion_tokens']:6} {s['wall_s']:7.2f} "
                   f"{trace['timing'][step + '_s']:7.2f}")
-        print(f"{'':22} {'render':10} {'':>5} {'':>6} {'':>7} {'':>6} {'':>7} "
-              f"{trace['timing']['render_s']:7.2f}   -> {len(context.ids)} nodes, "
-              f"{context.tokens} tokens")
+        print(f"{'':22} {'render':10} {'':42} {trace['timing']['render_s']:7.2f}"
+              f"   -> {len(context.ids)} nodes, {context.tokens} tokens")
 
 
 def bench_compression(store: IndexStore, nodes: int) -> None:

@@ -20,6 +20,7 @@ from tmem_core.methods.tmem import (
     TMemConfig,
     context_problems,
     make_tmem,
+    trace_problems,
 )
 from tmem_core.retrieval import Conversation, HashEmbedder, IndexStore
 from tmem_core.schema import DataError, Question
@@ -52,6 +53,7 @@ def test_full_chain_builds_a_valid_forest_with_a_json_trace(store: IndexStore) -
     assert set(trace["prompts"]) == {"tmem/select@v1", "tmem/structure@v1"}
     assert trace["llm"]["select"]["calls"] == 1 and trace["compression"]["dropped"] == 0
     assert "c:12" in context.text and "UPDATE" not in context.text
+    assert trace_problems(trace, list(context.ids)) == []  # as a pipeline record holds them
 
 
 def test_no_real_message_id_reaches_a_prompt(store: IndexStore) -> None:

@@ -23,9 +23,11 @@ CONFIG = TMemConfig(DiscoveryConfig(anchors=6, max_candidates=10))
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LLMClient]:
-    cache = tmp_path_factory.mktemp("llm") / "requests.sqlite"
-    with open_client("smollm2", cache_path=cache) as llm:
-        yield llm
+    cache = tmp_path_factory.mktemp("llm")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TMEM_CACHE_DIR", str(cache))
+        with open_client("smollm2") as llm:
+            yield llm
 
 
 def _method_and_questions(name: str, request: LoadRequest, qids: tuple[int, ...],

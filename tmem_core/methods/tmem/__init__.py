@@ -54,6 +54,7 @@ from tmem_core.methods.tmem._validate import (
     context_problems,
     forest_problems,
     order_problems,
+    trace_problems,
 )
 
 __all__ = [
@@ -112,5 +113,6 @@ __all__ = [
     "support",
     "temporal_clusters",
     "topic_chunks",
+    "trace_problems",
     "tree",
 ]

@@ -14,13 +14,12 @@ never touched; the result is under budget whenever the mandatory content fits.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tmem_core.methods._context import TokenCounter
 from tmem_core.retrieval import lexical_tokens
 from tmem_core.schema import Question
-
-TokenCounter = Callable[[str], int]
 
 NOVEL_WEIGHT = 0.25
 MIN_QUERY_WORDS = 2

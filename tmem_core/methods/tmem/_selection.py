@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tmem_core.evaluation import question_block
+from tmem_core.llm import ChatRequest
 from tmem_core.methods._context import LLM
 from tmem_core.methods.tmem._discovery import Candidate, Interval
 from tmem_core.methods.tmem._select import ContextReranker
@@ -40,7 +41,7 @@ LABELS: tuple[Label, ...] = ("KEY", "SUPPORT", "DROP")
 _LABEL_OF: dict[str, Label] = {label: label for label in LABELS}
 TIER: dict[str, int] = {"KEY": 0, "SUPPORT": 1, "FALLBACK": 1}
 SELECT_PROMPT = "tmem/select"
-TOKENS_PER_LABEL = 12  # `\n    "m12": "SUPPORT",` and some slack
+TOKENS_PER_LABEL = 14  # `\n    "m12": "SUPPORT",` (about 12) and some slack
 
 
 @dataclass(frozen=True)
@@ -99,15 +100,7 @@ class LLMSelector:
               intervals: Sequence[Interval] = ()) -> Selection:
         batches = interval_batches(candidates, intervals, self.batch_size)
         ids = local_ids(c.message for c in candidates)
-        prompt = load_prompt(SELECT_PROMPT)
-        requests = [
-            request(self.llm,
-                    prompt.chat(question_block=question_block(question), messages=b.lines(ids)),
-                    keyed_schema("labels", {ids[c.message.msg_id]: one_of(LABELS)
-                                            for c in b.candidates}),
-                    TOKENS_PER_LABEL * len(b.candidates) + 16, "tmem.select", question.qid)
-            for b in batches]
-        responses, stats = generate(self.llm, requests)
+        responses, stats = generate(self.llm, [self._request(question, b, ids) for b in batches])
         labels: dict[str, Label] = {}
         failures = []
         for batch, response in zip(batches, responses, strict=True):
@@ -119,6 +112,14 @@ class LLMSelector:
         order = self.reranker.select(question, candidates, Budget())
         ranked = sorted((i for i in order if labels[i] in TIER), key=lambda i: TIER[labels[i]])
         return Selection(labels, tuple(ranked), tuple(failures), stats)
+
+    def _request(self, question: Question, batch: Batch, ids: dict[str, str]) -> ChatRequest:
+        chat = load_prompt(SELECT_PROMPT).chat(question_block=question_block(question),
+                                               messages=batch.lines(ids))
+        schema = keyed_schema("labels", {ids[c.message.msg_id]: one_of(LABELS)
+                                         for c in batch.candidates})
+        return request(self.llm, chat, schema, TOKENS_PER_LABEL * len(batch.candidates) + 16,
+                       "tmem.select", question.qid)
 
     def _parse(self, batch: Batch, given: dict[str, Any] | None,
                ids: dict[str, str]) -> tuple[dict[str, Label], str]:

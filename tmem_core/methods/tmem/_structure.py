@@ -49,6 +49,8 @@ class Proposals:
 
 @dataclass(frozen=True)
 class Structurer:
+    """Proposes each message's parent and relation, per topic, in one `generate` call."""
+
     llm: LLM
     batch_size: int = 12
     context: int = 8

@@ -5,7 +5,8 @@ Gold leakage into prompts is checked by `tmem_core.evaluation.gold_leaks`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tmem_core.methods._context import Context, TokenCounter
 from tmem_core.methods.tmem._forest import EDGE_RELATIONS, Forest
@@ -73,11 +74,17 @@ def budget_problems(context: Context, budget_tokens: int,
     return problems
 
 
+def trace_problems(trace: Mapping[str, Any], ids: Sequence[str]) -> list[str]:
+    """Forest structure and linearised order, from a T-MEM context's JSON trace and the ids it
+    presents (a pipeline construct record has both)."""
+    forest = Forest.from_json(trace["forest"])
+    return [*forest_problems(forest), *order_problems(forest, ids)]
+
+
 def context_problems(context: Context, budget_tokens: int,
                      count_tokens: TokenCounter | None = None) -> list[str]:
-    """Every check of a T-MEM context, from its JSON-able trace."""
-    forest = Forest.from_json(context.trace["forest"])
-    return [*forest_problems(forest), *order_problems(forest, context.ids),
+    """Every check of a T-MEM context."""
+    return [*trace_problems(context.trace, context.ids),
             *budget_problems(context, budget_tokens, count_tokens)]
 
 
