@@ -1,10 +1,13 @@
 """LLM-layer benchmark: embedded throughput by concurrency, vLLM-CPU batching, cache hits.
 
-    python benchmarks/bench_llm.py [--requests 8] [--max-tokens 64] [--threads N] [--skip-vllm]
+    python benchmarks/bench_llm.py [--requests 8] [--max-tokens 64] [--threads N]
+                                   [--weights keep,Q8_0] [--skip-vllm]
 
 - embedded (SmolLM2 on xllamacpp, 8 slots): output tokens/s at concurrency 1, 4 and 8, and the
-  ratio to concurrency 1 (target: concurrency 4 >= 2x concurrency 1). Generation ignores EOS
-  so that every request decodes exactly --max-tokens tokens.
+  ratio to concurrency 1 (target: concurrency 4 >= 2x concurrency 1; medians of --rounds
+  interleaved rounds), for each served weight
+  format (`keep` = the shipped Q4_1 file; Q8_0 is the default). Generation ignores EOS so
+  that every request decodes exactly --max-tokens tokens.
 - vllm (the `vllm-cpu` build, if installed): one batch of N requests vs N requests one at a
   time (includes a ~30-60 s engine start, not timed).
 - cache: latency of a cache hit per request, in a batch of 200 and one request at a time.
@@ -16,6 +19,7 @@ import argparse
 import dataclasses
 import importlib.util
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -68,29 +72,34 @@ def tokens_per_s(run: Callable[[], list[ChatResponse]]) -> float:
     return sum(r.usage.completion_tokens for r in responses) / wall
 
 
-def bench_embedded(n: int, max_tokens: int, threads: int) -> None:
+def bench_embedded(n: int, max_tokens: int, threads: int, weights: str, rounds: int
+                   ) -> dict[int, float]:
+    """Median output tokens/s per concurrency over `rounds` interleaved rounds."""
     smollm2 = get_backbone("smollm2")
-    engine = dataclasses.replace(smollm2.engine, n_threads=threads)
+    engine = dataclasses.replace(smollm2.engine, n_threads=threads, weights=weights)
     backend = make_backend(dataclasses.replace(smollm2, engine=engine))
     assert isinstance(backend, EmbeddedBackend)
     try:
         backend.generate(requests(2, 8))  # warm up
-        rates = {}
-        for concurrency in (1, 4, 8):
-            config = dataclasses.replace(backend.config, max_concurrency=concurrency)
-            client = OpenAICompatBackend(
-                backend.backbone,
-                config,
-                StaticEndpoint(backend.server.base_url),
-                "EMPTY",
-                extra_body={"ignore_eos": True},
-            )
-            rates[concurrency] = tokens_per_s(lambda c=client: c.generate(requests(n, max_tokens)))
+        samples: dict[int, list[float]] = {1: [], 4: [], 8: []}
+        for _ in range(rounds):
+            for concurrency, found in samples.items():
+                config = dataclasses.replace(backend.config, max_concurrency=concurrency)
+                client = OpenAICompatBackend(
+                    backend.backbone,
+                    config,
+                    StaticEndpoint(backend.server.base_url),
+                    "EMPTY",
+                    extra_body={"ignore_eos": True},
+                )
+                found.append(tokens_per_s(lambda c=client: c.generate(requests(n, max_tokens))))
+        rates = {c: statistics.median(found) for c, found in samples.items()}
         for concurrency, rate in rates.items():
             print(
-                f"embedded  concurrency {concurrency}: {rate:6.1f} output tok/s"
-                f"  ({rate / rates[1]:.2f}x concurrency 1)"
+                f"embedded  {weights:>4} weights, concurrency {concurrency}: {rate:6.1f} output"
+                f" tok/s  ({rate / rates[1]:.2f}x concurrency 1)"
             )
+        return rates
     finally:
         backend.close()
 
@@ -155,10 +164,18 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=0, help="embedded: 0 = cores less one")
+    parser.add_argument("--weights", default="keep,Q8_0", help="embedded formats to compare")
+    parser.add_argument("--rounds", type=int, default=3, help="embedded: median of N rounds")
     parser.add_argument("--skip-vllm", action="store_true")
     args = parser.parse_args()
     print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-    bench_embedded(args.requests, args.max_tokens, args.threads)
+    formats = args.weights.split(",")
+    rates = {w: bench_embedded(args.requests, args.max_tokens, args.threads, w, args.rounds)
+             for w in formats}
+    for weights in formats[1:]:
+        ratios = ", ".join(f"{rates[weights][c] / rates[formats[0]][c]:.2f}x at {c}"
+                           for c in rates[weights])
+        print(f"embedded  {weights} vs {formats[0]} weights: {ratios}")
     if not args.skip_vllm:
         bench_vllm(args.requests, args.max_tokens)
     bench_cache()

@@ -22,7 +22,7 @@ WRITERS = 4
 PER_WRITER = 150
 
 
-def test_hash_covers_backbone_model_messages_sampling_schema_only() -> None:
+def test_hash_covers_backbone_model_weights_messages_sampling_schema_only() -> None:
     smol = get_backbone("smollm2")
     base = ChatRequest((ChatMessage("system", "s"), ChatMessage("user", "u")), Sampling(), None)
     key = request_hash(smol, base)
@@ -38,7 +38,9 @@ def test_hash_covers_backbone_model_messages_sampling_schema_only() -> None:
     keys = {request_hash(smol, v) for v in variants}
     keys.add(request_hash(dataclasses.replace(smol, name="other"), base))
     keys.add(request_hash(dataclasses.replace(smol, model="other"), base))
-    assert key not in keys and len(keys) == 6
+    as_shipped = dataclasses.replace(smol.engine, weights="keep")  # other weights, same model
+    keys.add(request_hash(dataclasses.replace(smol, engine=as_shipped), base))
+    assert key not in keys and len(keys) == 7
 
 
 def _write(path: str, writer: int) -> None:

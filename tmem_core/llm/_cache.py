@@ -32,13 +32,15 @@ CREATE TABLE IF NOT EXISTS responses (
 
 
 def request_hash(backbone: BackboneConfig, request: ChatRequest) -> str:
-    """sha256 of (backbone name and model, messages, sampling, schema); stage and qid excluded.
+    """sha256 of (backbone name, model and served weights, messages, sampling, schema); stage
+    and qid excluded.
 
     A request without sampling is hashed with the backbone's default sampling."""
     payload = {
         "v": _KEY_VERSION,
         "backbone": backbone.name,
         "model": backbone.model,
+        "weights": backbone.engine.weights_identity(),
         "messages": [m.to_dict() for m in request.messages],
         "sampling": dataclasses.asdict(request.sampling or backbone.sampling),
         "schema": request.schema,

@@ -12,6 +12,7 @@ from typing import Any, Literal, TypeVar, cast, get_args, get_origin, get_type_h
 
 import yaml
 
+from tmem_core.llm._gguf import WEIGHT_FORMATS
 from tmem_core.llm._types import Sampling, Usage
 
 BackendName = Literal["embedded", "vllm", "openai"]
@@ -71,12 +72,16 @@ class OpenAIEngineConfig(HttpConfig):
     api_key_env: str = ""  # name of the environment variable holding the key; "" = no key
     extra_body: dict[str, Any] = field(default_factory=dict)
 
+    def weights_identity(self) -> str:
+        return ""  # the endpoint's model name (the backbone's `model`) is all we know
+
 
 @dataclass(frozen=True)
 class EmbeddedEngineConfig(HttpConfig):
     """A llama.cpp server (xllamacpp) on 127.0.0.1, started and stopped by the backend."""
 
     model_path: str = BUNDLED_SMOLLM2  # a .gguf file
+    weights: str = "Q8_0"  # served as: "keep" (the file's own), "Q8_0" or "F16" (see _gguf)
     n_ctx: int = 32768  # split evenly between the slots: 4096 tokens each by default
     n_parallel: int = 8
     n_threads: int = 0  # 0 = the usable cores less one, at least 1 (see EmbeddedServer)
@@ -86,6 +91,11 @@ class EmbeddedEngineConfig(HttpConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         _require_positive(self, "n_ctx", "n_parallel", "startup_timeout_s")
+        if self.weights not in WEIGHT_FORMATS:
+            raise ConfigError(f"weights: {self.weights!r} is not one of {WEIGHT_FORMATS}")
+
+    def weights_identity(self) -> str:
+        return f"{self.model_path}:{self.weights}"
 
 
 @dataclass(frozen=True)
@@ -103,6 +113,9 @@ class VLLMEngineConfig:
 
     def __post_init__(self) -> None:
         _require_positive(self, "tensor_parallel_size", "max_num_seqs")
+
+    def weights_identity(self) -> str:
+        return f"{self.model_path}:{self.dtype}"
 
 
 EngineConfig = EmbeddedEngineConfig | VLLMEngineConfig | OpenAIEngineConfig

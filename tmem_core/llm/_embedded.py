@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tmem_core.llm._config import BackboneConfig, EmbeddedEngineConfig, cache_dir
 from tmem_core.llm._http import EngineUnavailable, OpenAICompatBackend
-from tmem_core.llm._models import gguf_path
+from tmem_core.llm._models import gguf_path, serving_gguf
 
 _log = logging.getLogger(__name__)
 
@@ -39,9 +39,10 @@ class EmbeddedServer:
 
     def __init__(self, config: EmbeddedEngineConfig) -> None:
         self.config = config
-        self.model = gguf_path(config.model_path)
-        if not self.model.is_file():
-            raise FileNotFoundError(f"embedded model not found: {self.model}")
+        source = gguf_path(config.model_path)
+        if not source.is_file():
+            raise FileNotFoundError(f"embedded model not found: {source}")
+        self.model = serving_gguf(config.model_path, config.weights)
         self.port = 0
         self.restarts = 0
         self._proc: subprocess.Popen[bytes] | None = None

