@@ -10,6 +10,7 @@ from tmem_core.evaluation._metrics import (
     normalise,
     partial_f1,
     says_not_available,
+    stemmer,
     token_f1,
 )
 from tmem_core.evaluation._protocols import PROTOCOLS, Protocol, get_protocol
@@ -35,5 +36,6 @@ __all__ = [
     "question_block",
     "recall_scorable",
     "says_not_available",
+    "stemmer",
     "token_f1",
 ]

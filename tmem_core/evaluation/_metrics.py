@@ -5,11 +5,9 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from functools import lru_cache
+from functools import cache, lru_cache
+from typing import Any
 
-from nltk.stem import PorterStemmer
-
-_STEMMER = PorterStemmer()
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
 _PUNCT = str.maketrans("", "", string.punctuation)
 ABSTENTION_CUES = ("no information available", "not mentioned")
@@ -21,9 +19,17 @@ def normalise(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
+@cache
+def stemmer() -> Any:
+    """The Porter stemmer of the F1 metrics, loaded at first use (nltk takes ~1 s to import)."""
+    from nltk.stem import PorterStemmer
+
+    return PorterStemmer()
+
+
 @lru_cache(maxsize=65536)
 def _stem(word: str) -> str:
-    return str(_STEMMER.stem(word))
+    return str(stemmer().stem(word))
 
 
 def token_f1(prediction: str, answer: str) -> float:

@@ -14,7 +14,14 @@ come from `BUILTIN_BACKBONES` and optional TOML/YAML files (`load_backbones`).
 
 from tmem_core.llm._accounting import CALLS_SCHEMA, CallRecord, records_to_table
 from tmem_core.llm._cache import RequestCache, request_hash
-from tmem_core.llm._client import LazyBackend, LLMClient, make_backend, open_backend, open_client
+from tmem_core.llm._client import (
+    LazyBackend,
+    LLMClient,
+    cache_hits,
+    make_backend,
+    open_backend,
+    open_client,
+)
 from tmem_core.llm._config import (
     BUILTIN_BACKBONES,
     BUNDLED_SMOLLM2,
@@ -75,6 +82,7 @@ __all__ = [
     "VLLMEngineConfig",
     "bundled_gguf",
     "cache_dir",
+    "cache_hits",
     "count_chat_tokens",
     "count_tokens",
     "get_backbone",

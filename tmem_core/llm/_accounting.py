@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ CALLS_SCHEMA = pa.schema(
         pa.field("cost_usd", pa.float64(), nullable=False),
         pa.field("error", pa.string()),
         pa.field("error_kind", pa.string()),
+        pa.field("finished_at", pa.float64()),  # Unix time the response came back
     ]
 )
 
@@ -45,6 +47,7 @@ class CallRecord:
     cost_usd: float
     error: str | None
     error_kind: str | None
+    finished_at: float | None = None
 
     @classmethod
     def of(
@@ -63,6 +66,7 @@ class CallRecord:
             cost_usd=response.cost_usd,
             error=response.error,
             error_kind=response.error_kind,
+            finished_at=time.time(),
         )
 
 

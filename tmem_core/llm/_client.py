@@ -52,17 +52,14 @@ class LLMClient:
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
         requests = [self._with_sampling(r) for r in requests]
-        keys = [request_hash(self.backbone, r) for r in requests]
-        start = time.perf_counter()
-        hits = self.cache.get_many(keys) if self.cache is not None else {}
-        lookup_s = (time.perf_counter() - start) / max(len(keys), 1)
+        keys, hits = cache_hits(self.backbone, self.cache, requests)
         todo = {k: r for k, r in zip(keys, requests, strict=True) if k not in hits}
         fresh = await self._fresh(todo)
         if self.cache is not None:
             self.cache.put_many(self.backbone.name, fresh)
         first = {key: i for i, key in reversed(list(enumerate(keys)))}
         responses = [
-            self._assemble(key, request, hits, fresh, lookup_s, first=first[key] == i)
+            self._assemble(key, request, hits, fresh, first=first[key] == i)
             for i, (key, request) in enumerate(zip(keys, requests, strict=True))
         ]
         self.records.extend(
@@ -95,16 +92,15 @@ class LLMClient:
         self,
         key: str,
         request: ChatRequest,
-        hits: dict[str, CachedCall],
+        hits: dict[str, ChatResponse],
         fresh: dict[str, ChatResponse],
-        lookup_s: float,
         *,
         first: bool,
     ) -> ChatResponse:
         """The response to one request: a cache hit, an engine answer, or a duplicate's."""
         if key in hits:
-            response = _replay(hits[key], request, lookup_s)
-        elif first:
+            return hits[key]
+        if first:
             response = dataclasses.replace(
                 fresh[key], cost_usd=self.backbone.prices.cost(fresh[key].usage)
             )
@@ -230,6 +226,24 @@ def _accumulate(previous: ChatResponse | None, latest: ChatResponse) -> ChatResp
     )
 
 
-def _replay(hit: CachedCall, request: ChatRequest, lookup_s: float) -> ChatResponse:
+def cache_hits(
+    backbone: BackboneConfig, cache: RequestCache | None, requests: Sequence[ChatRequest]
+) -> tuple[list[str], dict[str, ChatResponse]]:
+    """The requests' hashes, and the responses the cache already holds, by hash (replayed:
+    marked cached, 0 USD, the lookup's time as latency)."""
+    keys = [request_hash(backbone, r) for r in requests]
+    if cache is None:
+        return keys, {}
+    start = time.perf_counter()
+    found = cache.get_many(keys)
+    lookup_s = (time.perf_counter() - start) / max(len(keys), 1)
+    hits = {}
+    for key, request in zip(keys, requests, strict=True):
+        if key in found and key not in hits:
+            hits[key] = _replay(found[key], request, lookup_s, key)
+    return keys, hits
+
+
+def _replay(hit: CachedCall, request: ChatRequest, lookup_s: float, key: str) -> ChatResponse:
     response = output_response(hit.text, hit.usage, lookup_s, request.schema)
-    return dataclasses.replace(response, cached=True)
+    return dataclasses.replace(response, cached=True, request_hash=key)

@@ -140,6 +140,7 @@ class EmbeddedBackend(OpenAICompatBackend):
         super().__init__(backbone, config, self.server, api_key="embedded")
 
     def close(self) -> None:
+        super().close()
         self.server.stop()
 
 

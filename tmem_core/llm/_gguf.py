@@ -10,9 +10,12 @@ magnitude, a little more with the rounding of the block's fp16 scale).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import gguf
 import numpy as np
+
+if TYPE_CHECKING:  # imported where used: it is slow to import and needed once per model
+    import gguf
 
 WEIGHT_FORMATS = ("keep", "Q8_0", "F16")
 """`keep` serves the file as it is; the others re-encode every quantized matrix once."""
@@ -28,6 +31,8 @@ def requantize(source: Path, target: Path, weights: str) -> None:
     """
     if weights not in _FILE_TYPES:
         raise ValueError(f"weights must be one of {sorted(_FILE_TYPES)}, not {weights!r}")
+    import gguf
+
     reader = gguf.GGUFReader(str(source))
     arch = reader.fields["general.architecture"].contents()
     writer = gguf.GGUFWriter(str(target), arch)
@@ -55,6 +60,8 @@ def requantize(source: Path, target: Path, weights: str) -> None:
 
 def _add_encoded(writer: gguf.GGUFWriter, name: str, matrix: np.ndarray, weights: str
                  ) -> None:
+    import gguf
+
     if weights == "F16":
         writer.add_tensor(name, matrix.astype(np.float16))
     elif matrix.shape[-1] % _Q8_BLOCK == 0:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import threading
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
@@ -157,11 +159,30 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
+_LOOP_LOCK = threading.Lock()
+_loop: tuple[int, asyncio.AbstractEventLoop] | None = None
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    """This process's event loop for synchronous callers, running in a daemon thread."""
+    global _loop
+    with _LOOP_LOCK:
+        if _loop is None or _loop[0] != os.getpid():  # none yet, or inherited through fork
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="tmem-llm-loop", daemon=True).start()
+            _loop = (os.getpid(), loop)
+        return _loop[1]
+
+
 def run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
-    """Run a coroutine from synchronous code (not from inside a running event loop)."""
+    """Run a coroutine from synchronous code (not from inside a running event loop).
+
+    Every synchronous caller of the process shares one long-lived loop, so HTTP clients and
+    connections are reused across calls, and calls from several threads run concurrently.
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coro)
+        return asyncio.run_coroutine_threadsafe(coro, _background_loop()).result()
     coro.close()
     raise RuntimeError("generate() called inside a running event loop; await agenerate() instead")

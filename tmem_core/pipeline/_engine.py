@@ -3,7 +3,9 @@
 The actor owns the backend (the embedded llama.cpp server, an in-process vLLM engine or an
 HTTP client) and the request cache; it is async, so requests from many stage actors are in
 flight together and the engine batches them. Stage actors talk to it through `EngineProxy`,
-which stamps every request with its stage and question and keeps the call records.
+which stamps every request with its stage and question and keeps the call records. They read
+the request cache themselves first, so a cache hit costs no trip to the engine actor (on a
+node that does not share the cache folder, the lookup misses and the actor answers it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tmem_core.llm import (
     LLMClient,
     RequestCache,
     VLLMEngineConfig,
+    cache_hits,
 )
 from tmem_core.llm._types import error_response, run_sync
 
@@ -67,13 +70,21 @@ def engine_handle(backbone: BackboneConfig, gpus: float = 0.0) -> Any:
 EngineCall = Callable[[list[ChatRequest]], tuple[list[ChatResponse], list[CallRecord]]]
 
 
-def ray_engine(backbone: BackboneConfig) -> EngineCall:
-    """Calls to the backbone's named engine actor."""
+def ray_engine(backbone: BackboneConfig, cache: RequestCache | None) -> EngineCall:
+    """Calls to the backbone's named engine actor, for the requests `cache` cannot answer."""
     handle = ray.get_actor(f"{ENGINE_PREFIX}{backbone.name}")
 
     def call(requests: list[ChatRequest]) -> tuple[list[ChatResponse], list[CallRecord]]:
-        ref: Any = handle.generate.remote(requests)
-        return cast(tuple[list[ChatResponse], list[CallRecord]], ray.get(ref))
+        keys, hits = cache_hits(backbone, cache, requests)
+        misses = [r for k, r in zip(keys, requests, strict=True) if k not in hits]
+        answered: tuple[list[ChatResponse], list[CallRecord]] = ([], [])
+        if misses:
+            answered = cast(tuple[list[ChatResponse], list[CallRecord]],
+                            ray.get(handle.generate.remote(misses)))
+        fresh = iter(zip(*answered, strict=True))
+        pairs = [(hits[k], CallRecord.of(backbone, r, hits[k])) if k in hits else next(fresh)
+                 for k, r in zip(keys, requests, strict=True)]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
 
     return call
 

@@ -31,13 +31,27 @@ from tmem_core.evaluation import (
     locomo_f1,
     parse_verdict,
     says_not_available,
+    stemmer,
 )
-from tmem_core.llm import CALLS_SCHEMA, BackboneConfig, CallRecord, ChatRequest, Sampling
+from tmem_core.llm import (
+    CALLS_SCHEMA,
+    BackboneConfig,
+    CallRecord,
+    ChatRequest,
+    RequestCache,
+    Sampling,
+)
 from tmem_core.llm._tokens import counter_for
 from tmem_core.methods import Evidence
 from tmem_core.methods._context import Context, ContextMethod
 from tmem_core.pipeline._config import RunSpec
-from tmem_core.pipeline._engine import EngineProxy, FailingProxy, local_engine, ray_engine
+from tmem_core.pipeline._engine import (
+    EngineCall,
+    EngineProxy,
+    FailingProxy,
+    local_engine,
+    ray_engine,
+)
 from tmem_core.pipeline._methods import MethodEnv, build_method, to_json
 from tmem_core.pipeline._store import RECORD_COLUMNS, StageStore, stage_schema
 from tmem_core.prompts import as_chat, load_prompt
@@ -115,6 +129,15 @@ class Stage:
         self.calls = calls_store(run_dir)
         self.done = {r["key"]: r for r in self.store.latest().to_pylist()}
         self.fault = Fault.parse(job.fault)
+        self._engines: dict[str, EngineCall] = {}
+        self._engines_lock = threading.Lock()
+        try:
+            self.warm_up()
+        except Exception as exc:  # the first question meets it again and records it
+            print(f"[{self.name}] warm-up failed: {type(exc).__name__}: {exc}", flush=True)
+
+    def warm_up(self) -> None:
+        """Load what every question needs now, while the upstream stages start."""
 
     @classmethod
     def store_for(cls, run_dir: Path) -> StageStore:
@@ -130,11 +153,20 @@ class Stage:
 
     def proxy(self, backbone: BackboneConfig, qid: str, stage: str | None = None
               ) -> EngineProxy:
-        call = (local_engine if self.job.local else ray_engine)(backbone)
+        call = self._engine(backbone)
         stage = stage or self.name
         broken = (self.fault is not None and self.fault.kind == "llm_error"
                   and self.fault.hits(stage, qid))
         return (FailingProxy if broken else EngineProxy)(call, backbone, stage, qid)
+
+    def _engine(self, backbone: BackboneConfig) -> EngineCall:
+        """The backbone's engine, looked up once per stage process."""
+        with self._engines_lock:
+            if backbone.name not in self._engines:
+                self._engines[backbone.name] = (
+                    local_engine(backbone) if self.job.local
+                    else ray_engine(backbone, RequestCache()))
+            return self._engines[backbone.name]
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
@@ -204,6 +236,9 @@ class MethodStage(Stage):
         env = MethodEnv(conversations_from_table(self.prepared.messages), run.top_k,
                         run.budget, run.params)
         return build_method(run.method, env)
+
+    def warm_up(self) -> None:
+        self.method  # noqa: B018 (builds the method)
 
     def prepare_memory(self, question: Question) -> list[CallRecord]:
         """Offline memory of the question's conversation, if the method has one."""
@@ -327,6 +362,9 @@ class JudgeStage(GoldStage):
                pa.field("f1", pa.float64()), pa.field("exact_match", pa.bool_()),
                pa.field("raw", pa.string()), pa.field("prompt_name", pa.string()),
                pa.field("prompt_sha256", pa.string()))
+
+    def warm_up(self) -> None:
+        stemmer()
 
     def process(self, row: dict[str, Any]) -> StageResult:
         question, gold = self.questions[row["qid"]], self.gold[row["qid"]]

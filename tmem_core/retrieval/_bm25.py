@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import bm25s
 import numpy as np
 
 from tmem_core.retrieval._cache import build_once, content_key
 from tmem_core.retrieval._text import lexical_tokens
+
+if TYPE_CHECKING:  # imported where used: only retrieval processes need it
+    import bm25s
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,8 @@ class Bm25Index:
     def cached(cls, texts: Sequence[str], root: Path,
                params: Bm25Params = Bm25Params()) -> tuple[Bm25Index, bool]:
         """Load the index of `texts` from `root`, building it first if absent; (index, built)."""
+        import bm25s
+
         key = content_key(["bm25-v1", str(params.k1), str(params.b), *texts])
         target = root / "bm25" / key
 

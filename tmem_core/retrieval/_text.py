@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import re
-
-from bm25s.stopwords import STOPWORDS_EN_PLUS
+from functools import cache
 
 from tmem_core.schema import Message, Question
 
 METADATA_FIELDS = ("author", "role", "channel", "topic", "phase")
 _WORD = re.compile(r"\w\w+")
-_STOPWORDS = frozenset(STOPWORDS_EN_PLUS)
+
+
+@cache
+def _stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN_PLUS  # bm25s is slow to import: only when needed
+
+    return frozenset(STOPWORDS_EN_PLUS)
 
 
 def metadata_header(message: Message) -> str:
@@ -34,4 +39,5 @@ def query_text(question: Question, metadata: bool) -> str:
 
 def lexical_tokens(text: str) -> list[str]:
     """Lower-cased words of two or more characters, English stopwords removed."""
-    return [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
+    stopwords = _stopwords()
+    return [w for w in _WORD.findall(text.lower()) if w not in stopwords]
