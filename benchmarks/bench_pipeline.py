@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import threading
@@ -26,6 +27,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -103,10 +105,32 @@ def config(name: str, results: Path, args: argparse.Namespace, backbone: str, wo
     return parse_sweep(raw, allowed())
 
 
-def timed_run(sweep: SweepConfig, local: bool = False) -> tuple[float, int, Path]:
+@dataclass
+class Timing:
+    seconds: float  # the whole run: its start-up (actors, indexes, engines) included
+    questions: int
+    run_dir: Path
+    first_out_s: float  # when the first batch came out of the last stage
+    steady_qps: float  # questions/s from the first batch out to the last
+
+    @property
+    def qps(self) -> float:
+        return self.questions / self.seconds
+
+
+def timed_run(sweep: SweepConfig, local: bool = False) -> Timing:
+    progress: list[tuple[float, int]] = []
+
+    def log(line: str) -> None:
+        if match := re.search(r"\[progress\] \S+: (\d+)/", line):
+            progress.append((time.perf_counter(), int(match.group(1))))
+
     started = time.perf_counter()
-    (summary,) = run_sweep(sweep, log=lambda _: None, local=local)
-    return time.perf_counter() - started, summary.questions, summary.run_dir
+    (summary,) = run_sweep(sweep, log=log, local=local)
+    seconds = time.perf_counter() - started
+    (t0, n0), (t1, n1) = progress[0], progress[-1]
+    steady = (n1 - n0) / (t1 - t0) if t1 > t0 else float("nan")
+    return Timing(seconds, summary.questions, summary.run_dir, t0 - started, steady)
 
 
 def engine_calls(run_dir: Path) -> list[dict[str, Any]]:
@@ -125,21 +149,26 @@ def overhead(results: Path, args: argparse.Namespace) -> None:
         return config(tag, results, args, name, workers, args.limit, backbones)
 
     try:
-        warm_s, n, warm_dir = timed_run(sweep("warm", 2))
-        print(f"warm-up: {n} questions, {len(engine_calls(warm_dir))} calls to the instant "
-              f"endpoint in {warm_s:.1f}s (includes Ray start-up)")
+        warm = timed_run(sweep("warm", 2))
+        print(f"warm-up: {warm.questions} questions, {len(engine_calls(warm.run_dir))} calls "
+              f"to the instant endpoint in {warm.seconds:.1f}s")
     finally:
         endpoint.close()  # from here on, an engine call would fail
-    rates = {}
+    runs = {}
     for tag, workers, local in (("plain", 1, True), ("ray1", 1, False), ("ray2", 2, False)):
-        seconds, n, run_dir = timed_run(sweep(tag, workers), local=local)
-        missed = engine_calls(run_dir)
+        runs[tag] = timed_run(sweep(tag, workers), local=local)
+        missed = engine_calls(runs[tag].run_dir)
         if missed:
             raise SystemExit(f"{tag}: {len(missed)} calls missed the warm cache")
-        rates[tag] = n / seconds
-        print(f"cached {tag:>5}: {n} questions in {seconds:.1f}s = {rates[tag]:.2f} q/s")
-    print(f"overhead: Ray 1 worker {rates['ray1'] / rates['plain']:.2f}x the plain loop, "
-          f"Ray 2 workers {rates['ray2'] / rates['plain']:.2f}x (target >= 0.8x and > 1x)")
+        t = runs[tag]
+        print(f"cached {tag:>5}: {t.questions} questions in {t.seconds:.1f}s = {t.qps:.1f} q/s; "
+              f"first batch out at {t.first_out_s:.1f}s, then {t.steady_qps:.1f} q/s")
+    plain = runs["plain"]
+    for tag, label in (("ray1", "1 worker"), ("ray2", "2 workers")):
+        t = runs[tag]
+        print(f"overhead: Ray {label} {t.qps / plain.qps:.2f}x the plain loop end to end, "
+              f"{t.steady_qps / plain.steady_qps:.2f}x once running (target >= 0.8x with 1, "
+              f"> 1x with 2)")
 
 
 def utilisation(results: Path, args: argparse.Namespace) -> None:
@@ -149,7 +178,8 @@ def utilisation(results: Path, args: argparse.Namespace) -> None:
                          f'model = "SmolLM2-135M-Instruct"\ncontext_length = 4096\n')
     sweep = config("utilisation", results, args, name, 2, args.utilisation_questions,
                    backbones)
-    _, n, run_dir = timed_run(sweep)
+    run = timed_run(sweep)
+    n, run_dir = run.questions, run.run_dir
     calls = engine_calls(run_dir)
     window = (max(c["finished_at"] for c in calls)
               - min(c["finished_at"] - c["latency_s"] for c in calls))

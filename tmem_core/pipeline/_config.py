@@ -12,6 +12,7 @@ import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ class RunSpec:
     judge_repeats: int = 1
     judge_prompts: Mapping[str, str] = field(default_factory=dict)  # bundled name -> file
 
-    @property
+    @cached_property
     def run_id(self) -> str:
         digest = hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{self.benchmark.name}_{self.method}_"

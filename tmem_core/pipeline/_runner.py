@@ -214,7 +214,12 @@ def run_plain(job: StageJob, questions: list[tuple[str, str]], resources: Resour
 
 def _stream(job: StageJob, questions: list[tuple[str, str]], resources: Resources,
             log: Log) -> None:
-    ds: ray.data.Dataset = ray.data.from_arrow(_flow(job, questions))
+    # one block per batch: blocks are Ray Data's unit of scheduling, so that batches flow to
+    # the next stage as they finish and spread over all of a stage's actors
+    flow = _flow(job, questions)
+    size = resources.batch_size
+    ds: ray.data.Dataset = ray.data.from_arrow(
+        [flow.slice(start, size) for start in range(0, flow.num_rows, size)])
     for stage in STAGES:
         cpu_bound = stage is RetrieveStage
         vllm = isinstance(job.backbone.engine, VLLMEngineConfig)

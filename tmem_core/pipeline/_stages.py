@@ -66,6 +66,7 @@ FLOW_SCHEMA = pa.schema([
 ])
 CALLS_STORE_SCHEMA = pa.schema([*RECORD_COLUMNS, *[
     f for f in CALLS_SCHEMA if f.name not in {c.name for c in RECORD_COLUMNS}]])
+QUESTION_THREADS = 64  # questions of a batch in flight at once, per stage actor
 JUDGE_RETRIES = 1  # an unparseable verdict is asked once more, then becomes an error record
 
 
@@ -131,6 +132,10 @@ class Stage:
         self.fault = Fault.parse(job.fault)
         self._engines: dict[str, EngineCall] = {}
         self._engines_lock = threading.Lock()
+        # a batch's questions run at once (their LLM calls batch in the engine); the threads
+        # live as long as the stage: starting them per batch cost more than cached questions
+        self._threads = ThreadPoolExecutor(max_workers=QUESTION_THREADS,
+                                           thread_name_prefix=self.name)
         try:
             self.warm_up()
         except Exception as exc:  # the first question meets it again and records it
@@ -170,8 +175,7 @@ class Stage:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = batch.to_pylist()
-        with ThreadPoolExecutor(max_workers=max(1, len(rows))) as pool:
-            results = list(pool.map(self._guarded, rows))
+        results = list(self._threads.map(self._guarded, rows))
         self.store.append([r for res in results for r in res.records])
         self.calls.append([_call_row(self.job.run.run_id, c)
                            for res in results for c in res.calls])
