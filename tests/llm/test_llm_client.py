@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,12 @@ from tmem_core.llm import (
     Prices,
     RequestCache,
     Sampling,
+    cache_hits,
     get_backbone,
     records_to_table,
+    request_hash,
 )
+from tmem_core.llm._types import run_sync
 
 GOOD = '{"answer": "Paris", "confidence": 3}'
 
@@ -163,3 +167,29 @@ def test_invalid_schema_and_empty_messages_are_refused_early() -> None:
         ChatRequest.from_prompt("q", schema={"type": "no-such-type"})
     with pytest.raises(ValueError, match="at least one message"):
         ChatRequest(messages=[])
+
+
+def test_cache_hits_replays_what_the_cache_holds_and_nothing_else(
+    fake_backend: Any, answer_schema: dict[str, Any], priced: Any, tmp_path: Path
+) -> None:
+    cache = RequestCache(tmp_path / "c.sqlite")
+    asked = _requests(answer_schema, 4)
+    LLMClient(priced, fake_backend(lambda r, c: GOOD), cache).generate(asked[:2])
+    keys, hits = cache_hits(priced, cache, asked)
+    assert keys == [request_hash(priced, r) for r in asked]
+    assert set(hits) == set(keys[:2])
+    assert all(h.cached and h.cost_usd == 0.0 and h.parsed["answer"] == "Paris"
+               for h in hits.values())
+    assert [hits[k].request_hash for k in keys[:2]] == keys[:2]
+    assert cache_hits(priced, None, asked) == (keys, {})
+
+
+def test_synchronous_callers_share_one_long_lived_loop() -> None:
+    async def current() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    first = run_sync(current())
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        others = list(pool.map(lambda _: run_sync(current()), range(3)))
+    assert all(loop is first for loop in others)
+    assert first.is_running()  # kept for the next call: clients and connections are reused

