@@ -8,6 +8,7 @@ import os
 import threading
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal, Protocol, TypeVar
 
 import jsonschema
@@ -44,6 +45,20 @@ class Sampling:
     seed: int = 0
 
 
+def schema_validator(schema: dict[str, Any]) -> Any:
+    """A validator for `schema`; the schema is checked once per distinct schema (checking
+    costs ~3 ms, and every request of a judge or method step carries the same one)."""
+    return _checked_validator(json.dumps(schema, sort_keys=True))
+
+
+@lru_cache(maxsize=256)
+def _checked_validator(schema_json: str) -> Any:
+    schema = json.loads(schema_json)
+    validator = jsonschema.validators.validator_for(schema)
+    validator.check_schema(schema)
+    return validator(schema)
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat completion. `sampling=None` takes the backbone's default sampling."""
@@ -59,7 +74,7 @@ class ChatRequest:
         if not self.messages:
             raise ValueError("a chat request needs at least one message")
         if self.schema is not None:
-            jsonschema.validators.validator_for(self.schema).check_schema(self.schema)
+            schema_validator(self.schema)  # raises when the schema itself is invalid
 
     @classmethod
     def from_prompt(
@@ -141,9 +156,7 @@ def _parse_json(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         return None, f"not JSON ({exc.msg} at char {exc.pos})"
-    error = jsonschema.exceptions.best_match(
-        jsonschema.validators.validator_for(schema)(schema).iter_errors(value)
-    )
+    error = jsonschema.exceptions.best_match(schema_validator(schema).iter_errors(value))
     if error is not None:
         return None, f"violates the schema at {error.json_path}: {error.message}"
     return value, None

@@ -218,8 +218,9 @@ def _stream(job: StageJob, questions: list[tuple[str, str]], resources: Resource
     # the next stage as they finish and spread over all of a stage's actors
     flow = _flow(job, questions)
     size = resources.batch_size
-    ds: ray.data.Dataset = ray.data.from_arrow(
-        [flow.slice(start, size) for start in range(0, flow.num_rows, size)])
+    blocks: list[Any] = [ray.put(flow.slice(start, size))
+                         for start in range(0, flow.num_rows, size)]
+    ds: ray.data.Dataset = ray.data.from_arrow_refs(blocks)
     for stage in STAGES:
         cpu_bound = stage is RetrieveStage
         vllm = isinstance(job.backbone.engine, VLLMEngineConfig)
