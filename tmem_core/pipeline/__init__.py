@@ -25,7 +25,7 @@ from tmem_core.pipeline._runner import (
     select_questions,
 )
 from tmem_core.pipeline._stages import STAGES, StageJob, calls_store
-from tmem_core.pipeline._store import StageStore
+from tmem_core.pipeline._store import StageStore, failures_of, latest_of
 
 __all__ = [
     "CONTEXT_METHODS",
@@ -45,7 +45,9 @@ __all__ = [
     "calls_store",
     "context_method_names",
     "execute_run",
+    "failures_of",
     "init_ray",
+    "latest_of",
     "load_sweep",
     "parse_sweep",
     "prepare_benchmark",

@@ -32,6 +32,7 @@ from tmem_core.pipeline._stages import (
     StageJob,
     calls_store,
 )
+from tmem_core.pipeline._store import failures_of, latest_of
 from tmem_core.pipeline._validators import (
     budget_respected,
     context_checks,
@@ -182,10 +183,11 @@ def execute_run(run: RunSpec, bench_dir: Path, backbone: BackboneConfig,
     job = StageJob(run, str(run_dir), str(bench_dir), backbone, judges,
                    os.environ.get(FAULT_ENV, ""), local)
     (run_plain if local else _stream)(job, questions, resources, log)
-    contract.validators = _validate(job, [q for q, _ in questions], prepared)
+    histories = {s.name: s.store_for(run_dir).read_all() for s in STAGES}  # read once
+    contract.validators = _validate(job, [q for q, _ in questions], prepared, histories)
     contract.ended_at = time.time()
     contract.write(run_dir)
-    return summarise(run, run_dir, len(questions), time.time() - started)
+    return summarise(run, run_dir, len(questions), time.time() - started, histories)
 
 
 def _data_facts(manifest: dict[str, Any], bench_dir: Path) -> dict[str, Any]:
@@ -194,21 +196,25 @@ def _data_facts(manifest: dict[str, Any], bench_dir: Path) -> dict[str, Any]:
             "schema_version": manifest.get("schema_version")}
 
 
-def _flow(job: StageJob, questions: list[tuple[str, str]]) -> pa.Table:
+def _flow_batches(job: StageJob, questions: list[tuple[str, str]], size: int
+                  ) -> list[pa.Table]:
+    """The run's questions as the rows that flow through the stages, in batches of `size`."""
     rows = [{"run_id": job.run.run_id, "qid": q, "conv_id": c, "ok": True, "error": None,
              "evidence": None, "context": None, "prediction": None} for q, c in questions]
-    return pa.Table.from_pylist(rows, schema=FLOW_SCHEMA)
+    flow = pa.Table.from_pylist(rows, schema=FLOW_SCHEMA)
+    return [flow.slice(start, size) for start in range(0, flow.num_rows, size)]
 
 
 def run_plain(job: StageJob, questions: list[tuple[str, str]], resources: Resources,
               log: Log) -> None:
     """The same stages in one process without Ray: a debugging aid and the overhead baseline."""
     stages = [stage(job) for stage in STAGES]
-    for start in range(0, len(questions), resources.batch_size):
-        batch = _flow(job, questions[start:start + resources.batch_size])
+    done = 0
+    for batch in _flow_batches(job, questions, resources.batch_size):
         for stage in stages:
             batch = stage(batch)
-        log(f"[progress] {job.run.run_id}: {start + batch.num_rows}/{len(questions)} "
+        done += batch.num_rows
+        log(f"[progress] {job.run.run_id}: {done}/{len(questions)} "
             f"questions through all stages (local)")
 
 
@@ -216,10 +222,7 @@ def _stream(job: StageJob, questions: list[tuple[str, str]], resources: Resource
             log: Log) -> None:
     # one block per batch: blocks are Ray Data's unit of scheduling, so that batches flow to
     # the next stage as they finish and spread over all of a stage's actors
-    flow = _flow(job, questions)
-    size = resources.batch_size
-    blocks: list[Any] = [ray.put(flow.slice(start, size))
-                         for start in range(0, flow.num_rows, size)]
+    blocks: list[Any] = [ray.put(b) for b in _flow_batches(job, questions, resources.batch_size)]
     ds: ray.data.Dataset = ray.data.from_arrow_refs(blocks)
     for stage in STAGES:
         cpu_bound = stage is RetrieveStage
@@ -240,14 +243,13 @@ def _stream(job: StageJob, questions: list[tuple[str, str]], resources: Resource
             f"stages, {rate:.2f} q/s, ETA {eta:.0f}s")
 
 
-def _validate(job: StageJob, qids: list[str], prepared: Any) -> dict[str, dict[str, Any]]:
-    run_dir = Path(job.run_dir)
-    tables = {s.name: s.store_for(run_dir).read_all() for s in STAGES}
-    latest = {s.name: s.store_for(run_dir).latest() for s in STAGES}
+def _validate(job: StageJob, qids: list[str], prepared: Any, histories: dict[str, pa.Table]
+              ) -> dict[str, dict[str, Any]]:
+    latest = {name: latest_of(history) for name, history in histories.items()}
     questions = {q.qid: q for q in questions_from_table(prepared.questions)}
     gold = gold_from_table(prepared.questions)
     out = {
-        "question_counts": question_counts(qids, tables),
+        "question_counts": question_counts(qids, histories),
         "budget": budget_respected(latest[ConstructStage.name], job.run.budget),
         "no_gold_in_prompts": no_gold_in_prompts(latest[AnswerStage.name],
                                                  latest[ConstructStage.name], questions, gold),
@@ -256,9 +258,11 @@ def _validate(job: StageJob, qids: list[str], prepared: Any) -> dict[str, dict[s
     return {name: v.as_dict() for name, v in out.items()}
 
 
-def summarise(run: RunSpec, run_dir: Path, questions: int, seconds: float) -> RunSummary:
-    errors = {s.name: s.store_for(run_dir).failures().num_rows for s in STAGES}
-    judged = JudgeStage.store_for(run_dir).latest().to_pylist()
+def summarise(run: RunSpec, run_dir: Path, questions: int, seconds: float,
+              histories: dict[str, pa.Table]) -> RunSummary:
+    """The run's summary line, from its stage histories (`StageStore.read_all`)."""
+    errors = {name: failures_of(history).num_rows for name, history in histories.items()}
+    judged = latest_of(histories[JudgeStage.name]).to_pylist()
     separate = get_protocol(run.benchmark.name).reports_separately
     scores = [r["score"] for r in judged if r["category"] not in separate]
     calls = calls_store(run_dir).read_all().to_pylist()

@@ -65,26 +65,33 @@ class StageStore:
 
     def latest(self) -> pa.Table:
         """The latest successful record per key."""
-        table = self.read_all()
-        ok = table.filter(table.column("ok"))
-        if ok.num_rows == 0:
-            return ok
-        order = ok.sort_by([("key", "ascending"), ("written_at", "descending")])
-        keys = order.column("key").to_pylist()
-        keep = [i for i, k in enumerate(keys) if i == 0 or keys[i - 1] != k]
-        return order.take(pa.array(keep, type=pa.int64()))
+        return latest_of(self.read_all())
 
     def done_keys(self) -> set[str]:
         return set(self.latest().column("key").to_pylist())
 
     def failures(self) -> pa.Table:
         """Keys whose latest attempt failed (and that never succeeded later)."""
-        table = self.read_all()
-        if table.num_rows == 0:
-            return table
-        done = self.done_keys()
-        order = table.sort_by([("key", "ascending"), ("written_at", "descending")])
-        keys = order.column("key").to_pylist()
-        keep = [i for i, k in enumerate(keys)
-                if (i == 0 or keys[i - 1] != k) and k not in done]
-        return order.take(pa.array(keep, type=pa.int64()))
+        return failures_of(self.read_all())
+
+
+def latest_of(history: pa.Table) -> pa.Table:
+    """The latest successful record per key of a store's history (`StageStore.read_all`)."""
+    ok = history.filter(history.column("ok"))
+    return _newest_per_key(ok, exclude=set())
+
+
+def failures_of(history: pa.Table) -> pa.Table:
+    """The latest failed attempt per key that never succeeded, from a store's history."""
+    done = set(latest_of(history).column("key").to_pylist())
+    return _newest_per_key(history, exclude=done)
+
+
+def _newest_per_key(table: pa.Table, exclude: set[str]) -> pa.Table:
+    if table.num_rows == 0:
+        return table
+    order = table.sort_by([("key", "ascending"), ("written_at", "descending")])
+    keys = order.column("key").to_pylist()
+    keep = [i for i, k in enumerate(keys)
+            if (i == 0 or keys[i - 1] != k) and k not in exclude]
+    return order.take(pa.array(keep, type=pa.int64()))

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from tmem_core.benchmarks import read_prepared
 from tmem_core.evaluation import get_protocol, recall_scorable
-from tmem_core.pipeline import CONTRACT_FILE, STAGES, StageStore, calls_store
+from tmem_core.pipeline import CONTRACT_FILE, STAGES, calls_store, latest_of
 from tmem_core.schema import DataError, Gold, gold_from_table
 
 RECORD_STAGES = tuple(stage.name for stage in STAGES)  # retrieve, construct, answer, judge
@@ -103,12 +103,13 @@ def _read_run(run_dir: Path, root: Path) -> _Run:
     contract = json.loads((run_dir / CONTRACT_FILE).read_text())
     run_id = pl.lit(contract["run_id"]).alias("run_id")  # the contract's id names the run
     stores = {**{s.name: s.store_for(run_dir) for s in STAGES}, CALLS: calls_store(run_dir)}
-    histories = {name: _history(store).with_columns(run_id) for name, store in stores.items()}
+    tables = {name: store.read_all() for name, store in stores.items()}  # read once
+    histories = {name: _history(t).with_columns(run_id) for name, t in tables.items()}
     qids = pl.concat([histories[s].select("qid", "conv_id") for s in RECORD_STAGES])
     return _Run(
         contract=contract,
         data_dir=_data_dir(contract, root),
-        records={name: _latest(store).with_columns(run_id) for name, store in stores.items()},
+        records={name: _latest(t).with_columns(run_id) for name, t in tables.items()},
         failures=pl.concat([_failed(name, histories[name]) for name in STORES]),
         qids=qids.unique("qid", keep="first", maintain_order=True))
 
@@ -119,13 +120,12 @@ def _data_dir(contract: dict[str, Any], root: Path) -> Path:
     return recorded if recorded.exists() else root / "data" / recorded.name
 
 
-def _latest(store: StageStore) -> pl.DataFrame:
-    table = store.latest()
+def _latest(history: pa.Table) -> pl.DataFrame:
+    table = latest_of(history)
     return _frame(table.drop_columns([c for c in LARGE_COLUMNS if c in table.column_names]))
 
 
-def _history(store: StageStore) -> pl.DataFrame:
-    table = store.read_all()
+def _history(table: pa.Table) -> pl.DataFrame:
     extra = [c for c in ("stage", "error_kind") if c in table.column_names]
     return _frame(table.select([*_HISTORY, *extra]))
 
