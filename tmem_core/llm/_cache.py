@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tmem_core.llm._config import BackboneConfig, cache_dir
+from tmem_core._cache import cache_root
+from tmem_core.llm._config import BackboneConfig
 from tmem_core.llm._types import ChatRequest, ChatResponse, Usage
 
 _KEY_VERSION = 1
@@ -60,7 +61,7 @@ class RequestCache:
     """Successful responses by request hash. Picklable; each process opens its own connection."""
 
     def __init__(self, path: str | Path | None = None) -> None:
-        self.path = Path(path) if path else cache_dir() / "llm" / "requests.sqlite"
+        self.path = Path(path) if path else cache_root() / "llm" / "requests.sqlite"
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = 0

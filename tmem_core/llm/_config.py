@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
@@ -29,11 +28,6 @@ _SCALARS: dict[object, type] = {float: float, int: int, str: str, bool: bool, di
 
 class ConfigError(ValueError):
     """A backbone configuration that cannot be used; the message names the key."""
-
-
-def cache_dir() -> Path:
-    """Root of on-disk caches: `$TMEM_CACHE_DIR`, default `~/.cache/tmem-eval`."""
-    return Path(os.environ.get("TMEM_CACHE_DIR") or Path.home() / ".cache" / "tmem-eval")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tmem_core.llm._config import BackboneConfig, EmbeddedEngineConfig, cache_dir
+from tmem_core._cache import cache_root
+from tmem_core.llm._config import BackboneConfig, EmbeddedEngineConfig
 from tmem_core.llm._http import EngineUnavailable, OpenAICompatBackend
 from tmem_core.llm._models import gguf_path, serving_gguf
 
@@ -58,7 +59,7 @@ class EmbeddedServer:
 
     @property
     def log_path(self) -> Path:
-        return cache_dir() / "logs" / f"embedded-{os.getpid()}-{self.port}.log"
+        return cache_root() / "logs" / f"embedded-{os.getpid()}-{self.port}.log"
 
     def start(self) -> None:
         for attempt in range(1, _START_TRIES + 1):

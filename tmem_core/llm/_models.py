@@ -6,16 +6,11 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
-import shutil
-import tempfile
 from pathlib import Path
 
-from filelock import FileLock
-
-from tmem_core.llm._config import BUNDLED_SMOLLM2, cache_dir
+from tmem_core._cache import build_once, cache_root
+from tmem_core.llm._config import BUNDLED_SMOLLM2
 from tmem_core.llm._gguf import requantize
-
-_DONE = ".converted"
 
 
 def bundled_gguf() -> Path:
@@ -44,7 +39,7 @@ def _identity(gguf: Path) -> str:
 
 def converted_dir(gguf: Path) -> Path:
     """Where the HF conversion of `gguf` lives."""
-    return cache_dir() / "models" / f"{gguf.stem}-{_identity(gguf)}"
+    return cache_root() / "models" / f"{gguf.stem}-{_identity(gguf)}"
 
 
 def serving_gguf(ref: str, weights: str) -> Path:
@@ -53,18 +48,10 @@ def serving_gguf(ref: str, weights: str) -> Path:
     source = gguf_path(ref)
     if weights == "keep":
         return source
-    target = cache_dir() / "models" / f"{source.stem}-{_identity(source)}.{weights}.gguf"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{target}.lock"):
-        if not target.exists():
-            partial = target.with_name(f".{target.name}.partial")
-            requantize(source, partial, weights)
-            partial.rename(target)
-    return target
-
-
-def is_converted(target: Path) -> bool:
-    return (target / _DONE).exists()
+    folder = cache_root() / "models" / f"{source.stem}-{_identity(source)}.{weights}"
+    name = f"{source.stem}.{weights}.gguf"
+    build_once(folder, lambda tmp: requantize(source, tmp / name, weights))
+    return folder / name
 
 
 def hf_model_path(ref: str) -> str:
@@ -74,30 +61,20 @@ def hf_model_path(ref: str) -> str:
         return ref
     gguf = gguf_path(ref)
     target = converted_dir(gguf)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{target}.lock"):
-        if not is_converted(target):
-            _convert(gguf, target)
+    build_once(target, lambda tmp: _convert(gguf, tmp))
     return str(target)
 
 
-def _convert(gguf: Path, target: Path) -> None:
+def _convert(gguf: Path, out: Path) -> None:
     """Dequantize a GGUF with transformers (needs `gguf` and `accelerate`) and save it."""
     transformers = importlib.import_module("transformers")
     torch = importlib.import_module("torch")
-    partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
-    try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        # The weights were dequantized on load: drop the GGUF marker so they save as plain tensors.
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        model.to(torch.bfloat16).save_pretrained(partial)
-        tokenizer.save_pretrained(partial)
-        (partial / _DONE).touch()
-        partial.chmod(0o755)  # mkdtemp made it private; the cache is shared
-        shutil.rmtree(target, ignore_errors=True)
-        partial.rename(target)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # The weights were dequantized on load: drop the GGUF marker so they save as plain tensors.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.to(torch.bfloat16).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    out.chmod(0o755)  # a private temporary folder until it is renamed; the cache is shared

@@ -4,15 +4,10 @@ Indexes are keyed by content hash, model and parameters, built once per cache an
 every method and run; embeddings are cached per text. `IndexStore` is the entry point.
 """
 
+from tmem_core._cache import CACHE_ENV, build_once, cache_root
 from tmem_core.retrieval._bm25 import Bm25Index, Bm25Params
 from tmem_core.retrieval._budget import DEFAULT_TOKENS, Budget
-from tmem_core.retrieval._cache import (
-    CACHE_ENV,
-    build_once,
-    cache_root,
-    content_key,
-    default_index_dir,
-)
+from tmem_core.retrieval._cache import content_key, default_index_dir
 from tmem_core.retrieval._conversation import (
     Conversation,
     conversations_from_table,

@@ -1,23 +1,13 @@
-"""On-disk cache of indexes and embeddings: content-keyed, built once, safe across processes."""
+"""Where indexes and embeddings are cached, and the content keys that name them (built once,
+safely across processes, with `tmem_core._cache.build_once`)."""
 
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
-from filelock import FileLock
-
-CACHE_ENV = "TMEM_CACHE_DIR"
-
-
-def cache_root() -> Path:
-    """`$TMEM_CACHE_DIR`, else `~/.cache/tmem-eval`."""
-    env = os.environ.get(CACHE_ENV)
-    return Path(env) if env else Path.home() / ".cache" / "tmem-eval"
+from tmem_core._cache import cache_root
 
 
 def default_index_dir() -> Path:
@@ -32,25 +22,3 @@ def content_key(parts: Iterable[str]) -> str:
         digest.update(len(data).to_bytes(8, "little"))
         digest.update(data)
     return digest.hexdigest()[:32]
-
-
-def build_once(target: Path, build: Callable[[Path], None]) -> bool:
-    """Make the directory `target` exist, calling `build(tmp_dir)` at most once across processes.
-
-    The builder writes into a private temporary sibling that is renamed into place, so a
-    reader never sees a half-written artifact. Returns True when this call built it.
-    """
-    if target.exists():
-        return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock"):
-        if target.exists():
-            return False
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        try:
-            build(tmp)
-            os.rename(tmp, target)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    return True
