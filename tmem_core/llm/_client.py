@@ -59,8 +59,7 @@ class LLMClient:
             self.cache.put_many(self.backbone.name, fresh)
         first = {key: i for i, key in reversed(list(enumerate(keys)))}
         responses = [
-            self._assemble(key, request, hits, fresh, first=first[key] == i)
-            for i, (key, request) in enumerate(zip(keys, requests, strict=True))
+            self._assemble(key, hits, fresh, first=first[key] == i) for i, key in enumerate(keys)
         ]
         self.records.extend(
             CallRecord.of(self.backbone, r, x) for r, x in zip(requests, responses, strict=True)
@@ -91,7 +90,6 @@ class LLMClient:
     def _assemble(
         self,
         key: str,
-        request: ChatRequest,
         hits: dict[str, ChatResponse],
         fresh: dict[str, ChatResponse],
         *,

@@ -94,7 +94,9 @@ _LOCAL: dict[str, LLMEngine] = {}
 
 def local_engine(backbone: BackboneConfig) -> EngineCall:
     """Calls to an engine in this process (the plain, Ray-free loop)."""
-    engine = _LOCAL.setdefault(backbone.name, LLMEngine(backbone))
+    if backbone.name not in _LOCAL:
+        _LOCAL[backbone.name] = LLMEngine(backbone)
+    engine = _LOCAL[backbone.name]
     return lambda requests: run_sync(engine.generate(requests))
 
 

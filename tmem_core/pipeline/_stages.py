@@ -231,8 +231,8 @@ class MethodStage(Stage):
     """
 
     def __init__(self, job: StageJob) -> None:
-        super().__init__(job)
         self._prepare_lock = threading.Lock()
+        super().__init__(job)  # last: it warms up, which builds the method
 
     @cached_property
     def method(self) -> ContextMethod:
