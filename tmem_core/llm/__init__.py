@@ -40,7 +40,7 @@ from tmem_core.llm._config import (
 from tmem_core.llm._embedded import EmbeddedBackend, EmbeddedServer
 from tmem_core.llm._http import EngineUnavailable, OpenAICompatBackend, StaticEndpoint
 from tmem_core.llm._models import bundled_gguf, hf_model_path
-from tmem_core.llm._tokens import count_chat_tokens, count_tokens
+from tmem_core.llm._tokens import count_chat_tokens, count_tokens, counter_for
 from tmem_core.llm._types import (
     Backend,
     ChatMessage,
@@ -84,6 +84,7 @@ __all__ = [
     "cache_hits",
     "count_chat_tokens",
     "count_tokens",
+    "counter_for",
     "get_backbone",
     "hf_model_path",
     "load_backbones",

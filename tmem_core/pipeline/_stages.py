@@ -40,8 +40,8 @@ from tmem_core.llm import (
     ChatRequest,
     RequestCache,
     Sampling,
+    counter_for,
 )
-from tmem_core.llm._tokens import counter_for
 from tmem_core.methods import Evidence
 from tmem_core.methods._context import Context, ContextMethod
 from tmem_core.pipeline._config import RunSpec

@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from tmem_core.llm import BackboneConfig, count_tokens
+from tmem_core.llm import BackboneConfig, counter_for
 from tmem_core.methods._base import Evidence, evidence
 from tmem_core.methods._context import LLM, Context, TokenCounter
 from tmem_core.methods.t2mem._config import VARIANTS, T2MemConfig
@@ -73,7 +73,7 @@ class T2Mem:
         conversation = self.store.conversations[conv_id]
         mode = episode_mode(conversation, self.config.episodes)
         limit = extraction_limit(self.config, llm.backbone)
-        count = _counter(llm.backbone)
+        count = counter_for(llm.backbone)
         episodes = segment(conversation, mode, limit, count,
                            timedelta(hours=self.config.topic_gap_hours))
         if self.config.units == "raw":
@@ -103,7 +103,7 @@ class T2Mem:
         memory = self._memory(question.conv_id)
         initial = [memory.index.by_entry[i] for i in _initial_ids(evidence)]
         loop = Loop(question, memory.index, self.config, raw_budget(self.config, llm.backbone),
-                    _counter(llm.backbone))
+                    counter_for(llm.backbone))
         loop.run(initial, llm)
         units = loop.memory or [describe(e, memory.index) for e in loop.seen.values()]
         text = "\n".join(fit_lines(units, budget_tokens, count_tokens))
@@ -163,6 +163,3 @@ def _stats(conv_id: str, memory: _Memory, extraction: Extraction,
 def _tag(backbone: BackboneConfig) -> str:
     return f"{backbone.name}@{backbone.model}"
 
-
-def _counter(backbone: BackboneConfig) -> TokenCounter:
-    return lambda text: count_tokens(backbone, text)
