@@ -25,8 +25,6 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -208,12 +206,6 @@ def raw_engine_rates(run_dir: Path) -> tuple[float, float]:
     return out / seconds, (out + sum(r.usage.prompt_tokens for r in responses)) / seconds
 
 
-@contextmanager
-def results_folder() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
-        yield Path(tmp)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -224,7 +216,8 @@ def main() -> None:
     parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
     args = parser.parse_args()
     init_ray()
-    with results_folder() as results:
+    with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
+        results = Path(tmp)
         overhead(results, args)
         if args.utilisation_questions:
             utilisation(results, args)
