@@ -87,7 +87,8 @@ class _InstantHandler(BaseHTTPRequestHandler):
 
 
 def config(name: str, results: Path, args: argparse.Namespace, backbone: str, workers: int,
-           limit: int | None, backbones_file: Path | None = None) -> SweepConfig:
+           limit: int | None, backbones_file: Path | None = None, fused: bool = True
+           ) -> SweepConfig:
     bench: dict[str, object] = {"name": "locomo", "source": str(args.locomo)}
     if limit:
         bench["limit"] = limit
@@ -96,7 +97,7 @@ def config(name: str, results: Path, args: argparse.Namespace, backbone: str, wo
         "grid": {"methods": ["bm25"], "backbones": [backbone], "judges": [backbone],
                  "top_k": [5], "budgets": [512]},
         "resources": {"retrieve_actors": workers, "llm_actors": workers,
-                      "batch_size": args.batch_size},
+                      "batch_size": args.batch_size, "fuse_stages": fused},
     }
     if backbones_file:
         raw["backbones_file"] = str(backbones_file)
@@ -143,8 +144,8 @@ def overhead(results: Path, args: argparse.Namespace) -> None:
         f'[backbones.{name}]\nbackend = "openai"\nmodel = "instant"\n'
         f'engine = {{ base_url = "{endpoint.base_url}", max_concurrency = 64 }}\n')
 
-    def sweep(tag: str, workers: int) -> SweepConfig:
-        return config(tag, results, args, name, workers, args.limit, backbones)
+    def sweep(tag: str, workers: int, fused: bool = True) -> SweepConfig:
+        return config(tag, results, args, name, workers, args.limit, backbones, fused)
 
     try:
         warm = timed_run(sweep("warm", 2))
@@ -153,20 +154,22 @@ def overhead(results: Path, args: argparse.Namespace) -> None:
     finally:
         endpoint.close()  # from here on, an engine call would fail
     runs = {}
-    for tag, workers, local in (("plain", 1, True), ("ray1", 1, False), ("ray2", 2, False)):
-        runs[tag] = timed_run(sweep(tag, workers), local=local)
+    for tag, workers, fused in (("plain", 1, True), ("ray1", 1, True), ("ray2", 2, True),
+                                ("ray1-unfused", 1, False), ("ray2-unfused", 2, False)):
+        runs[tag] = timed_run(sweep(tag, workers, fused), local=tag == "plain")
         missed = engine_calls(runs[tag].run_dir)
         if missed:
             raise SystemExit(f"{tag}: {len(missed)} calls missed the warm cache")
         t = runs[tag]
-        print(f"cached {tag:>5}: {t.questions} questions in {t.seconds:.1f}s = {t.qps:.1f} q/s; "
-              f"first batch out at {t.first_out_s:.1f}s, then {t.steady_qps:.1f} q/s")
+        print(f"cached {tag:>12}: {t.questions} questions in {t.seconds:.1f}s = {t.qps:.1f} "
+              f"q/s; first batch out at {t.first_out_s:.1f}s, then {t.steady_qps:.1f} q/s")
     plain = runs["plain"]
-    for tag, label in (("ray1", "1 worker"), ("ray2", "2 workers")):
-        t = runs[tag]
-        print(f"overhead: Ray {label} {t.qps / plain.qps:.2f}x the plain loop end to end, "
-              f"{t.steady_qps / plain.steady_qps:.2f}x once running (target >= 0.8x with 1, "
-              f"> 1x with 2)")
+    for tag in runs:
+        if tag != "plain":
+            t = runs[tag]
+            print(f"overhead {tag:>12}: {t.qps / plain.qps:.2f}x the plain loop end to end, "
+                  f"{t.steady_qps / plain.steady_qps:.2f}x once running (target >= 0.8x "
+                  f"with 1 worker, > 1x with 2)")
 
 
 def utilisation(results: Path, args: argparse.Namespace) -> None:

@@ -31,8 +31,9 @@ def ray_address() -> Iterator[str]:
 
 
 def sweep_config(tmp: Path, name: str, *, methods: str = '["bm25"]', limit: int = 3,
-                 backbones: str = '["smollm2"]', extra: str = "") -> Path:
-    """A small sweep on the synthetic benchmark, results under `tmp/results`."""
+                 backbones: str = '["smollm2"]', extra: str = "", fused: bool = True) -> Path:
+    """A small sweep on the synthetic benchmark, results under `tmp/results`; `fused=False`
+    gives each stage its own actor pool."""
     path = tmp / f"{name}.toml"
     path.write_text(textwrap.dedent(f"""\
         name = "{name}"
@@ -52,6 +53,7 @@ def sweep_config(tmp: Path, name: str, *, methods: str = '["bm25"]', limit: int 
         retrieve_actors = 1
         llm_actors = 1
         batch_size = 2
+        fuse_stages = {str(fused).lower()}
         """))
     return path
 

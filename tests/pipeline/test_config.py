@@ -38,6 +38,7 @@ def test_grid_expands_and_ids_are_stable() -> None:
     ({"benchmarks": [{"name": "synthetic", "sise": 3}]}, "benchmarks[0].sise", "size"),
     ({"benchmarks": [{"name": "synthetic", "limit": "x"}]}, "benchmarks[0].limit", "number"),
     ({"resources": {"llm_actorz": 2}}, "resources.llm_actorz", "llm_actors"),
+    ({"resources": {"fuse_stages": "yes"}}, "resources.fuse_stages", "true or false"),
     ({"methods": {"dense": {"anchors": 3}}}, "methods.dense", "not in grid.methods"),
     ({"extra": 1}, "extra", "allowed"),
 ])

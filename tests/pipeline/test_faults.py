@@ -60,8 +60,9 @@ def test_dying_worker_and_llm_error(ray_address: str, tmp_path: Path) -> None:
     backbones.write_text('[backbones.smollm2-b]\nbackend = "embedded"\n'
                          'model = "SmolLM2-135M-Instruct"\ntokenizer = "cl100k"\n'
                          'context_length = 4096\n')
+    # each stage in its own actor pool here (the other tests run them fused, the default)
     config = sweep_config(tmp_path, "faults", limit=4, backbones='["smollm2", "smollm2-b"]',
-                          extra=f'backbones_file = "{backbones}"')
+                          extra=f'backbones_file = "{backbones}"', fused=False)
     qids = _first_qids(tmp_path, config, ray_address)
     marker = tmp_path / "died-once"
     fault = f"stage=answer,qid={qids[1]},kind=exit,once={marker}"

@@ -40,6 +40,7 @@ from tmem_core.llm._config import (
 from tmem_core.llm._embedded import EmbeddedBackend, EmbeddedServer
 from tmem_core.llm._http import EngineUnavailable, OpenAICompatBackend, StaticEndpoint
 from tmem_core.llm._models import bundled_gguf, hf_model_path
+from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
 from tmem_core.llm._tokens import count_chat_tokens, count_tokens, counter_for
 from tmem_core.llm._types import (
     Backend,
@@ -56,6 +57,7 @@ __all__ = [
     "BUILTIN_BACKBONES",
     "BUNDLED_SMOLLM2",
     "CALLS_SCHEMA",
+    "Answered",
     "BackboneConfig",
     "Backend",
     "CallRecord",
@@ -66,6 +68,7 @@ __all__ = [
     "EmbeddedBackend",
     "EmbeddedEngineConfig",
     "EmbeddedServer",
+    "EngineCall",
     "EngineUnavailable",
     "ErrorKind",
     "HttpConfig",
@@ -76,11 +79,13 @@ __all__ = [
     "Prices",
     "RequestCache",
     "Sampling",
+    "SharedEngine",
     "StaticEndpoint",
     "Usage",
     "VLLMBackend",
     "VLLMEngineConfig",
     "bundled_gguf",
+    "cache_first",
     "cache_hits",
     "count_chat_tokens",
     "count_tokens",

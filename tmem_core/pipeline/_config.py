@@ -41,6 +41,12 @@ class BenchmarkConfig:
 
 @dataclass(frozen=True)
 class Resources:
+    """Actors and resources of the stages. By default the stages are fused into one actor
+    pool of max(retrieve_actors, llm_actors) actors of `cpus_per_actor` CPUs each; with
+    `fuse_stages = false` each stage has its own pool (retrieval `retrieve_actors` actors of
+    `cpus_per_actor` CPUs, the LLM stages `llm_actors` actors of 0.1 CPU)."""
+
+    fuse_stages: bool = True
     retrieve_actors: int = 1
     llm_actors: int = 1
     batch_size: int = 4
@@ -196,6 +202,8 @@ def _dataclass(cls: Any, data: Mapping[str, Any], where: str) -> Any:
     _no_unknown(f"{where}.", data, set(names))
     for key, value in data.items():
         expected = names[key].type
+        if str(expected) == "bool" and not isinstance(value, bool):
+            raise ConfigError(f"{where}.{key}", f"expected true or false, got {value!r}")
         if "int" in str(expected) and not isinstance(value, int | float | type(None)):
             raise ConfigError(f"{where}.{key}", f"expected a number, got {value!r}")
         if isinstance(value, int | float) and value < 0:

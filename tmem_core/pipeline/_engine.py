@@ -11,21 +11,23 @@ node that does not share the cache folder, the lookup misses and the actor answe
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Sequence
 from typing import Any, cast
 
 import ray
 
 from tmem_core.llm import (
+    Answered,
     BackboneConfig,
     CallRecord,
     ChatRequest,
     ChatResponse,
-    LazyBackend,
-    LLMClient,
+    EngineCall,
     RequestCache,
+    SharedEngine,
     VLLMEngineConfig,
-    cache_hits,
+    cache_first,
 )
 from tmem_core.llm._types import error_response, run_sync
 
@@ -33,71 +35,33 @@ ENGINE_PREFIX = "tmem-llm-"
 MAX_IN_FLIGHT = 256
 
 
-class LLMEngine:
-    """Body of the engine actor (plain class, wrapped with `ray.remote` in `engine_handle`)."""
-
-    def __init__(self, backbone: BackboneConfig) -> None:
-        self.client = LLMClient(backbone, LazyBackend(backbone), RequestCache())
-        self.engine_calls = 0
-
-    async def generate(self, requests: Sequence[ChatRequest]
-                       ) -> tuple[list[ChatResponse], list[CallRecord]]:
-        responses = await self.client.agenerate(requests)
-        self.client.records.clear()  # the caller keeps its own records
-        self.engine_calls += sum(not r.cached for r in responses)
-        return responses, [CallRecord.of(self.client.backbone, q, r)
-                           for q, r in zip(requests, responses, strict=True)]
-
-    def stats(self) -> dict[str, Any]:
-        return {"backbone": self.client.backbone.name, "engine_calls": self.engine_calls,
-                "started": isinstance(self.client.backend, LazyBackend)
-                and self.client.backend.started}
-
-    def close(self) -> None:
-        self.client.backend.close()
-
-
 def engine_handle(backbone: BackboneConfig, gpus: float = 0.0) -> Any:
     """The backbone's engine actor, created on first use and found by name afterwards."""
     needs_gpu = isinstance(backbone.engine, VLLMEngineConfig) and gpus > 0
-    actor = ray.remote(LLMEngine).options(
+    actor = ray.remote(SharedEngine).options(
         name=f"{ENGINE_PREFIX}{backbone.name}", get_if_exists=True,
         max_concurrency=MAX_IN_FLIGHT, num_cpus=0, num_gpus=gpus if needs_gpu else 0,
         max_restarts=2, max_task_retries=2)
     return actor.remote(backbone)
 
 
-EngineCall = Callable[[list[ChatRequest]], tuple[list[ChatResponse], list[CallRecord]]]
-
-
 def ray_engine(backbone: BackboneConfig, cache: RequestCache | None) -> EngineCall:
-    """Calls to the backbone's named engine actor, for the requests `cache` cannot answer."""
-    handle = ray.get_actor(f"{ENGINE_PREFIX}{backbone.name}")
-
-    def call(requests: list[ChatRequest]) -> tuple[list[ChatResponse], list[CallRecord]]:
-        keys, hits = cache_hits(backbone, cache, requests)
-        misses = [r for k, r in zip(keys, requests, strict=True) if k not in hits]
-        answered: tuple[list[ChatResponse], list[CallRecord]] = ([], [])
-        if misses:
-            answered = cast(tuple[list[ChatResponse], list[CallRecord]],
-                            ray.get(handle.generate.remote(misses)))
-        fresh = iter(zip(*answered, strict=True))
-        pairs = [(hits[k], CallRecord.of(backbone, r, hits[k])) if k in hits else next(fresh)
-                 for k, r in zip(keys, requests, strict=True)]
-        return [p[0] for p in pairs], [p[1] for p in pairs]
-
-    return call
+    """The backbone's named engine actor behind `cache`."""
+    # looked up at the first miss: a run served from the cache never needs the engine actor
+    handle = functools.cache(lambda: ray.get_actor(f"{ENGINE_PREFIX}{backbone.name}"))
+    return cache_first(backbone, cache, lambda misses: cast(
+        Answered, ray.get(handle().generate.remote(misses))))
 
 
-_LOCAL: dict[str, LLMEngine] = {}
+_LOCAL: dict[str, SharedEngine] = {}
 
 
-def local_engine(backbone: BackboneConfig) -> EngineCall:
-    """Calls to an engine in this process (the plain, Ray-free loop)."""
+def local_engine(backbone: BackboneConfig, cache: RequestCache | None) -> EngineCall:
+    """An engine in this process behind `cache` (the plain, Ray-free loop)."""
     if backbone.name not in _LOCAL:
-        _LOCAL[backbone.name] = LLMEngine(backbone)
+        _LOCAL[backbone.name] = SharedEngine(backbone)
     engine = _LOCAL[backbone.name]
-    return lambda requests: run_sync(engine.generate(requests))
+    return cache_first(backbone, cache, lambda misses: run_sync(engine.generate(misses)))
 
 
 def close_local_engines() -> None:

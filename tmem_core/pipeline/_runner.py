@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -27,8 +28,10 @@ from tmem_core.pipeline._stages import (
     STAGES,
     AnswerStage,
     ConstructStage,
+    FusedStages,
     JudgeStage,
     RetrieveStage,
+    Stage,
     StageJob,
     calls_store,
 )
@@ -196,51 +199,77 @@ def _data_facts(manifest: dict[str, Any], bench_dir: Path) -> dict[str, Any]:
             "schema_version": manifest.get("schema_version")}
 
 
-def _flow_batches(job: StageJob, questions: list[tuple[str, str]], size: int
-                  ) -> list[pa.Table]:
-    """The run's questions as the rows that flow through the stages, in batches of `size`."""
-    rows = [{"run_id": job.run.run_id, "qid": q, "conv_id": c, "ok": True, "error": None,
+def _flow_rows(job: StageJob, questions: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The run's questions as the rows that flow through the stages (`FLOW_SCHEMA`)."""
+    return [{"run_id": job.run.run_id, "qid": q, "conv_id": c, "ok": True, "error": None,
              "evidence": None, "context": None, "prediction": None} for q, c in questions]
-    flow = pa.Table.from_pylist(rows, schema=FLOW_SCHEMA)
-    return [flow.slice(start, size) for start in range(0, flow.num_rows, size)]
 
 
 def run_plain(job: StageJob, questions: list[tuple[str, str]], resources: Resources,
               log: Log) -> None:
     """The same stages in one process without Ray: a debugging aid and the overhead baseline."""
-    stages = [stage(job) for stage in STAGES]
-    done = 0
-    for batch in _flow_batches(job, questions, resources.batch_size):
-        for stage in stages:
-            batch = stage(batch)
-        done += batch.num_rows
-        log(f"[progress] {job.run.run_id}: {done}/{len(questions)} "
-            f"questions through all stages (local)")
+    stages = FusedStages(job)
+    flow = pa.Table.from_pylist(_flow_rows(job, questions), schema=FLOW_SCHEMA)
+    progress = Progress(job.run.run_id, len(questions), log)
+    for start in range(0, flow.num_rows, resources.batch_size):
+        progress.add(stages(flow.slice(start, resources.batch_size)))
 
 
 def _stream(job: StageJob, questions: list[tuple[str, str]], resources: Resources,
             log: Log) -> None:
-    # one block per batch: blocks are Ray Data's unit of scheduling, so that batches flow to
-    # the next stage as they finish and spread over all of a stage's actors
-    blocks: list[Any] = [ray.put(b) for b in _flow_batches(job, questions, resources.batch_size)]
-    ds: ray.data.Dataset = ray.data.from_arrow_refs(blocks)
-    for stage in STAGES:
-        cpu_bound = stage is RetrieveStage
-        vllm = isinstance(job.backbone.engine, VLLMEngineConfig)
-        ds = ds.map_batches(
-            stage, fn_constructor_kwargs={"job": job}, batch_size=resources.batch_size,
-            batch_format="pyarrow",
-            compute=ActorPoolStrategy(size=resources.retrieve_actors if cpu_bound
-                                      else resources.llm_actors),
-            num_cpus=resources.cpus_per_actor if cpu_bound or vllm else 0.1,
-            max_restarts=-1, max_task_retries=resources.max_task_retries)
-    done, started = 0, time.perf_counter()
+    if not questions:
+        return
+    # a block per batch, each a stage call: blocks are Ray Data's unit of scheduling, so that
+    # batches flow to the next stage as they finish and spread over all of a stage's actors
+    # (from_items builds the blocks here; from_arrow_refs would start a task per block)
+    blocks = -(-len(questions) // resources.batch_size)
+    ds: ray.data.Dataset = ray.data.from_items(_flow_rows(job, questions),
+                                               override_num_blocks=blocks)
+    for stage, actors, cpus in _stage_pools(job, resources):
+        with warnings.catch_warnings():
+            # retries can only be bounded through the deprecated remote args (Ray Data's own
+            # default retries a batch that kills its worker forever)
+            warnings.filterwarnings("ignore", message=".*ray_remote_args.* is deprecated")
+            ds = ds.map_batches(
+                stage, fn_constructor_kwargs={"job": job}, batch_size=None,
+                batch_format="pyarrow", compute=ActorPoolStrategy(size=actors),
+                num_cpus=cpus, max_restarts=-1, max_task_retries=resources.max_task_retries)
+    progress = Progress(job.run.run_id, len(questions), log)
     for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-        done += len(batch)
-        rate = done / max(time.perf_counter() - started, 1e-9)
-        eta = (len(questions) - done) / rate if rate else float("inf")
-        log(f"[progress] {job.run.run_id}: {done}/{len(questions)} questions through all "
-            f"stages, {rate:.2f} q/s, ETA {eta:.0f}s")
+        progress.add(batch)
+
+
+class Progress:
+    """One job-log line per batch out of the last stage: questions done / total, failures by
+    stage, throughput and ETA."""
+
+    def __init__(self, run_id: str, total: int, log: Log) -> None:
+        self.run_id, self.total, self.log = run_id, total, log
+        self.done = 0
+        self.failed: Counter[str] = Counter()
+        self.started = time.perf_counter()
+
+    def add(self, batch: pa.Table) -> None:
+        self.done += batch.num_rows
+        self.failed.update(e.split(":", 1)[0] for e in batch.column("error").to_pylist() if e)
+        rate = self.done / max(time.perf_counter() - self.started, 1e-9)
+        eta = (self.total - self.done) / rate if rate else float("inf")
+        failed = ", ".join(f"{stage} {n}" for stage, n in self.failed.items()) or "none"
+        self.log(f"[progress] {self.run_id}: {self.done}/{self.total} questions through all "
+                 f"stages (failed: {failed}), {rate:.1f} q/s, ETA {eta:.0f}s")
+
+
+def _stage_pools(job: StageJob, resources: Resources
+                 ) -> list[tuple[type[Stage] | type[FusedStages], int, float]]:
+    """(stage class, actors, CPUs per actor) of each actor pool, in flow order."""
+    if resources.fuse_stages:
+        actors = max(resources.retrieve_actors, resources.llm_actors)
+        return [(FusedStages, actors, resources.cpus_per_actor)]
+    vllm = isinstance(job.backbone.engine, VLLMEngineConfig)
+    llm_cpus = resources.cpus_per_actor if vllm else 0.1  # otherwise they wait on the engine
+    return [(stage, resources.retrieve_actors, resources.cpus_per_actor)
+            if stage is RetrieveStage else (stage, resources.llm_actors, llm_cpus)
+            for stage in STAGES]
 
 
 def _validate(job: StageJob, qids: list[str], prepared: Any, histories: dict[str, pa.Table]

@@ -38,6 +38,7 @@ from tmem_core.llm import (
     BackboneConfig,
     CallRecord,
     ChatRequest,
+    EngineCall,
     RequestCache,
     Sampling,
     counter_for,
@@ -46,7 +47,6 @@ from tmem_core.methods import Evidence
 from tmem_core.methods._context import Context, ContextMethod
 from tmem_core.pipeline._config import RunSpec
 from tmem_core.pipeline._engine import (
-    EngineCall,
     EngineProxy,
     FailingProxy,
     local_engine,
@@ -169,22 +169,17 @@ class Stage:
         with self._engines_lock:
             if backbone.name not in self._engines:
                 self._engines[backbone.name] = (
-                    local_engine(backbone) if self.job.local
-                    else ray_engine(backbone, RequestCache()))
+                    (local_engine if self.job.local else ray_engine)(backbone, RequestCache()))
             return self._engines[backbone.name]
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        rows = batch.to_pylist()
-        results = list(self._threads.map(self._guarded, rows))
-        self.store.append([r for res in results for r in res.records])
-        self.calls.append([_call_row(self.job.run.run_id, c)
-                           for res in results for c in res.calls])
-        ok = sum(bool(r.flow["ok"]) for r in results)
-        print(f"[{self.name}] {self.job.run.run_id}: {len(rows)} questions, {ok} ok, "
-              f"{len(rows) - ok} failed", flush=True)
-        return pa.Table.from_pylist([r.flow for r in results], schema=FLOW_SCHEMA)
+        results = list(self._threads.map(self.step, batch.to_pylist()))
+        self.store.append(_records(results))
+        self.calls.append(_call_rows(self.job.run.run_id, results))
+        return _flow_table(results)
 
-    def _guarded(self, row: dict[str, Any]) -> StageResult:
+    def step(self, row: dict[str, Any]) -> StageResult:
+        """One question through this stage; a failure becomes an error record."""
         if not row["ok"]:
             return StageResult(row)
         if self.fault is not None and self.fault.kind == "exit" and self.fault.hits(
@@ -211,6 +206,18 @@ class Stage:
         raise NotImplementedError
 
 
+def _flow_table(results: list[StageResult]) -> pa.Table:
+    return pa.Table.from_pylist([r.flow for r in results], schema=FLOW_SCHEMA)
+
+
+def _records(results: list[StageResult]) -> list[dict[str, Any]]:
+    return [record for result in results for record in result.records]
+
+
+def _call_rows(run_id: str, results: list[StageResult]) -> list[dict[str, Any]]:
+    return [_call_row(run_id, call) for result in results for call in result.calls]
+
+
 def calls_store(run_dir: Path) -> StageStore:
     """Every LLM call of a run (stage, question, backbone, tokens, latency, cache, cost)."""
     return StageStore(run_dir, "calls", CALLS_STORE_SCHEMA)
@@ -230,8 +237,12 @@ class MethodStage(Stage):
     builds it, later stages and actors only load it. Its calls count as stage "memory".
     """
 
-    def __init__(self, job: StageJob) -> None:
-        self._prepare_lock = threading.Lock()
+    def __init__(self, job: StageJob, shares: MethodStage | None = None) -> None:
+        """`shares`: another stage of this process whose method (and memory lock) to use."""
+        self._prepare_lock: threading.Lock = (shares._prepare_lock if shares
+                                              else threading.Lock())
+        if shares is not None:
+            self.method = shares.method
         super().__init__(job)  # last: it warms up, which builds the method
 
     @cached_property
@@ -436,3 +447,34 @@ class JudgeStage(GoldStage):
 
 
 STAGES: tuple[type[Stage], ...] = (RetrieveStage, ConstructStage, AnswerStage, JudgeStage)
+
+
+class FusedStages:
+    """Every stage in one actor, as Ray Data fuses map operators: each question of a batch
+    goes through all stages in one thread, so no batch waits at a stage boundary and no
+    flow row crosses a process. Records are stored per stage, exactly as unfused."""
+
+    name = "stages"
+
+    def __init__(self, job: StageJob) -> None:
+        retrieve = RetrieveStage(job)
+        self.stages = [retrieve, ConstructStage(job, shares=retrieve), AnswerStage(job),
+                       JudgeStage(job)]
+        self.run_id = job.run.run_id
+        self.calls = calls_store(Path(job.run_dir))
+        self._threads = ThreadPoolExecutor(max_workers=QUESTION_THREADS,
+                                           thread_name_prefix=self.name)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        per_question = list(self._threads.map(self._through_all, batch.to_pylist()))
+        for index, stage in enumerate(self.stages):
+            stage.store.append(_records([results[index] for results in per_question]))
+        self.calls.append(_call_rows(self.run_id, [r for rs in per_question for r in rs]))
+        return _flow_table([results[-1] for results in per_question])
+
+    def _through_all(self, row: dict[str, Any]) -> list[StageResult]:
+        results = []
+        for stage in self.stages:
+            results.append(stage.step(row))
+            row = results[-1].flow
+        return results

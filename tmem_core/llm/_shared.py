@@ -1,0 +1,60 @@
+"""One backbone's engine shared by many callers, and the cache-first path in front of it.
+
+`SharedEngine` is the body of the pipeline's engine actor (and of its in-process twin for the
+plain loop): it owns the backend and answers batches from many callers concurrently, so the
+engine batches them. `cache_first` puts the request cache in front of any such engine, so a
+caller replays hits itself and only misses travel to the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tmem_core.llm._accounting import CallRecord
+from tmem_core.llm._cache import RequestCache
+from tmem_core.llm._client import LazyBackend, LLMClient, cache_hits
+from tmem_core.llm._config import BackboneConfig
+from tmem_core.llm._types import ChatRequest, ChatResponse
+
+Answered = tuple[list[ChatResponse], list[CallRecord]]
+EngineCall = Callable[[list[ChatRequest]], Answered]
+"""Answers a batch of requests: a response and a call record for each, in order."""
+
+
+class SharedEngine:
+    """A backbone's client whose backend starts at the first request that needs it."""
+
+    def __init__(self, backbone: BackboneConfig) -> None:
+        self.client = LLMClient(backbone, LazyBackend(backbone), RequestCache())
+        self.engine_calls = 0
+
+    async def generate(self, requests: Sequence[ChatRequest]) -> Answered:
+        responses = await self.client.agenerate(requests)
+        self.client.records.clear()  # the caller keeps its own records
+        self.engine_calls += sum(not r.cached for r in responses)
+        return responses, [CallRecord.of(self.client.backbone, q, r)
+                           for q, r in zip(requests, responses, strict=True)]
+
+    def stats(self) -> dict[str, Any]:
+        return {"backbone": self.client.backbone.name, "engine_calls": self.engine_calls,
+                "started": isinstance(self.client.backend, LazyBackend)
+                and self.client.backend.started}
+
+    def close(self) -> None:
+        self.client.backend.close()
+
+
+def cache_first(backbone: BackboneConfig, cache: RequestCache | None, engine: EngineCall
+                ) -> EngineCall:
+    """`engine` behind the request cache: hits are replayed by the caller, misses go on."""
+
+    def call(requests: list[ChatRequest]) -> Answered:
+        keys, hits = cache_hits(backbone, cache, requests)
+        misses = [r for k, r in zip(keys, requests, strict=True) if k not in hits]
+        fresh = iter(zip(*engine(misses), strict=True)) if misses else iter(())
+        pairs = [(hits[k], CallRecord.of(backbone, r, hits[k])) if k in hits else next(fresh)
+                 for k, r in zip(keys, requests, strict=True)]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+
+    return call
