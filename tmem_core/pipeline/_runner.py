@@ -9,11 +9,12 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import ray
 from ray.data import ActorPoolStrategy
 
@@ -30,6 +31,7 @@ from tmem_core.pipeline._stages import (
     ConstructStage,
     FusedStages,
     JudgeStage,
+    PerRun,
     RetrieveStage,
     Stage,
     StageJob,
@@ -86,7 +88,7 @@ class RunSummary:
     judged: int
     tokens: int
     cost_usd: float
-    seconds: float
+    seconds: float  # from the start of the sweep's stages to the run's last record
     run_dir: Path
 
     def line(self) -> str:
@@ -94,12 +96,14 @@ class RunSummary:
         errors = sum(self.stage_errors.values())
         return (f"run {self.run_id}: {self.questions} questions, accuracy {acc} "
                 f"({self.judged} judged), {errors} errors {self.stage_errors}, "
-                f"{self.tokens} tokens, ${self.cost_usd:.4f}, {self.seconds:.1f}s")
+                f"{self.tokens} tokens, ${self.cost_usd:.4f}, done at {self.seconds:.1f}s")
 
 
 def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
               ) -> list[RunSummary]:
-    """Every run of the grid, in order; `local` runs the stages in this process, no Ray."""
+    """Every run of the grid, through one pipeline whose actors serve all runs in turn (so
+    runs neither start actors nor drain the pipeline at their boundaries); each run's summary
+    is logged as soon as its last question is out. `local` runs the stages in this process."""
     if not local:
         init_ray()
     backbones = load_backbones(config.backbones_file)
@@ -107,18 +111,21 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     root.mkdir(parents=True, exist_ok=True)
     (root / "sweep.json").write_text(json.dumps(_sweep_json(config), indent=2, default=str))
     bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
-    summaries = []
+    plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, log, local)
+             for run in config.runs()]
+    summaries: list[RunSummary] = []
+
+    def finished(plan: RunPlan) -> None:
+        summaries.append(finish_run(plan))
+        log(summaries[-1].line())
+
     engines: dict[str, Any] = {}  # the driver holds every engine for the whole sweep
     try:
-        for run in config.runs():
-            used = (backbones[run.backbone], *(backbones[j] for j in run.judges))
-            for backbone in used:
-                if not local and backbone.name not in engines:
-                    engines[backbone.name] = engine_handle(backbone,
-                                                           config.resources.gpus_per_engine)
-            summaries.append(execute_run(run, bench_dirs[run.benchmark], used[0], used[1:],
-                                         config.resources, root, log, local))
-            log(summaries[-1].line())
+        if not local:
+            for backbone in {b.name: b for plan in plans for b in plan.backbones}.values():
+                engines[backbone.name] = engine_handle(backbone,
+                                                       config.resources.gpus_per_engine)
+        (_run_plain if local else _stream)(plans, config.resources, finished)
     finally:
         close_engines(engines.values())
         close_local_engines()
@@ -172,10 +179,29 @@ def select_questions(bench_dir: Path, bench: BenchmarkConfig) -> list[tuple[str,
     return [(qid, conv) for _, _, qid, conv in chosen]
 
 
-def execute_run(run: RunSpec, bench_dir: Path, backbone: BackboneConfig,
-                judges: tuple[BackboneConfig, ...], resources: Resources, root: Path,
-                log: Log, local: bool = False) -> RunSummary:
-    started = time.time()
+@dataclass
+class RunPlan:
+    """A run as the driver follows it: the stages' job, its questions, contract, progress."""
+
+    job: StageJob
+    questions: list[tuple[str, str]]
+    contract: Contract
+    prepared: Any
+    progress: Progress
+    started: float = field(default_factory=time.time)  # when the sweep's stages started
+
+    @property
+    def backbones(self) -> tuple[BackboneConfig, ...]:
+        return (self.job.backbone, *self.job.judges)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.job.run_dir)
+
+
+def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig], root: Path,
+             log: Log, local: bool = False) -> RunPlan:
+    """A run's contract (written now), questions and stage job."""
     run_dir = root / run.run_id
     prepared = read_prepared(bench_dir)
     prompts = [*prompt_names(), *run.judge_prompts.values()]
@@ -183,14 +209,22 @@ def execute_run(run: RunSpec, bench_dir: Path, backbone: BackboneConfig,
                               {n: load_prompt(n).sha256 for n in prompts})
     contract.write(run_dir)
     questions = select_questions(bench_dir, run.benchmark)
-    job = StageJob(run, str(run_dir), str(bench_dir), backbone, judges,
-                   os.environ.get(FAULT_ENV, ""), local)
-    (run_plain if local else _stream)(job, questions, resources, log)
+    job = StageJob(run, str(run_dir), str(bench_dir), backbones[run.backbone],
+                   tuple(backbones[j] for j in run.judges), os.environ.get(FAULT_ENV, ""),
+                   local)
+    return RunPlan(job, questions, contract, prepared, Progress(run.run_id, len(questions),
+                                                                 log))
+
+
+def finish_run(plan: RunPlan) -> RunSummary:
+    """Validate the run's records, close its contract and summarise it."""
+    run_dir = plan.run_dir
     histories = {s.name: s.store_for(run_dir).read_all() for s in STAGES}  # read once
-    contract.validators = _validate(job, [q for q, _ in questions], prepared, histories)
-    contract.ended_at = time.time()
-    contract.write(run_dir)
-    return summarise(run, run_dir, len(questions), time.time() - started, histories)
+    qids = [q for q, _ in plan.questions]
+    plan.contract.validators = _validate(plan.job, qids, plan.prepared, histories)
+    plan.contract.ended_at = time.time()
+    plan.contract.write(run_dir)
+    return summarise(plan.job.run, run_dir, len(qids), time.time() - plan.started, histories)
 
 
 def _data_facts(manifest: dict[str, Any], bench_dir: Path) -> dict[str, Any]:
@@ -205,38 +239,64 @@ def _flow_rows(job: StageJob, questions: list[tuple[str, str]]) -> list[dict[str
              "evidence": None, "context": None, "prediction": None} for q, c in questions]
 
 
-def run_plain(job: StageJob, questions: list[tuple[str, str]], resources: Resources,
-              log: Log) -> None:
-    """The same stages in one process without Ray: a debugging aid and the overhead baseline."""
-    stages = FusedStages(job)
-    flow = pa.Table.from_pylist(_flow_rows(job, questions), schema=FLOW_SCHEMA)
-    progress = Progress(job.run.run_id, len(questions), log)
-    for start in range(0, flow.num_rows, resources.batch_size):
-        progress.add(stages(flow.slice(start, resources.batch_size)))
+def _run_plain(plans: list[RunPlan], resources: Resources,
+               finished: Callable[[RunPlan], None]) -> None:
+    """The same stages in this process without Ray: a debugging aid and the overhead baseline."""
+    started = time.time()
+    for plan in plans:
+        plan.started = started
+        plan.progress.started = time.time()
+        stages = FusedStages(plan.job)
+        flow = pa.Table.from_pylist(_flow_rows(plan.job, plan.questions), schema=FLOW_SCHEMA)
+        for start in range(0, flow.num_rows, resources.batch_size):
+            plan.progress.add(stages(flow.slice(start, resources.batch_size)))
+        finished(plan)
 
 
-def _stream(job: StageJob, questions: list[tuple[str, str]], resources: Resources,
-            log: Log) -> None:
-    if not questions:
+def _stream(plans: list[RunPlan], resources: Resources,
+            finished: Callable[[RunPlan], None]) -> None:
+    """All runs through one Ray Data pipeline, in order; a run is finished when its last
+    question comes out of the last stage."""
+    for plan in [p for p in plans if not p.questions]:
+        finished(plan)
+    plans = [p for p in plans if p.questions]
+    if not plans:
         return
+    rows = [row for plan in plans for row in _flow_rows(plan.job, plan.questions)]
     # a block per batch, each a stage call: blocks are Ray Data's unit of scheduling, so that
     # batches flow to the next stage as they finish and spread over all of a stage's actors
     # (from_items builds the blocks here; from_arrow_refs would start a task per block)
-    blocks = -(-len(questions) // resources.batch_size)
-    ds: ray.data.Dataset = ray.data.from_items(_flow_rows(job, questions),
-                                               override_num_blocks=blocks)
-    for stage, actors, cpus in _stage_pools(job, resources):
+    ds: ray.data.Dataset = ray.data.from_items(
+        rows, override_num_blocks=-(-len(rows) // resources.batch_size))
+    jobs = {plan.job.run.run_id: plan.job for plan in plans}
+    for stage, actors, cpus in _stage_pools([p.job for p in plans], resources):
         with warnings.catch_warnings():
             # retries can only be bounded through the deprecated remote args (Ray Data's own
             # default retries a batch that kills its worker forever)
             warnings.filterwarnings("ignore", message=".*ray_remote_args.* is deprecated")
             ds = ds.map_batches(
-                stage, fn_constructor_kwargs={"job": job}, batch_size=None,
+                PerRun, fn_constructor_kwargs={"stage": stage, "jobs": jobs}, batch_size=None,
                 batch_format="pyarrow", compute=ActorPoolStrategy(size=actors),
                 num_cpus=cpus, max_restarts=-1, max_task_retries=resources.max_task_retries)
-    progress = Progress(job.run.run_id, len(questions), log)
+    by_id = {plan.job.run.run_id: plan for plan in plans}
+    last_out = time.time()
+    for plan in plans:
+        plan.started = last_out
     for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-        progress.add(batch)
+        for run_id, part in _split_by_run(batch):
+            plan = by_id[run_id]
+            if plan.progress.done == 0:  # its rate counts from the batch out before its first
+                plan.progress.started = last_out
+            plan.progress.add(part)
+            if plan.progress.done == len(plan.questions):
+                finished(plan)
+        last_out = time.time()
+
+
+def _split_by_run(batch: pa.Table) -> list[tuple[str, pa.Table]]:
+    run_ids = batch.column("run_id")
+    return [(run_id, batch.filter(pc.equal(run_ids, run_id)))
+            for run_id in dict.fromkeys(run_ids.to_pylist())]
 
 
 class Progress:
@@ -247,25 +307,25 @@ class Progress:
         self.run_id, self.total, self.log = run_id, total, log
         self.done = 0
         self.failed: Counter[str] = Counter()
-        self.started = time.perf_counter()
+        self.started = time.time()
 
     def add(self, batch: pa.Table) -> None:
         self.done += batch.num_rows
         self.failed.update(e.split(":", 1)[0] for e in batch.column("error").to_pylist() if e)
-        rate = self.done / max(time.perf_counter() - self.started, 1e-9)
+        rate = self.done / max(time.time() - self.started, 1e-9)
         eta = (self.total - self.done) / rate if rate else float("inf")
         failed = ", ".join(f"{stage} {n}" for stage, n in self.failed.items()) or "none"
         self.log(f"[progress] {self.run_id}: {self.done}/{self.total} questions through all "
                  f"stages (failed: {failed}), {rate:.1f} q/s, ETA {eta:.0f}s")
 
 
-def _stage_pools(job: StageJob, resources: Resources
+def _stage_pools(jobs: list[StageJob], resources: Resources
                  ) -> list[tuple[type[Stage] | type[FusedStages], int, float]]:
     """(stage class, actors, CPUs per actor) of each actor pool, in flow order."""
     if resources.fuse_stages:
         actors = max(resources.retrieve_actors, resources.llm_actors)
         return [(FusedStages, actors, resources.cpus_per_actor)]
-    vllm = isinstance(job.backbone.engine, VLLMEngineConfig)
+    vllm = any(isinstance(job.backbone.engine, VLLMEngineConfig) for job in jobs)
     llm_cpus = resources.cpus_per_actor if vllm else 0.1  # otherwise they wait on the engine
     return [(stage, resources.retrieve_actors, resources.cpus_per_actor)
             if stage is RetrieveStage else (stage, resources.llm_actors, llm_cpus)

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 import traceback
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tmem_core.benchmarks import read_prepared
 from tmem_core.evaluation import (
@@ -478,3 +480,32 @@ class FusedStages:
             results.append(stage.step(row))
             row = results[-1].flow
         return results
+
+
+KEEP_RUNS = 4  # runs whose stages an actor keeps built (runs flow through in order)
+
+
+class PerRun:
+    """A stage (or the fused stages) for every run of a sweep, in one actor: each row goes to
+    its run's instance, built at the run's first batch (the first run's at once, to warm up
+    while the pipeline starts). The actor pools live for the whole sweep."""
+
+    def __init__(self, stage: type[Stage] | type[FusedStages], jobs: dict[str, StageJob]
+                 ) -> None:
+        self.stage, self.jobs = stage, jobs
+        self._runs: OrderedDict[str, Stage | FusedStages] = OrderedDict()
+        self._for(next(iter(jobs)))
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        run_ids = batch.column("run_id")
+        return pa.concat_tables([
+            self._for(run_id)(batch.filter(pc.equal(run_ids, run_id)))
+            for run_id in dict.fromkeys(run_ids.to_pylist())])
+
+    def _for(self, run_id: str) -> Stage | FusedStages:
+        if run_id not in self._runs:
+            self._runs[run_id] = self.stage(self.jobs[run_id])
+            while len(self._runs) > KEEP_RUNS:
+                self._runs.popitem(last=False)
+        self._runs.move_to_end(run_id)
+        return self._runs[run_id]

@@ -1,0 +1,46 @@
+"""One actor serving every run of a sweep: rows are routed to their run's stage instance."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pyarrow as pa
+
+from tmem_core.pipeline._stages import FLOW_SCHEMA, KEEP_RUNS, PerRun
+
+
+class Tagging:
+    """A stand-in stage: records which run's instance saw which questions."""
+
+    built: ClassVar[list[str]] = []
+
+    def __init__(self, job: Any) -> None:
+        self.run_id = job
+        Tagging.built.append(job)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        assert set(batch.column("run_id").to_pylist()) == {self.run_id}
+        rows = [{**r, "prediction": f"{self.run_id}:{r['qid']}"} for r in batch.to_pylist()]
+        return pa.Table.from_pylist(rows, schema=FLOW_SCHEMA)
+
+
+def _batch(*pairs: tuple[str, str]) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"run_id": run, "qid": qid, "conv_id": "c", "ok": True} for run, qid in pairs],
+        schema=FLOW_SCHEMA)
+
+
+def test_rows_reach_their_runs_instance_built_once() -> None:
+    Tagging.built = []
+    jobs: dict[str, Any] = {f"r{i}": f"r{i}" for i in range(KEEP_RUNS + 1)}
+    stage = PerRun(Tagging, jobs)  # type: ignore[arg-type]
+    assert Tagging.built == ["r0"]  # the first run warms up with the actor
+    out = stage(_batch(("r0", "a"), ("r0", "b"), ("r1", "c")))
+    assert out.column("prediction").to_pylist() == ["r0:a", "r0:b", "r1:c"]
+    stage(_batch(("r1", "d")))
+    assert Tagging.built == ["r0", "r1"]  # each run's stages are built once
+    for run in list(jobs)[2:]:
+        stage(_batch((run, "x")))
+    assert Tagging.built == list(jobs)
+    stage(_batch(("r0", "late")))  # evicted (least recently used), so built again
+    assert Tagging.built == [*jobs, "r0"]
