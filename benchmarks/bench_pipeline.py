@@ -1,14 +1,18 @@
 """Orchestration overhead and engine utilisation of the Ray pipeline.
 
-    python benchmarks/bench_pipeline.py [--limit N] [--utilisation-questions 24] [--locomo PATH]
+    python benchmarks/bench_pipeline.py [--limit N] [--sweep-runs 3]
+                                        [--utilisation-questions 24] [--locomo PATH]
 
 1. Overhead, on every LoCoMo question (or the first --limit): the request cache is warmed by
-   one pipeline run against an instant local endpoint (answering 1,347 questions for real
+   one pipeline sweep against an instant local endpoint (answering 1,347 questions for real
    with SmolLM2 takes hours on 2 cores, and what is measured here is everything *but* the
    engine). Then, with every LLM call a cache hit (asserted), in fresh result folders so that
-   every stage recomputes: a plain single-process loop over the same stages, the Ray pipeline
-   with one worker per stage and with two. Ray's start-up is excluded (a submitted job finds
-   its cluster running); each run's own start-up (actors, indexes, engines) is included.
+   every stage recomputes: a plain single-process loop over the same stages (in a fresh
+   process, timed after its imports, as cold as a Ray actor), and the Ray
+   pipeline with one and two workers (fused stages, the default; and one pool per stage).
+   First for one run, then for a sweep of --sweep-runs runs (Top-k 5, 10, 20), whose runs
+   share the pipeline's actors. Ray's start-up is excluded (a submitted job finds its cluster
+   running); each sweep's own start-up (actors, indexes, engines) is included.
 2. Utilisation, on the first --utilisation-questions questions with the real embedded
    SmolLM2 and an empty cache: output (and all) tokens/s of the engine while the pipeline
    drives it, over the window in which its calls ran, vs the raw engine replaying the run's
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import re
 import sys
 import tempfile
@@ -45,6 +50,7 @@ from tmem_core.pipeline import (  # noqa: E402
 from tmem_core.pipeline._stages import AnswerStage  # noqa: E402
 from tmem_core.prompts import as_chat  # noqa: E402
 
+SWEEP_TOP_K = (5, 10, 20, 40)
 DEFAULT_LOCOMO = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10_dev.json"
 
 
@@ -87,15 +93,15 @@ class _InstantHandler(BaseHTTPRequestHandler):
 
 
 def config(name: str, results: Path, args: argparse.Namespace, backbone: str, workers: int,
-           limit: int | None, backbones_file: Path | None = None, fused: bool = True
-           ) -> SweepConfig:
+           limit: int | None, backbones_file: Path | None = None, fused: bool = True,
+           top_k: tuple[int, ...] = (5,)) -> SweepConfig:
     bench: dict[str, object] = {"name": "locomo", "source": str(args.locomo)}
     if limit:
         bench["limit"] = limit
     raw: dict[str, Any] = {
         "name": name, "results_dir": str(results), "benchmarks": [bench],
         "grid": {"methods": ["bm25"], "backbones": [backbone], "judges": [backbone],
-                 "top_k": [5], "budgets": [512]},
+                 "top_k": list(top_k), "budgets": [512]},
         "resources": {"retrieve_actors": workers, "llm_actors": workers,
                       "batch_size": args.batch_size, "fuse_stages": fused},
     }
@@ -106,9 +112,9 @@ def config(name: str, results: Path, args: argparse.Namespace, backbone: str, wo
 
 @dataclass
 class Timing:
-    seconds: float  # the whole run: its start-up (actors, indexes, engines) included
-    questions: int
-    run_dir: Path
+    seconds: float  # the whole sweep: its start-up (actors, indexes, engines) included
+    questions: int  # over all runs
+    run_dirs: list[Path]
     first_out_s: float  # when the first batch came out of the last stage
     steady_qps: float  # questions/s from the first batch out to the last
 
@@ -118,22 +124,34 @@ class Timing:
 
 
 def timed_run(sweep: SweepConfig, local: bool = False) -> Timing:
+    done: dict[str, int] = {}
     progress: list[tuple[float, int]] = []
 
     def log(line: str) -> None:
-        if match := re.search(r"\[progress\] \S+: (\d+)/", line):
-            progress.append((time.perf_counter(), int(match.group(1))))
+        if match := re.search(r"\[progress\] (\S+): (\d+)/", line):
+            done[match.group(1)] = int(match.group(2))
+            progress.append((time.perf_counter(), sum(done.values())))
 
     started = time.perf_counter()
-    (summary,) = run_sweep(sweep, log=log, local=local)
+    summaries = run_sweep(sweep, log=log, local=local)
     seconds = time.perf_counter() - started
     (t0, n0), (t1, n1) = progress[0], progress[-1]
     steady = (n1 - n0) / (t1 - t0) if t1 > t0 else float("nan")
-    return Timing(seconds, summary.questions, summary.run_dir, t0 - started, steady)
+    return Timing(seconds, sum(s.questions for s in summaries),
+                  [s.run_dir for s in summaries], t0 - started, steady)
 
 
-def engine_calls(run_dir: Path) -> list[dict[str, Any]]:
-    return [c for c in calls_store(run_dir).read_all().to_pylist() if not c["cached"]]
+def timed_plain(sweep: SweepConfig) -> Timing:
+    """The plain loop in a fresh process, timed once its modules are imported: it starts as
+    cold as a Ray actor does (this process has warmed caches that would flatter it)."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        timing: Timing = pool.apply(timed_run, (sweep, True))
+    return timing
+
+
+def engine_calls(run_dirs: list[Path]) -> list[dict[str, Any]]:
+    return [c for run_dir in run_dirs for c in calls_store(run_dir).read_all().to_pylist()
+            if not c["cached"]]
 
 
 def overhead(results: Path, args: argparse.Namespace) -> None:
@@ -144,30 +162,44 @@ def overhead(results: Path, args: argparse.Namespace) -> None:
         f'[backbones.{name}]\nbackend = "openai"\nmodel = "instant"\n'
         f'engine = {{ base_url = "{endpoint.base_url}", max_concurrency = 64 }}\n')
 
-    def sweep(tag: str, workers: int, fused: bool = True) -> SweepConfig:
-        return config(tag, results, args, name, workers, args.limit, backbones, fused)
+    def sweep(tag: str, workers: int, fused: bool = True, top_k: tuple[int, ...] = (5,)
+              ) -> SweepConfig:
+        return config(tag, results, args, name, workers, args.limit, backbones, fused, top_k)
 
+    several = SWEEP_TOP_K[: args.sweep_runs]
     try:
-        warm = timed_run(sweep("warm", 2))
-        print(f"warm-up: {warm.questions} questions, {len(engine_calls(warm.run_dir))} calls "
+        warm = timed_run(sweep("warm", 2, top_k=several))
+        print(f"warm-up: {warm.questions} questions, {len(engine_calls(warm.run_dirs))} calls "
               f"to the instant endpoint in {warm.seconds:.1f}s")
     finally:
         endpoint.close()  # from here on, an engine call would fail
+    print("one run (bm25, k=5):")
+    compare(sweep, [("plain", 1, True), ("ray1", 1, True), ("ray2", 2, True),
+                    ("ray1-unfused", 1, False), ("ray2-unfused", 2, False)], (5,))
+    if len(several) > 1:
+        print(f"a sweep of {len(several)} runs (bm25, k={', '.join(map(str, several))}):")
+        compare(sweep, [("plain", 1, True), ("ray1", 1, True), ("ray2", 2, True)], several)
+
+
+def compare(sweep: Any, variants: list[tuple[str, int, bool]], top_k: tuple[int, ...]
+            ) -> None:
+    """Time each variant on fresh result folders (every call a cache hit, or stop)."""
     runs = {}
-    for tag, workers, fused in (("plain", 1, True), ("ray1", 1, True), ("ray2", 2, True),
-                                ("ray1-unfused", 1, False), ("ray2-unfused", 2, False)):
-        runs[tag] = timed_run(sweep(tag, workers, fused), local=tag == "plain")
-        missed = engine_calls(runs[tag].run_dir)
+    for tag, workers, fused in variants:
+        label = f"{tag}-k{'-'.join(map(str, top_k))}"
+        config = sweep(label, workers, fused, top_k)
+        runs[tag] = timed_plain(config) if tag == "plain" else timed_run(config)
+        missed = engine_calls(runs[tag].run_dirs)
         if missed:
             raise SystemExit(f"{tag}: {len(missed)} calls missed the warm cache")
         t = runs[tag]
-        print(f"cached {tag:>12}: {t.questions} questions in {t.seconds:.1f}s = {t.qps:.1f} "
-              f"q/s; first batch out at {t.first_out_s:.1f}s, then {t.steady_qps:.1f} q/s")
+        print(f"  cached {tag:>12}: {t.questions} questions in {t.seconds:.1f}s = "
+              f"{t.qps:.1f} q/s; first batch out at {t.first_out_s:.1f}s, then "
+              f"{t.steady_qps:.1f} q/s")
     plain = runs["plain"]
-    for tag in runs:
+    for tag, t in runs.items():
         if tag != "plain":
-            t = runs[tag]
-            print(f"overhead {tag:>12}: {t.qps / plain.qps:.2f}x the plain loop end to end, "
+            print(f"  overhead {tag:>12}: {t.qps / plain.qps:.2f}x the plain loop end to end, "
                   f"{t.steady_qps / plain.steady_qps:.2f}x once running (target >= 0.8x "
                   f"with 1 worker, > 1x with 2)")
 
@@ -180,8 +212,8 @@ def utilisation(results: Path, args: argparse.Namespace) -> None:
     sweep = config("utilisation", results, args, name, 2, args.utilisation_questions,
                    backbones)
     run = timed_run(sweep)
-    n, run_dir = run.questions, run.run_dir
-    calls = engine_calls(run_dir)
+    n, (run_dir,) = run.questions, run.run_dirs
+    calls = engine_calls(run.run_dirs)
     window = (max(c["finished_at"] for c in calls)
               - min(c["finished_at"] - c["latency_s"] for c in calls))
     out = sum(c["completion_tokens"] for c in calls)
@@ -216,6 +248,8 @@ def main() -> None:
     parser.add_argument("--utilisation-questions", type=int, default=24,
                         help="questions for the utilisation run (0 = skip)")
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--sweep-runs", type=int, default=3,
+                        help="runs (Top-k values) of the sweep comparison (1 = skip it)")
     parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
     args = parser.parse_args()
     init_ray()

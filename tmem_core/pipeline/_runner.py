@@ -111,7 +111,7 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     root.mkdir(parents=True, exist_ok=True)
     (root / "sweep.json").write_text(json.dumps(_sweep_json(config), indent=2, default=str))
     bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
-    plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, log, local)
+    plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, local)
              for run in config.runs()]
     summaries: list[RunSummary] = []
 
@@ -125,7 +125,7 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
             for backbone in {b.name: b for plan in plans for b in plan.backbones}.values():
                 engines[backbone.name] = engine_handle(backbone,
                                                        config.resources.gpus_per_engine)
-        (_run_plain if local else _stream)(plans, config.resources, finished)
+        (_run_plain if local else _stream)(plans, config.resources, log, finished)
     finally:
         close_engines(engines.values())
         close_local_engines()
@@ -187,8 +187,9 @@ class RunPlan:
     questions: list[tuple[str, str]]
     contract: Contract
     prepared: Any
-    progress: Progress
     started: float = field(default_factory=time.time)  # when the sweep's stages started
+    done: int = 0  # questions out of the last stage
+    failed: Counter[str] = field(default_factory=Counter)  # of them, failed, by stage
 
     @property
     def backbones(self) -> tuple[BackboneConfig, ...]:
@@ -200,7 +201,7 @@ class RunPlan:
 
 
 def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig], root: Path,
-             log: Log, local: bool = False) -> RunPlan:
+             local: bool = False) -> RunPlan:
     """A run's contract (written now), questions and stage job."""
     run_dir = root / run.run_id
     prepared = read_prepared(bench_dir)
@@ -212,8 +213,7 @@ def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig]
     job = StageJob(run, str(run_dir), str(bench_dir), backbones[run.backbone],
                    tuple(backbones[j] for j in run.judges), os.environ.get(FAULT_ENV, ""),
                    local)
-    return RunPlan(job, questions, contract, prepared, Progress(run.run_id, len(questions),
-                                                                 log))
+    return RunPlan(job, questions, contract, prepared)
 
 
 def finish_run(plan: RunPlan) -> RunSummary:
@@ -239,21 +239,20 @@ def _flow_rows(job: StageJob, questions: list[tuple[str, str]]) -> list[dict[str
              "evidence": None, "context": None, "prediction": None} for q, c in questions]
 
 
-def _run_plain(plans: list[RunPlan], resources: Resources,
+def _run_plain(plans: list[RunPlan], resources: Resources, log: Log,
                finished: Callable[[RunPlan], None]) -> None:
     """The same stages in this process without Ray: a debugging aid and the overhead baseline."""
-    started = time.time()
+    progress = Progress(plans, log)
     for plan in plans:
-        plan.started = started
-        plan.progress.started = time.time()
+        plan.started = progress.started
         stages = FusedStages(plan.job)
         flow = pa.Table.from_pylist(_flow_rows(plan.job, plan.questions), schema=FLOW_SCHEMA)
         for start in range(0, flow.num_rows, resources.batch_size):
-            plan.progress.add(stages(flow.slice(start, resources.batch_size)))
+            progress.add(plan, stages(flow.slice(start, resources.batch_size)))
         finished(plan)
 
 
-def _stream(plans: list[RunPlan], resources: Resources,
+def _stream(plans: list[RunPlan], resources: Resources, log: Log,
             finished: Callable[[RunPlan], None]) -> None:
     """All runs through one Ray Data pipeline, in order; a run is finished when its last
     question comes out of the last stage."""
@@ -279,18 +278,15 @@ def _stream(plans: list[RunPlan], resources: Resources,
                 batch_format="pyarrow", compute=ActorPoolStrategy(size=actors),
                 num_cpus=cpus, max_restarts=-1, max_task_retries=resources.max_task_retries)
     by_id = {plan.job.run.run_id: plan for plan in plans}
-    last_out = time.time()
+    progress = Progress(plans, log)
     for plan in plans:
-        plan.started = last_out
+        plan.started = progress.started
     for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
         for run_id, part in _split_by_run(batch):
             plan = by_id[run_id]
-            if plan.progress.done == 0:  # its rate counts from the batch out before its first
-                plan.progress.started = last_out
-            plan.progress.add(part)
-            if plan.progress.done == len(plan.questions):
+            progress.add(plan, part)
+            if plan.done == len(plan.questions):
                 finished(plan)
-        last_out = time.time()
 
 
 def _split_by_run(batch: pa.Table) -> list[tuple[str, pa.Table]]:
@@ -300,23 +296,25 @@ def _split_by_run(batch: pa.Table) -> list[tuple[str, pa.Table]]:
 
 
 class Progress:
-    """One job-log line per batch out of the last stage: questions done / total, failures by
-    stage, throughput and ETA."""
+    """One job-log line per batch out of the last stage: the run's questions done / total and
+    failures by stage, the sweep's questions done / total, throughput and ETA."""
 
-    def __init__(self, run_id: str, total: int, log: Log) -> None:
-        self.run_id, self.total, self.log = run_id, total, log
+    def __init__(self, plans: list[RunPlan], log: Log) -> None:
+        self.total = sum(len(plan.questions) for plan in plans)
         self.done = 0
-        self.failed: Counter[str] = Counter()
+        self.log = log
         self.started = time.time()
 
-    def add(self, batch: pa.Table) -> None:
-        self.done += batch.num_rows
-        self.failed.update(e.split(":", 1)[0] for e in batch.column("error").to_pylist() if e)
+    def add(self, plan: RunPlan, part: pa.Table) -> None:
+        plan.done += part.num_rows
+        plan.failed.update(e.split(":", 1)[0] for e in part.column("error").to_pylist() if e)
+        self.done += part.num_rows
         rate = self.done / max(time.time() - self.started, 1e-9)
-        eta = (self.total - self.done) / rate if rate else float("inf")
-        failed = ", ".join(f"{stage} {n}" for stage, n in self.failed.items()) or "none"
-        self.log(f"[progress] {self.run_id}: {self.done}/{self.total} questions through all "
-                 f"stages (failed: {failed}), {rate:.1f} q/s, ETA {eta:.0f}s")
+        eta = (self.total - self.done) / rate
+        failed = ", ".join(f"{stage} {n}" for stage, n in plan.failed.items()) or "none"
+        self.log(f"[progress] {plan.job.run.run_id}: {plan.done}/{len(plan.questions)} "
+                 f"questions through all stages (failed: {failed}); sweep "
+                 f"{self.done}/{self.total}, {rate:.3g} q/s, ETA {eta:.0f}s")
 
 
 def _stage_pools(jobs: list[StageJob], resources: Resources
