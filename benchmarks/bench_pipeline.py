@@ -38,6 +38,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+# the run summary's accuracy comes from the reports; imported here, before any timing, so the
+# plain loop's process and this driver start alike
+import tmem_core.reports  # noqa: E402, F401
 from jobs.sweep import allowed  # noqa: E402
 from tmem_core.llm import ChatRequest, LLMClient, get_backbone, open_backend  # noqa: E402
 from tmem_core.pipeline import (  # noqa: E402

@@ -51,6 +51,7 @@ def real_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=1200, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (tmp / "sweep.log").write_text(done.stdout)
     return tmp / "results" / SWEEP
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -78,6 +79,17 @@ def test_counts_and_sums_match_the_raw_records(real_sweep: Path, summary: Summar
         judge_errors = sum(not r["ok"] for r in _raw(run_dir, "judge"))
         counts = summary.error_counts.filter(run_id=run_dir.name, store="judge")
         assert counts.get_column("failed_attempts").item() == judge_errors
+
+
+def test_the_sweeps_summary_lines_give_the_reports_accuracy(real_sweep: Path,
+                                                            summary: Summary) -> None:
+    log = (real_sweep.parents[1] / "sweep.log").read_text()
+    found = re.findall(r"run (\S+): \d+ questions, accuracy (\S+) \((\d+) judged", log)
+    lines = {run_id: (accuracy, int(judged)) for run_id, accuracy, judged in found}
+    runs = summary.runs.to_dicts()
+    assert len(lines) == len(runs) == 2
+    for run in runs:
+        assert lines[run["run_id"]] == (f"{run['accuracy']:.3f}", run["scored"])
 
 
 def test_category_accuracy_matches_the_raw_records(real_sweep: Path, summary: Summary) -> None:

@@ -85,7 +85,7 @@ class RunSummary:
     questions: int
     stage_errors: dict[str, int]
     accuracy: float | None
-    judged: int
+    judged: int  # questions with a score in `accuracy`
     tokens: int
     cost_usd: float
     seconds: float  # from the start of the sweep's stages to the run's last record
@@ -347,14 +347,16 @@ def _validate(job: StageJob, qids: list[str], prepared: Any, histories: dict[str
 
 def summarise(run: RunSpec, run_dir: Path, questions: int, seconds: float,
               histories: dict[str, pa.Table]) -> RunSummary:
-    """The run's summary line, from its stage histories (`StageStore.read_all`)."""
+    """The run's summary line, from its stage histories (`StageStore.read_all`); accuracy as
+    the report defines it."""
+    from tmem_core.reports import overall_accuracy  # here: stage actors never need it
+
     errors = {name: failures_of(history).num_rows for name, history in histories.items()}
-    judged = latest_of(histories[JudgeStage.name]).to_pylist()
-    separate = get_protocol(run.benchmark.name).reports_separately
-    scores = [r["score"] for r in judged if r["category"] not in separate]
+    accuracy, judged = overall_accuracy(latest_of(histories[JudgeStage.name]),
+                                        get_protocol(run.benchmark.name).reports_separately)
     calls = calls_store(run_dir).read_all().to_pylist()
     return RunSummary(
         run_id=run.run_id, questions=questions, stage_errors=errors,
-        accuracy=sum(scores) / len(scores) if scores else None, judged=len(scores),
+        accuracy=accuracy, judged=judged,
         tokens=sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls),
         cost_usd=sum(c["cost_usd"] for c in calls), seconds=seconds, run_dir=run_dir)
