@@ -95,6 +95,24 @@ def test_dying_worker_and_llm_error(ray_address: str, tmp_path: Path) -> None:
     assert answered["smollm2"][1] == answered["smollm2-b"][1] == set(qids)
 
 
+def test_fused_worker_dying_mid_batch_is_retried_without_duplicates(
+        ray_address: str, tmp_path: Path) -> None:
+    config = sweep_config(tmp_path, "fused-death", limit=3)
+    qids = _first_qids(tmp_path, config, ray_address)
+    marker = tmp_path / "died-once"
+    # the fused actor dies at the last stage of the first batch's second question, after
+    # the batch's other stages ran but before any of its records were written
+    run_sweep(config, ray_address, TMEM_FAULT=f"stage=judge,qid={qids[1]},kind=exit,"
+                                              f"once={marker}")
+    assert marker.exists()
+    (run_dir,) = _run_dirs(tmp_path, "fused-death")
+    for stage in STAGES:
+        ok_keys = [r["key"] for r in stage.store_for(run_dir).read_all().to_pylist()
+                   if r["ok"]]
+        assert len(ok_keys) == len(set(ok_keys)), f"{stage.name}: a record was written twice"
+        assert {k.split("|")[0] for k in ok_keys} == set(qids)
+
+
 def _first_qids(tmp: Path, config: Path, address: str) -> list[str]:
     """The questions the sweep will run, in order (prepares the data as the sweep would)."""
     out = subprocess.run(
