@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import ray
 from ray.data import ActorPoolStrategy
 
@@ -36,6 +35,7 @@ from tmem_core.pipeline._stages import (
     Stage,
     StageJob,
     calls_store,
+    split_by_run,
 )
 from tmem_core.pipeline._store import failures_of, latest_of
 from tmem_core.pipeline._validators import (
@@ -282,17 +282,11 @@ def _stream(plans: list[RunPlan], resources: Resources, log: Log,
     for plan in plans:
         plan.started = progress.started
     for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-        for run_id, part in _split_by_run(batch):
+        for run_id, part in split_by_run(batch):
             plan = by_id[run_id]
             progress.add(plan, part)
             if plan.done == len(plan.questions):
                 finished(plan)
-
-
-def _split_by_run(batch: pa.Table) -> list[tuple[str, pa.Table]]:
-    run_ids = batch.column("run_id")
-    return [(run_id, batch.filter(pc.equal(run_ids, run_id)))
-            for run_id in dict.fromkeys(run_ids.to_pylist())]
 
 
 class Progress:

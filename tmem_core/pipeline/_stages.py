@@ -497,10 +497,7 @@ class PerRun:
         self._for(next(iter(jobs)))
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        run_ids = batch.column("run_id")
-        return pa.concat_tables([
-            self._for(run_id)(batch.filter(pc.equal(run_ids, run_id)))
-            for run_id in dict.fromkeys(run_ids.to_pylist())])
+        return pa.concat_tables([self._for(run_id)(rows) for run_id, rows in split_by_run(batch)])
 
     def _for(self, run_id: str) -> Stage | FusedStages:
         if run_id not in self._runs:
@@ -509,3 +506,10 @@ class PerRun:
                 self._runs.popitem(last=False)
         self._runs.move_to_end(run_id)
         return self._runs[run_id]
+
+
+def split_by_run(batch: pa.Table) -> list[tuple[str, pa.Table]]:
+    """A batch's rows grouped by `run_id`, runs in order of first appearance."""
+    run_ids = batch.column("run_id")
+    return [(run_id, batch.filter(pc.equal(run_ids, run_id)))
+            for run_id in dict.fromkeys(run_ids.to_pylist())]
