@@ -9,7 +9,6 @@ caller replays hits itself and only misses travel to the engine.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from tmem_core.llm._accounting import CallRecord
 from tmem_core.llm._cache import RequestCache
@@ -27,19 +26,12 @@ class SharedEngine:
 
     def __init__(self, backbone: BackboneConfig) -> None:
         self.client = LLMClient(backbone, LazyBackend(backbone), RequestCache())
-        self.engine_calls = 0
 
     async def generate(self, requests: Sequence[ChatRequest]) -> Answered:
         responses = await self.client.agenerate(requests)
         self.client.records.clear()  # the caller keeps its own records
-        self.engine_calls += sum(not r.cached for r in responses)
         return responses, [CallRecord.of(self.client.backbone, q, r)
                            for q, r in zip(requests, responses, strict=True)]
-
-    def stats(self) -> dict[str, Any]:
-        return {"backbone": self.client.backbone.name, "engine_calls": self.engine_calls,
-                "started": isinstance(self.client.backend, LazyBackend)
-                and self.client.backend.started}
 
     def close(self) -> None:
         self.client.backend.close()
