@@ -114,9 +114,10 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, local)
              for run in config.runs()]
     summaries: list[RunSummary] = []
+    started = 0.0  # when the stages start: each summary says when its run was done after it
 
     def finished(plan: RunPlan) -> None:
-        summaries.append(finish_run(plan))
+        summaries.append(finish_run(plan, time.time() - started))
         log(summaries[-1].line())
 
     engines: dict[str, Any] = {}  # the driver holds every engine for the whole sweep
@@ -125,6 +126,7 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
             for backbone in {b.name: b for plan in plans for b in plan.backbones}.values():
                 engines[backbone.name] = engine_handle(backbone,
                                                        config.resources.gpus_per_engine)
+        started = time.time()
         (_run_plain if local else _stream)(plans, config.resources, log, finished)
     finally:
         close_engines(engines.values())
@@ -187,7 +189,6 @@ class RunPlan:
     questions: list[tuple[str, str]]
     contract: Contract
     prepared: Any
-    started: float = field(default_factory=time.time)  # when the sweep's stages started
     done: int = 0  # questions out of the last stage
     failed: Counter[str] = field(default_factory=Counter)  # of them, failed, by stage
 
@@ -216,15 +217,16 @@ def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig]
     return RunPlan(job, questions, contract, prepared)
 
 
-def finish_run(plan: RunPlan) -> RunSummary:
-    """Validate the run's records, close its contract and summarise it."""
+def finish_run(plan: RunPlan, seconds: float) -> RunSummary:
+    """Validate the run's records, close its contract and summarise it (`seconds`: when it
+    was done, from the start of the sweep's stages)."""
     run_dir = plan.run_dir
     histories = {s.name: s.store_for(run_dir).read_all() for s in STAGES}  # read once
     qids = [q for q, _ in plan.questions]
     plan.contract.validators = _validate(plan.job, qids, plan.prepared, histories)
     plan.contract.ended_at = time.time()
     plan.contract.write(run_dir)
-    return summarise(plan.job.run, run_dir, len(qids), time.time() - plan.started, histories)
+    return summarise(plan.job.run, run_dir, len(qids), seconds, histories)
 
 
 def _data_facts(manifest: dict[str, Any], bench_dir: Path) -> dict[str, Any]:
@@ -244,7 +246,6 @@ def _run_plain(plans: list[RunPlan], resources: Resources, log: Log,
     """The same stages in this process without Ray: a debugging aid and the overhead baseline."""
     progress = Progress(plans, log)
     for plan in plans:
-        plan.started = progress.started
         stages = FusedStages(plan.job)
         flow = pa.Table.from_pylist(_flow_rows(plan.job, plan.questions), schema=FLOW_SCHEMA)
         for start in range(0, flow.num_rows, resources.batch_size):
@@ -279,8 +280,6 @@ def _stream(plans: list[RunPlan], resources: Resources, log: Log,
                 num_cpus=cpus, max_restarts=-1, max_task_retries=resources.max_task_retries)
     by_id = {plan.job.run.run_id: plan for plan in plans}
     progress = Progress(plans, log)
-    for plan in plans:
-        plan.started = progress.started
     for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
         for run_id, part in split_by_run(batch):
             plan = by_id[run_id]
