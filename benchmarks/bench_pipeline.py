@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -184,8 +185,8 @@ def overhead(results: Path, args: argparse.Namespace) -> None:
         compare(sweep, [("plain", 1, True), ("ray1", 1, True), ("ray2", 2, True)], several)
 
 
-def compare(sweep: Any, variants: list[tuple[str, int, bool]], top_k: tuple[int, ...]
-            ) -> None:
+def compare(sweep: Callable[[str, int, bool, tuple[int, ...]], SweepConfig],
+            variants: list[tuple[str, int, bool]], top_k: tuple[int, ...]) -> None:
     """Time each variant on fresh result folders (every call a cache hit, or stop)."""
     runs = {}
     for tag, workers, fused in variants:
