@@ -1,6 +1,6 @@
 """Orchestration overhead and engine utilisation of the Ray pipeline.
 
-    python benchmarks/bench_pipeline.py [--limit N] [--sweep-runs 3]
+    python benchmarks/bench_pipeline.py [--limit N] [--sweep-runs 3] [--method bm25]
                                         [--utilisation-questions 24] [--locomo PATH]
 
 1. Overhead, on every LoCoMo question (or the first --limit): the request cache is warmed by
@@ -11,7 +11,10 @@
    process, timed after its imports, as cold as a Ray actor), and the Ray
    pipeline with one and two workers (fused stages, the default; and one pool per stage).
    First for one run, then for a sweep of --sweep-runs runs (Top-k 5, 10, 20), whose runs
-   share the pipeline's actors. Ray's start-up is excluded (a submitted job finds its cluster
+   share the pipeline's actors. --method sets the runs' method: bm25 (the default) leaves the
+   stages nothing to do but cache lookups and scoring, the worst case for the overhead;
+   tmem_reranked (T-MEM's discovery) also embeds every question and walks its timeline. Ray's
+   start-up is excluded (a submitted job finds its cluster
    running); each sweep's own start-up (actors, indexes, engines) is included.
 2. Utilisation, on the first --utilisation-questions questions with the real embedded
    SmolLM2 and an empty cache: output (and all) tokens/s of the engine while the pipeline
@@ -104,7 +107,7 @@ def config(name: str, results: Path, args: argparse.Namespace, backbone: str, wo
         bench["limit"] = limit
     raw: dict[str, Any] = {
         "name": name, "results_dir": str(results), "benchmarks": [bench],
-        "grid": {"methods": ["bm25"], "backbones": [backbone], "judges": [backbone],
+        "grid": {"methods": [args.method], "backbones": [backbone], "judges": [backbone],
                  "top_k": list(top_k), "budgets": [512]},
         "resources": {"retrieve_actors": workers, "llm_actors": workers,
                       "batch_size": args.batch_size, "fuse_stages": fused},
@@ -177,11 +180,11 @@ def overhead(results: Path, args: argparse.Namespace) -> None:
               f"to the instant endpoint in {warm.seconds:.1f}s")
     finally:
         endpoint.close()  # from here on, an engine call would fail
-    print("one run (bm25, k=5):")
+    print(f"one run ({args.method}, k=5):")
     compare(sweep, [("plain", 1, True), ("ray1", 1, True), ("ray2", 2, True),
                     ("ray1-unfused", 1, False), ("ray2-unfused", 2, False)], (5,))
     if len(several) > 1:
-        print(f"a sweep of {len(several)} runs (bm25, k={', '.join(map(str, several))}):")
+        print(f"a sweep of {len(several)} runs ({args.method}, k={', '.join(map(str, several))}):")
         compare(sweep, [("plain", 1, True), ("ray1", 1, True), ("ray2", 2, True)], several)
 
 
@@ -255,6 +258,7 @@ def main() -> None:
     parser.add_argument("--sweep-runs", type=int, default=3,
                         help="runs (Top-k values) of the sweep comparison (1 = skip it)")
     parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
+    parser.add_argument("--method", default="bm25", help="the runs' method (default: bm25)")
     args = parser.parse_args()
     init_ray()
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
