@@ -1,5 +1,11 @@
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tmem_core.evaluation import (
@@ -62,3 +68,36 @@ def test_choice_letter(text: str, letter: str | None) -> None:
 def test_choice_scoring_needs_no_llm() -> None:
     assert choice_correct("(B) Product manager", "B", ("A", "B", "C", "D"))
     assert not choice_correct("A or B", "B", ("A", "B", "C", "D"))
+
+
+STEM_SCRIPT = """
+import json, sys
+words = json.load(open(sys.argv[1]))
+if sys.argv[2] == "ours":
+    from tmem_core.evaluation import stemmer
+    porter = stemmer()
+    skipped_scipy = "scipy.stats" not in sys.modules
+    import scipy.stats  # still importable
+else:
+    from nltk.stem import PorterStemmer
+    porter, skipped_scipy = PorterStemmer(), None
+print(json.dumps({"stems": [porter.stem(w) for w in words], "skipped_scipy": skipped_scipy}))
+"""
+
+
+def test_stemmer_stems_as_nltk_imported_whole(locomo_path: Path, tmp_path: Path) -> None:
+    """The stemmer loads nltk without scipy.stats, yet stems every LoCoMo word as nltk does
+    when imported the usual way (each in a fresh interpreter)."""
+    words = sorted({w for w in re.findall(r"[a-z']+", locomo_path.read_text().lower())})
+    vocabulary = tmp_path / "words.json"
+    vocabulary.write_text(json.dumps(words))
+
+    def stems(how: str) -> dict[str, object]:
+        out = subprocess.run([sys.executable, "-c", STEM_SCRIPT, str(vocabulary), how],
+                             capture_output=True, text=True, check=True)
+        return dict(json.loads(out.stdout))
+
+    ours, whole = stems("ours"), stems("whole")
+    assert len(words) > 3000
+    assert ours["skipped_scipy"] is True
+    assert ours["stems"] == whole["stems"]
