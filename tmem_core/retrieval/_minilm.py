@@ -31,9 +31,9 @@ class MiniLM:
         self.eps: float = config["layer_norm_eps"]
         self.weights = load_file(str(folder / "model.safetensors"), device=device)
         self.device = device
-        max_length = json.loads((folder / "sentence_bert_config.json").read_text())
+        sentence_config = json.loads((folder / "sentence_bert_config.json").read_text())
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        self.tokenizer.enable_truncation(max_length["max_seq_length"])
+        self.tokenizer.enable_truncation(sentence_config["max_seq_length"])
         self.tokenizer.enable_padding(pad_id=config["pad_token_id"])  # to the batch's longest
 
     def encode(self, texts: Sequence[str], batch_size: int = 64,
@@ -44,7 +44,7 @@ class MiniLM:
         with torch.inference_mode():
             for batch in _batches(order, batch_size, progress):
                 ids, mask = self._tokens([texts[i] for i in batch])
-                out[batch] = self._forward(ids, mask).numpy()
+                out[batch] = self._forward(ids, mask).cpu().numpy()
         return out
 
     def _tokens(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
