@@ -1,15 +1,18 @@
 """Orchestration overhead and engine utilisation of the Ray pipeline.
 
     python benchmarks/bench_pipeline.py [--limit N] [--sweep-runs 3] [--method bm25]
-                                        [--utilisation-questions 24] [--locomo PATH]
+                                        [--repeats 3] [--utilisation-questions 24]
+                                        [--locomo PATH]
 
 1. Overhead, on every LoCoMo question (or the first --limit): the request cache is warmed by
    one pipeline sweep against an instant local endpoint (answering 1,347 questions for real
    with SmolLM2 takes hours on 2 cores, and what is measured here is everything *but* the
    engine). Then, with every LLM call a cache hit (asserted), in fresh result folders so that
    every stage recomputes: a plain single-process loop over the same stages (in a fresh
-   process, timed after its imports, as cold as a Ray actor), and the Ray
-   pipeline with one and two workers (fused stages, the default; and one pool per stage).
+   process, so no cache of this one flatters it, timed after its imports, which a Ray actor
+   pays inside its start-up), and the Ray pipeline with one and two workers (fused stages,
+   the default; and one pool per stage). Each variant is timed --repeats times, the
+   variants interleaved so that a slow spell of the machine hits all alike; medians count.
    First for one run, then for a sweep of --sweep-runs runs (Top-k 5, 10, 20), whose runs
    share the pipeline's actors. --method sets the runs' method: bm25 (the default) leaves the
    stages nothing to do but cache lookups and scoring, the worst case for the overhead;
@@ -28,6 +31,7 @@ import argparse
 import json
 import multiprocessing
 import re
+import statistics
 import sys
 import tempfile
 import threading
@@ -182,33 +186,61 @@ def overhead(results: Path, args: argparse.Namespace) -> None:
         endpoint.close()  # from here on, an engine call would fail
     print(f"one run ({args.method}, k=5):")
     compare(sweep, [("plain", 1, True), ("ray1", 1, True), ("ray2", 2, True),
-                    ("ray1-unfused", 1, False), ("ray2-unfused", 2, False)], (5,))
+                    ("ray1-unfused", 1, False), ("ray2-unfused", 2, False)], (5,),
+            args.repeats)
     if len(several) > 1:
         print(f"a sweep of {len(several)} runs ({args.method}, k={', '.join(map(str, several))}):")
-        compare(sweep, [("plain", 1, True), ("ray1", 1, True), ("ray2", 2, True)], several)
+        compare(sweep, [("plain", 1, True), ("ray1", 1, True), ("ray2", 2, True)], several,
+                args.repeats)
 
 
 def compare(sweep: Callable[[str, int, bool, tuple[int, ...]], SweepConfig],
-            variants: list[tuple[str, int, bool]], top_k: tuple[int, ...]) -> None:
-    """Time each variant on fresh result folders (every call a cache hit, or stop)."""
-    runs = {}
-    for tag, workers, fused in variants:
-        label = f"{tag}-k{'-'.join(map(str, top_k))}"
-        config = sweep(label, workers, fused, top_k)
-        runs[tag] = timed_plain(config) if tag == "plain" else timed_run(config)
-        missed = engine_calls(runs[tag].run_dirs)
-        if missed:
-            raise SystemExit(f"{tag}: {len(missed)} calls missed the warm cache")
-        t = runs[tag]
-        print(f"  cached {tag:>12}: {t.questions} questions in {t.seconds:.1f}s = "
-              f"{t.qps:.1f} q/s; first batch out at {t.first_out_s:.1f}s, then "
-              f"{t.steady_qps:.1f} q/s")
-    plain = runs["plain"]
-    for tag, t in runs.items():
+            variants: list[tuple[str, int, bool]], top_k: tuple[int, ...], repeats: int
+            ) -> None:
+    """Time each variant `repeats` times on fresh result folders (every call a cache hit, or
+    stop), interleaved (plain, ray1, ..., plain, ray1, ...) so that a slow spell of the
+    machine hits every variant alike; each variant's median counts."""
+    runs: dict[str, list[Timing]] = {tag: [] for tag, _, _ in variants}
+    for repeat in range(repeats):
+        for tag, workers, fused in variants:
+            label = f"{tag}-k{'-'.join(map(str, top_k))}-r{repeat}"
+            config = sweep(label, workers, fused, top_k)
+            t = timed_plain(config) if tag == "plain" else timed_run(config)
+            missed = engine_calls(t.run_dirs)
+            if missed:
+                raise SystemExit(f"{tag}: {len(missed)} calls missed the warm cache")
+            runs[tag].append(t)
+            print(f"  cached {tag:>12}: {t.questions} questions in {t.seconds:.1f}s = "
+                  f"{t.qps:.1f} q/s; first batch out at {t.first_out_s:.1f}s, then "
+                  f"{t.steady_qps:.1f} q/s")
+    medians = {tag: Median.of(timings) for tag, timings in runs.items()}
+    plain = medians["plain"]
+    for tag, m in medians.items():
+        spread = f" (of {repeats}: {m.low:.1f}-{m.high:.1f}s)" if repeats > 1 else ""
+        line = f"  median {tag:>12}: {m.seconds:.1f}s{spread}"
         if tag != "plain":
-            print(f"  overhead {tag:>12}: {t.qps / plain.qps:.2f}x the plain loop end to end, "
-                  f"{t.steady_qps / plain.steady_qps:.2f}x once running (target >= 0.8x "
-                  f"with 1 worker, > 1x with 2)")
+            line += (f"; {m.qps / plain.qps:.2f}x the plain loop end to end, "
+                     f"{m.steady_qps / plain.steady_qps:.2f}x once running (target >= 0.8x "
+                     f"with 1 worker, > 1x with 2)")
+        print(line)
+
+
+@dataclass
+class Median:
+    """A variant's median over its repeats: end-to-end seconds, steady rate, and the range."""
+
+    seconds: float
+    qps: float
+    steady_qps: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, timings: list[Timing]) -> Median:
+        seconds = statistics.median(t.seconds for t in timings)
+        return cls(seconds, timings[0].questions / seconds,
+                   statistics.median(t.steady_qps for t in timings),
+                   min(t.seconds for t in timings), max(t.seconds for t in timings))
 
 
 def utilisation(results: Path, args: argparse.Namespace) -> None:
@@ -257,6 +289,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--sweep-runs", type=int, default=3,
                         help="runs (Top-k values) of the sweep comparison (1 = skip it)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timings of each variant, interleaved; the median counts")
     parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
     parser.add_argument("--method", default="bm25", help="the runs' method (default: bm25)")
     args = parser.parse_args()
