@@ -294,6 +294,8 @@ def main() -> None:
     parser.add_argument("--locomo", type=Path, default=DEFAULT_LOCOMO)
     parser.add_argument("--method", default="bm25", help="the runs' method (default: bm25)")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
     init_ray()
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
         results = Path(tmp)
