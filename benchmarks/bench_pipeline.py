@@ -230,15 +230,18 @@ class Median:
     """A variant's median over its repeats: end-to-end seconds, steady rate, and the range."""
 
     seconds: float
-    qps: float
+    questions: int
     steady_qps: float
     low: float
     high: float
 
+    @property
+    def qps(self) -> float:
+        return self.questions / self.seconds
+
     @classmethod
     def of(cls, timings: list[Timing]) -> Median:
-        seconds = statistics.median(t.seconds for t in timings)
-        return cls(seconds, timings[0].questions / seconds,
+        return cls(statistics.median(t.seconds for t in timings), timings[0].questions,
                    statistics.median(t.steady_qps for t in timings),
                    min(t.seconds for t in timings), max(t.seconds for t in timings))
 
