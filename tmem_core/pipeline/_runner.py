@@ -280,7 +280,9 @@ def _stream(plans: list[RunPlan], resources: Resources, log: Log,
                 num_cpus=cpus, max_restarts=-1, max_task_retries=resources.max_task_retries)
     by_id = {plan.job.run.run_id: plan for plan in plans}
     progress = Progress(plans, log)
-    for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+    # no prefetch: with it, Ray Data hands each batch over only once the next one is done,
+    # so every progress line and run summary would wait for the following batch
+    for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
         for run_id, part in split_by_run(batch):
             plan = by_id[run_id]
             progress.add(plan, part)

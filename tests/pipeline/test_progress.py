@@ -1,0 +1,37 @@
+"""A run is summarised as soon as its last question is out, not when the next batch is."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.pipeline.conftest import run_sweep, sweep_config
+from tmem_core.pipeline._stages import JudgeStage
+
+pytestmark = pytest.mark.slow
+CALL_DELAY_S = 2.0  # every LLM call: a batch of two questions takes at least two of these
+
+
+def test_run_summary_does_not_wait_for_the_next_batch(
+        ray_address: str, tmp_path: Path, scripted_server: Callable[..., Any],
+        step: Callable[..., Any]) -> None:
+    server = scripted_server([step(content='{"verdict": "CORRECT"}', delay_s=CALL_DELAY_S)])
+    backbones = tmp_path / "backbones.toml"
+    backbones.write_text(  # a fresh model name: no request-cache hits from earlier sessions
+        f'[backbones.slow]\nbackend = "openai"\nmodel = "slow-{uuid.uuid4().hex[:8]}"\n'
+        f'engine = {{ base_url = "{server.base_url}" }}\n')
+    # two runs of one batch each, streamed one after the other through one actor
+    config = sweep_config(tmp_path, "timely", methods='["bm25", "bm25_expand"]', limit=2,
+                          backbones='["slow"]', extra=f'backbones_file = "{backbones}"')
+    done = run_sweep(config, ray_address)
+    sweep = tmp_path / "results" / "timely"
+    first, second = (sweep / r for r in json.loads((sweep / "sweep.json").read_text())["runs"])
+    summarised_at = json.loads((first / "contract.json").read_text())["ended_at"]
+    second_done_at = min(JudgeStage.store_for(second).read_all().column("written_at")
+                         .to_pylist())
+    assert summarised_at < second_done_at, done.stdout[-2000:]
