@@ -18,11 +18,20 @@ _PREFIX = {"top_k": "k", "budget": "b"}
 
 
 def run_labels(runs: pl.DataFrame, leave_out: Sequence[str] = ()) -> pl.Series:
-    """A short label per run: its method plus every config field that varies in `runs`."""
-    shown = [f for f in LABEL_FIELDS if f not in leave_out
-             and (f == "method" or runs.get_column(f).n_unique() > 1)]
+    """A short label per run: its method plus every config field that varies in `runs`
+    (parameters only when one method runs with several: each method has its own)."""
+    shown = [f for f in LABEL_FIELDS if f not in leave_out and _varies(runs, f)]
     parts = [pl.lit(_PREFIX.get(f, "")) + pl.col(f).cast(pl.String) for f in shown]
     return runs.select(pl.concat_str(parts, separator=" ").alias("label")).to_series()
+
+
+def _varies(runs: pl.DataFrame, field: str) -> bool:
+    if field == "method":
+        return True
+    if field == "params":
+        per_method = runs.group_by("method").agg(pl.col(field).n_unique())
+        return any(n > 1 for n in per_method.get_column(field).to_list())
+    return runs.get_column(field).n_unique() > 1
 
 
 def _overall(summary: Summary, column: str) -> pl.DataFrame:
@@ -139,5 +148,5 @@ def write_figures(summary: Summary, out: Path) -> dict[str, Path]:
         FigureCanvasAgg(figure)
         draw(figure.add_subplot(), summary)
         paths[name] = out / f"{name}.png"
-        figure.savefig(paths[name], dpi=100)
+        figure.savefig(paths[name], dpi=100, bbox_inches="tight")  # the legend sits outside
     return paths

@@ -1,0 +1,31 @@
+"""Run labels: the method, plus what varies between runs."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tmem_core.reports import run_labels
+
+
+def _runs(*rows: tuple[str, str, int]) -> pl.DataFrame:
+    return pl.DataFrame(
+        [{"benchmark": "synthetic", "method": m, "backbone": "smollm2", "top_k": k,
+          "budget": 1024, "params": p, "judges": "smollm2"} for m, p, k in rows])
+
+
+def test_each_methods_own_parameters_stay_out_of_the_labels() -> None:
+    runs = _runs(("bm25", "{}", 12), ("t2mem", '{"max_steps": 3}', 12))
+    assert run_labels(runs).to_list() == ["bm25", "t2mem"]
+
+
+def test_parameters_one_method_runs_with_several_of_are_shown() -> None:
+    runs = _runs(("t2mem", '{"max_steps": 3}', 12), ("t2mem", '{"max_steps": 5}', 12),
+                 ("bm25", "{}", 12))
+    assert run_labels(runs).to_list() == ['t2mem {"max_steps": 3}', 't2mem {"max_steps": 5}',
+                                          "bm25 {}"]
+
+
+def test_varying_fields_are_shown_with_their_prefix() -> None:
+    runs = _runs(("bm25", "{}", 5), ("bm25", "{}", 10))
+    assert run_labels(runs).to_list() == ["bm25 k5", "bm25 k10"]
+    assert run_labels(runs, leave_out=["top_k"]).to_list() == ["bm25", "bm25"]
