@@ -255,8 +255,8 @@ def _run_plain(plans: list[RunPlan], resources: Resources, log: Log,
 
 def _stream(plans: list[RunPlan], resources: Resources, log: Log,
             finished: Callable[[RunPlan], None]) -> None:
-    """All runs through one Ray Data pipeline, in order; a run is finished when its last
-    question comes out of the last stage."""
+    """All runs through one Ray Data pipeline (fed in grid order, which Ray Data need not
+    keep); a run is finished when its last question comes out of the last stage."""
     for plan in [p for p in plans if not p.questions]:
         finished(plan)
     plans = [p for p in plans if p.questions]
