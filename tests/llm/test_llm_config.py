@@ -101,6 +101,10 @@ def test_yaml_file_and_backend_change_replaces_the_entry(tmp_path: Path) -> None
             {"backend": "embedded", "model": "m", "engine": {"n_parallel": 0}},
             "backbones.x.engine: n_parallel must be positive, got 0",
         ),
+        (
+            {"backend": "embedded", "model": "m", "engine": {"n_threads_batch": -1}},
+            "backbones.x.engine: n_threads_batch must be 0 or more, got -1",
+        ),
         ({"backend": "openai"}, "backbones.x: missing key 'model'"),
         ({"backend": "openai", "model": "m", "tokenizer": "bpe"}, "unknown tokenizer 'bpe'"),
     ],

@@ -62,6 +62,15 @@ def test_embedded_returns_schema_valid_json(
         assert response.latency_s > 0
 
 
+def test_server_decodes_on_all_cores_but_one_and_batches_on_all(
+    embedded: EmbeddedBackend,
+) -> None:
+    args = Path(f"/proc/{embedded.server.pid}/cmdline").read_bytes().decode().split("\0")
+    cores = len(os.sched_getaffinity(0))
+    threads, batch = (args[args.index(flag) + 1] for flag in ("--threads", "--threads-batch"))
+    assert (threads, batch) == (str(max(1, cores - 1)), str(cores))
+
+
 def test_openai_backend_on_the_embedded_server_url(
     embedded: EmbeddedBackend, answer_schema: dict[str, Any]
 ) -> None:

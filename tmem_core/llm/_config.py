@@ -78,13 +78,17 @@ class EmbeddedEngineConfig(HttpConfig):
     weights: str = "Q8_0"  # served as: "keep" (the file's own), "Q8_0" or "F16" (see _gguf)
     n_ctx: int = 32768  # split evenly between the slots: 4096 tokens each by default
     n_parallel: int = 8
-    n_threads: int = 0  # 0 = the usable cores less one, at least 1 (see EmbeddedServer)
+    n_threads: int = 0  # decoding one sequence; 0 = the usable cores less one, at least 1
+    n_threads_batch: int = 0  # prompts and several sequences at once; 0 = all usable cores
     startup_timeout_s: float = 60.0
     max_restarts: int = 3
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _require_positive(self, "n_ctx", "n_parallel", "startup_timeout_s")
+        for name in ("n_threads", "n_threads_batch", "max_restarts"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be 0 or more, got {getattr(self, name)!r}")
         if self.weights not in WEIGHT_FORMATS:
             raise ConfigError(f"weights: {self.weights!r} is not one of {WEIGHT_FORMATS}")
 

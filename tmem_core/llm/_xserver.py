@@ -23,7 +23,7 @@ def serve(args: argparse.Namespace) -> None:
     # decoding ~100x slower in this build.
     params.kv_unified = False
     params.cpuparams.n_threads = args.threads
-    params.cpuparams_batch.n_threads = args.threads
+    params.cpuparams_batch.n_threads = args.threads_batch
     params.hostnames = ["127.0.0.1"]
     params.port = args.port
     params.verbosity = 0  # errors only: the default logs every request
@@ -42,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--n-ctx", type=int, required=True)
     parser.add_argument("--n-parallel", type=int, required=True)
     parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--threads-batch", type=int, required=True)
     return parser
 
 
