@@ -22,7 +22,8 @@
 2. Utilisation, on the first --utilisation-questions questions with the real embedded
    SmolLM2 and an empty cache: output (and all) tokens/s of the engine while the pipeline
    drives it, over the window in which its calls ran, vs the raw engine replaying the run's
-   answer requests at concurrency 8.
+   requests (its answers and its judges' first attempts, rebuilt as the judge stage builds
+   them) all at once, at the backend's concurrency (8), with no stage between them.
 """
 
 from __future__ import annotations
@@ -50,7 +51,16 @@ sys.path.insert(0, str(ROOT))
 # plain loop's process and this driver start alike
 import tmem_core.reports  # noqa: E402, F401
 from jobs.sweep import allowed  # noqa: E402
-from tmem_core.llm import ChatRequest, LLMClient, get_backbone, open_backend  # noqa: E402
+from tmem_core.benchmarks import read_prepared  # noqa: E402
+from tmem_core.llm import (  # noqa: E402
+    ChatRequest,
+    LLMClient,
+    RequestCache,
+    get_backbone,
+    load_backbones,
+    open_backend,
+    request_hash,
+)
 from tmem_core.pipeline import (  # noqa: E402
     SweepConfig,
     calls_store,
@@ -58,8 +68,9 @@ from tmem_core.pipeline import (  # noqa: E402
     parse_sweep,
     run_sweep,
 )
-from tmem_core.pipeline._stages import AnswerStage  # noqa: E402
-from tmem_core.prompts import as_chat  # noqa: E402
+from tmem_core.pipeline._stages import AnswerStage, JudgeStage, judge_request  # noqa: E402
+from tmem_core.prompts import as_chat, load_prompt  # noqa: E402
+from tmem_core.schema import gold_from_table, questions_from_table  # noqa: E402
 
 SWEEP_TOP_K = (5, 10, 20, 40)
 DEFAULT_LOCOMO = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10_dev.json"
@@ -260,24 +271,43 @@ def utilisation(results: Path, args: argparse.Namespace) -> None:
               - min(c["finished_at"] - c["latency_s"] for c in calls))
     out = sum(c["completion_tokens"] for c in calls)
     total = out + sum(c["prompt_tokens"] for c in calls)
-    raw_out, raw_total = raw_engine_rates(run_dir)
+    replayed = engine_requests(run_dir)
+    made = RequestCache().get_many(request_hash(load_backbones(backbones)[name], r)
+                                   for r in replayed)
+    if len(made) != len(replayed):
+        raise SystemExit(f"{len(replayed) - len(made)} replayed requests differ from the run's")
+    raw_out, raw_total = raw_engine_rates(replayed)
     print(f"engine driven by the pipeline ({n} questions, {len(calls)} calls, answer and "
           f"judge, {window:.1f}s): {out / window:.1f} output tok/s, {total / window:.0f} tok/s")
-    print(f"raw engine, the run's answer requests at concurrency 8: {raw_out:.1f} output tok/s, "
-          f"{raw_total:.0f} tok/s")
+    print(f"raw engine, the run's {len(replayed)} requests replayed at concurrency 8: "
+          f"{raw_out:.1f} output tok/s, {raw_total:.0f} tok/s")
     print(f"utilisation: {out / window / raw_out:.2f} (output tokens), "
           f"{total / window / raw_total:.2f} (all tokens) (target >= 0.8)")
 
 
-def raw_engine_rates(run_dir: Path) -> tuple[float, float]:
-    """Output and all tokens/s of the engine alone on the run's answer prompts."""
-    prompts = [json.loads(r["prompt"]) for r in AnswerStage.store_for(run_dir).latest().to_pylist()]
+def engine_requests(run_dir: Path) -> list[ChatRequest]:
+    """The run's answer requests and its judges' first attempts (retries are left out)."""
+    answers = AnswerStage.store_for(run_dir).latest().to_pylist()
+    data = Path(json.loads((run_dir / "contract.json").read_text())["data"]["dir"])
+    prepared = read_prepared(data)
+    questions = {q.qid: q for q in questions_from_table(prepared.questions)}
+    gold = gold_from_table(prepared.questions)
+    predictions = {r["qid"]: r["prediction"] or "" for r in answers}
+    judged = [r for r in JudgeStage.store_for(run_dir).latest().to_pylist()
+              if r["scored_by"] == "llm"]
+    return ([ChatRequest(as_chat(json.loads(r["prompt"]))) for r in answers]
+            + [judge_request(load_prompt(r["prompt_name"]), questions[r["qid"]], gold[r["qid"]],
+                             predictions[r["qid"]], r["repeat"], 0) for r in judged])
+
+
+def raw_engine_rates(replayed: list[ChatRequest]) -> tuple[float, float]:
+    """Output and all tokens/s of the engine alone on the given requests."""
     backbone = get_backbone("smollm2")
     with open_backend(backbone) as backend:
         client = LLMClient(backbone, backend, cache=None)
         client.generate([ChatRequest.from_prompt("warm up")])
         started = time.perf_counter()
-        responses = client.generate([ChatRequest(as_chat(p)) for p in prompts])
+        responses = client.generate(replayed)
         seconds = time.perf_counter() - started
     out = sum(r.usage.completion_tokens for r in responses)
     return out / seconds, (out + sum(r.usage.prompt_tokens for r in responses)) / seconds

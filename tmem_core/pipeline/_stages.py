@@ -56,7 +56,7 @@ from tmem_core.pipeline._engine import (
 )
 from tmem_core.pipeline._methods import MethodEnv, build_method, to_json
 from tmem_core.pipeline._store import RECORD_COLUMNS, StageStore, stage_schema
-from tmem_core.prompts import as_chat, load_prompt
+from tmem_core.prompts import Prompt, as_chat, load_prompt
 from tmem_core.retrieval import conversations_from_table
 from tmem_core.schema import Gold, Question, gold_from_table, questions_from_table
 
@@ -429,13 +429,9 @@ class JudgeStage(GoldStage):
                                "choice")
             return Verdict(float(says_not_available(prediction)), "rule")
         prompt = load_prompt(self.job.run.judge_prompts.get(prompt_ref, prompt_ref))
-        messages = prompt.chat(question=question.question, answer=gold.answer or "",
-                               response=prediction)
         raw = ""
         for attempt in range(1 + JUDGE_RETRIES):
-            sampling = Sampling(temperature=0.0 if repeat == 0 and attempt == 0 else 0.7,
-                                max_tokens=32, seed=repeat * 100 + attempt)
-            request = ChatRequest(messages, sampling, schema=prompt.verdict_schema())
+            request = judge_request(prompt, question, gold, prediction, repeat, attempt)
             (response,) = llm.generate([request])
             if not response.ok:
                 return Verdict(None, "llm", raw, prompt.name, prompt.sha256, response.error)
@@ -446,6 +442,16 @@ class JudgeStage(GoldStage):
                 return Verdict(float(parsed), "llm", raw, prompt.name, prompt.sha256)
         return Verdict(None, "llm", raw, prompt.name, prompt.sha256,
                        f"unparseable verdict after {1 + JUDGE_RETRIES} attempts: {raw[:120]!r}")
+
+
+def judge_request(prompt: Prompt, question: Question, gold: Gold, prediction: str, repeat: int,
+                  attempt: int) -> ChatRequest:
+    """A judge's call: greedy on the first attempt of the first repeat, sampled otherwise."""
+    messages = prompt.chat(question=question.question, answer=gold.answer or "",
+                           response=prediction)
+    sampling = Sampling(temperature=0.0 if repeat == 0 and attempt == 0 else 0.7, max_tokens=32,
+                        seed=repeat * 100 + attempt)
+    return ChatRequest(messages, sampling, schema=prompt.verdict_schema())
 
 
 STAGES: tuple[type[Stage], ...] = (RetrieveStage, ConstructStage, AnswerStage, JudgeStage)
