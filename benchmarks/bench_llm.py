@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,13 +66,19 @@ def requests(n: int, max_tokens: int) -> list[ChatRequest]:
     ]
 
 
-def tokens_per_s(run: Callable[[], list[ChatResponse]]) -> float:
+def timed(run: Callable[[], list[ChatResponse]]) -> tuple[float, list[ChatResponse]]:
+    """Seconds and responses of `run`; a failed request ends the benchmark."""
     started = time.perf_counter()
     responses = run()
     wall = time.perf_counter() - started
     failed = [r.error for r in responses if not r.ok]
     if failed:
         raise SystemExit(f"benchmark requests failed: {failed[:3]}")
+    return wall, responses
+
+
+def tokens_per_s(run: Callable[[], list[ChatResponse]]) -> float:
+    wall, responses = timed(run)
     return sum(r.usage.completion_tokens for r in responses) / wall
 
 
@@ -128,8 +135,8 @@ def bench_batch_threads(rounds: int) -> None:
                 long = [ChatRequest.from_prompt(f"{round_}.{k} {text}\nSummarise.",
                                                 sampling=Sampling(max_tokens=1))
                         for k in range(4)]
-                seconds[threads, "prompts"].append(timed(client, long))
-                seconds[threads, "decode"].append(timed(client, requests(4, 200)))
+                for part, batch in (("prompts", long), ("decode", requests(4, 200))):
+                    seconds[threads, part].append(timed(partial(client.generate, batch))[0])
     finally:
         for server in servers.values():
             server.close()
@@ -137,14 +144,6 @@ def bench_batch_threads(rounds: int) -> None:
         base = statistics.median(seconds[1, part])
         print(f"embedded  batch threads {threads}: {part:>7} {statistics.median(found):6.2f}s"
               f" ({base / statistics.median(found):.2f}x batch threads 1)")
-
-
-def timed(backend: OpenAICompatBackend, batch: list[ChatRequest]) -> float:
-    started = time.perf_counter()
-    responses = backend.generate(batch)
-    if not all(r.ok for r in responses):
-        raise SystemExit(f"benchmark requests failed: {[r.error for r in responses][:3]}")
-    return time.perf_counter() - started
 
 
 def bench_vllm(n: int, max_tokens: int) -> None:

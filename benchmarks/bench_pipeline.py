@@ -272,8 +272,9 @@ def utilisation(results: Path, args: argparse.Namespace) -> None:
     out = sum(c["completion_tokens"] for c in calls)
     total = out + sum(c["prompt_tokens"] for c in calls)
     replayed = engine_requests(run_dir)
-    made = RequestCache().get_many(request_hash(load_backbones(backbones)[name], r)
-                                   for r in replayed)
+    cache = RequestCache()
+    made = cache.get_many(request_hash(load_backbones(backbones)[name], r) for r in replayed)
+    cache.close()
     if len(made) != len(replayed):
         raise SystemExit(f"{len(replayed) - len(made)} replayed requests differ from the run's")
     raw_out, raw_total = raw_engine_rates(replayed)

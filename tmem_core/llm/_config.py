@@ -86,9 +86,7 @@ class EmbeddedEngineConfig(HttpConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         _require_positive(self, "n_ctx", "n_parallel", "startup_timeout_s")
-        for name in ("n_threads", "n_threads_batch", "max_restarts"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be 0 or more, got {getattr(self, name)!r}")
+        _require_non_negative(self, "n_threads", "n_threads_batch", "max_restarts")
         if self.weights not in WEIGHT_FORMATS:
             raise ConfigError(f"weights: {self.weights!r} is not one of {WEIGHT_FORMATS}")
 
@@ -313,3 +311,10 @@ def _require_positive(config: object, *names: str) -> None:
         value = getattr(config, name)
         if value <= 0:
             raise ConfigError(f"{name} must be positive, got {value!r}")
+
+
+def _require_non_negative(config: object, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if value < 0:
+            raise ConfigError(f"{name} must be 0 or more, got {value!r}")

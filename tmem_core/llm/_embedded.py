@@ -37,7 +37,7 @@ class EmbeddedServer:
     sequence runs many small operations, so when the caller (or a neighbour) takes a core that
     every thread needs it slows down by one or two orders of magnitude: it computes on all
     usable cores but one. Prompts and several sequences decoded together run large operations,
-    twice as fast on two cores as on one and at worst 1.3-1.8x slower beside a process
+    1.6-2x as fast on two cores as on one and at worst 1.3-1.9x slower beside a process
     that keeps a core busy: they compute on all usable cores.
     """
 
