@@ -50,7 +50,6 @@ sys.path.insert(0, str(ROOT))
 # the run summary's accuracy comes from the reports; imported here, before any timing, so the
 # plain loop's process and this driver start alike
 import tmem_core.reports  # noqa: E402, F401
-from jobs.sweep import allowed  # noqa: E402
 from tmem_core.benchmarks import read_prepared  # noqa: E402
 from tmem_core.llm import (  # noqa: E402
     ChatRequest,
@@ -66,6 +65,7 @@ from tmem_core.pipeline import (  # noqa: E402
     calls_store,
     init_ray,
     parse_sweep,
+    registered,
     run_sweep,
 )
 from tmem_core.pipeline._stages import AnswerStage, JudgeStage, judge_request  # noqa: E402
@@ -129,7 +129,7 @@ def config(name: str, results: Path, args: argparse.Namespace, backbone: str, wo
     }
     if backbones_file:
         raw["backbones_file"] = str(backbones_file)
-    return parse_sweep(raw, allowed())
+    return parse_sweep(raw, registered())
 
 
 @dataclass

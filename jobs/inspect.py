@@ -5,10 +5,10 @@
     python -m jobs.inspect --benchmark locomo \\
         --source ../shared/datasets/locomo/locomo10_dev.json --qid conv-26:q0 --budget 1024
 
-For T-MEM: anchors, intervals, candidates with their KEY/SUPPORT labels, the forest as a tree,
-the linearised context and its token count, LLM usage per step. The gold answer and evidence
-are printed last, for the reader only. Another method plugs in with an `Inspector` in
-`INSPECTORS`: how to build it from the indexes and how to show its evidence and context.
+Every registered method can be inspected; what is shown is the method's own `show` (for
+T-MEM: anchors, intervals, candidates with their KEY/SUPPORT labels, the forest as a tree,
+the linearised context and its token count, LLM usage per step; for T2Mem: the loop's steps).
+The gold answer and evidence are printed last, for the reader only.
 """
 
 from __future__ import annotations
@@ -16,39 +16,14 @@ from __future__ import annotations
 import argparse
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from jobs._cli import add_source_args, load_request, run_main
 from tmem_core.benchmarks import build, read_prepared
 from tmem_core.llm import count_tokens, open_client
-from tmem_core.methods import Evidence
-from tmem_core.methods._context import LLM, Context, ContextMethod
-from tmem_core.methods.t2mem import VARIANTS as T2MEM_VARIANTS
-from tmem_core.methods.t2mem import make_t2mem, render_trace
-from tmem_core.methods.tmem import TMEM_VARIANTS, DiscoveryConfig, describe, make_tmem
-from tmem_core.retrieval import IndexStore, conversations_from_table
-from tmem_core.schema import (
-    DataError,
-    Gold,
-    Message,
-    Question,
-    gold_from_table,
-    questions_from_table,
-)
-
-
-@dataclass(frozen=True)
-class Inspector:
-    build: Callable[[str, IndexStore], ContextMethod]
-    show: Callable[[Evidence, Context, Mapping[str, Message]], str]
-
-
-INSPECTORS: dict[str, Inspector] = {
-    **{name: Inspector(make_tmem, describe) for name in TMEM_VARIANTS},
-    **{name: Inspector(make_t2mem, lambda _e, context, _m: render_trace(context))
-       for name in T2MEM_VARIANTS},
-}
+from tmem_core.methods import LLM, ContextMethod, MethodEnv, Show, get_method, method_names
+from tmem_core.retrieval import Conversation, conversations_from_table
+from tmem_core.schema import DataError, Gold, Question, gold_from_table, questions_from_table
 
 
 def main() -> int:
@@ -58,11 +33,11 @@ def main() -> int:
     questions = {q.qid: q for q in questions_from_table(prepared.questions)}
     if args.qid not in questions:
         raise DataError(f"no question {args.qid!r}; for example: {', '.join(list(questions)[:5])}")
-    store = IndexStore(conversations_from_table(prepared.messages))
-    inspector = INSPECTORS[args.method]
+    conversations = conversations_from_table(prepared.messages)
+    spec = get_method(args.method)
+    method = spec.create(MethodEnv(conversations, args.top_k, args.budget))
     with open_client(args.backbone) as llm:
-        print(report(questions[args.qid], inspector.build(args.method, store), inspector, llm,
-                     args.budget, store))
+        print(report(questions[args.qid], method, spec.show, llm, args.budget, conversations))
     print(gold_lines(gold_from_table(prepared.questions)[args.qid]))
     return 0
 
@@ -73,15 +48,16 @@ def _parser() -> argparse.ArgumentParser:
     add_source_args(parser)
     parser.add_argument("--prepared", type=Path, help="read a prepared folder instead")
     parser.add_argument("--qid", required=True, help="the question to inspect")
-    parser.add_argument("--method", default="tmem", choices=sorted(INSPECTORS))
+    parser.add_argument("--method", default="tmem", choices=method_names())
     parser.add_argument("--backbone", default="smollm2", help="LLM backbone of the method")
-    parser.add_argument("--budget", type=int, default=DiscoveryConfig().evidence_tokens,
-                        help="evidence budget in tokens")
+    parser.add_argument("--budget", type=int, default=8192, help="evidence budget in tokens")
+    parser.add_argument("--top-k", type=int, default=36,
+                        help="the grid's Top-k (T-MEM: anchors; baselines: messages kept)")
     return parser
 
 
-def report(question: Question, method: ContextMethod, inspector: Inspector, llm: LLM,
-           budget: int, store: IndexStore) -> str:
+def report(question: Question, method: ContextMethod, show: Show, llm: LLM, budget: int,
+           conversations: Mapping[str, Conversation]) -> str:
     """Run the method on one question and describe every step."""
     prepare: Callable[[str, LLM], object] | None = getattr(method, "prepare", None)
     if prepare is not None:  # offline memory first (T2Mem's metadata; cached on disk)
@@ -89,11 +65,11 @@ def report(question: Question, method: ContextMethod, inspector: Inspector, llm:
     evidence = method.retrieve(question)
     context = method.construct(question, evidence, llm, budget,
                                functools.partial(count_tokens, llm.backbone))
-    messages = {m.msg_id: m for m in store.conversations[question.conv_id].messages}
+    messages = {m.msg_id: m for m in conversations[question.conv_id].messages}
     head = (f"== {question.qid} [{question.category}] {question.question}"
             f"{f' (asked by {question.asking_user})' if question.asking_user else ''}"
             f" -- {method.name}, {llm.backbone.name}, budget {budget} tokens")
-    return f"{head}\n{inspector.show(evidence, context, messages)}"
+    return f"{head}\n{show(evidence, context, messages)}"
 
 
 def gold_lines(gold: Gold) -> str:

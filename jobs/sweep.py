@@ -14,14 +14,7 @@ import sys
 from pathlib import Path
 
 from jobs._cli import run_main
-from tmem_core.benchmarks import benchmark_names
-from tmem_core.llm import load_backbones
-from tmem_core.pipeline import Allowed, ConfigError, context_method_names, load_sweep, run_sweep
-
-
-def allowed() -> Allowed:
-    return Allowed(benchmarks=benchmark_names(), methods=context_method_names(),
-                   backbones=lambda path: load_backbones(path).keys())
+from tmem_core.pipeline import ConfigError, load_sweep, run_sweep
 
 
 def main() -> int:
@@ -32,7 +25,7 @@ def main() -> int:
                         help="run the stages in this process, without Ray (debugging)")
     args = parser.parse_args()
     try:
-        config = load_sweep(args.config, allowed())
+        config = load_sweep(args.config)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

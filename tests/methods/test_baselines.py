@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tmem_core.methods import METHOD_NAMES, make_method
+from tmem_core.methods import MethodEnv, build_method, method_names
 from tmem_core.methods.baselines import Bm25Expand, FullContext, NaiveRag, chunk_messages
 from tmem_core.retrieval import Budget, Conversation, IndexStore
 from tmem_core.schema import DataError, Question
@@ -24,8 +24,9 @@ def test_bm25_expand_adds_the_neighbours_of_each_anchor(store: IndexStore) -> No
 
 
 def test_ranked_retrieval_respects_the_count(store: IndexStore) -> None:
+    env = MethodEnv(store.conversations, 2, 512, store)
     for name in ("bm25", "dense", "hybrid", "hybrid_meta"):
-        assert len(make_method(name, store)(STRAY_Q, Budget.top_k(2)).ids) <= 2
+        assert len(build_method(name, env).retrieve(STRAY_Q).ids) <= 2
 
 
 def test_naive_rag_takes_whole_chunks_up_to_k_messages(store: IndexStore,
@@ -40,7 +41,8 @@ def test_naive_rag_takes_whole_chunks_up_to_k_messages(store: IndexStore,
 
 
 def test_registry_knows_every_method(store: IndexStore) -> None:
-    for name in METHOD_NAMES:
-        assert make_method(name, store).name == name
-    with pytest.raises(DataError, match="unknown method"):
-        make_method("nope", store)
+    env = MethodEnv(store.conversations, 3, 512, store)
+    for name in method_names():
+        assert build_method(name, env).name == name
+    with pytest.raises(DataError, match="unknown method 'nope'; known: bm25, "):
+        build_method("nope", env)

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from tmem_core.methods import make_method
+from tmem_core.methods import MethodEnv, build_method
 from tmem_core.methods.tmem import (
     Candidate,
     Discovery,
@@ -87,7 +87,7 @@ def test_null_topics_group_by_channel_in_discovery(chat: Conversation) -> None:
 
 
 def test_reranked_tmem_recovers_the_wordless_correction(store: IndexStore) -> None:
-    plain = make_method("bm25", store)(QUESTION, Budget.top_k(3))
+    plain = build_method("bm25", MethodEnv(store.conversations, 3, 512, store)).retrieve(QUESTION)
     assert "c:12" not in plain.ids
     found = TemporalDiscovery(store)(QUESTION, Budget.top_k(3))
     assert "c:12" in found.ids
@@ -108,7 +108,8 @@ def test_fixed_anchor_depth_and_candidate_cap(store: IndexStore) -> None:
 
 
 def test_global_ablation_searches_the_whole_topic(store: IndexStore) -> None:
-    found = make_method("tmem_global", store)(QUESTION, Budget.top_k(3))
+    found = build_method("tmem_global", MethodEnv(store.conversations, 3, 512, store)
+                         ).retrieve(QUESTION)
     assert isinstance(found.trace, Discovery)
     assert found.trace.intervals == ()
     pool = {c.message.msg_id for c in found.trace.candidates}

@@ -12,14 +12,13 @@ from typing import Any
 import pytest
 
 from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, Usage, get_backbone
+from tmem_core.methods import MethodEnv, build_method, get_method, method_names
 from tmem_core.methods.t2mem import (
     EXTRACT_STAGE,
     STEP_STAGE,
-    VARIANTS,
     NotPrepared,
     T2Mem,
     T2MemConfig,
-    make_t2mem,
     render_trace,
 )
 from tmem_core.retrieval import IndexStore, cl100k_tokens
@@ -263,12 +262,14 @@ def test_no_raw_access_never_offers_read(store: IndexStore, tmp_path: Path) -> N
 
 
 def test_variants_by_name(store: IndexStore) -> None:
-    assert set(VARIANTS) == {"t2mem", "t2mem_no_metadata", "t2mem_no_raw", "t2mem_no_rollout",
-                             "t2mem_summary"}
-    assert make_t2mem("t2mem_no_raw", store, T2MemConfig(k_initial=3)).config == T2MemConfig(
-        k_initial=3, read_raw=False)
-    with pytest.raises(DataError, match="unknown T2Mem variant"):
-        make_t2mem("t2mem_graph", store)
+    assert {n for n in method_names() if get_method(n).variant_of == "t2mem"} == {
+        "t2mem_no_metadata", "t2mem_no_raw", "t2mem_no_rollout", "t2mem_summary"}
+    no_raw = build_method("t2mem_no_raw", MethodEnv(store.conversations, 5, 500, store),
+                          {"k_initial": 3})
+    assert isinstance(no_raw, T2Mem)
+    assert no_raw.config == T2MemConfig(k_initial=3, read_raw=False)
+    with pytest.raises(DataError, match="unknown method 't2mem_graph'"):
+        build_method("t2mem_graph", MethodEnv(store.conversations, 5, 500, store))
 
 
 def test_render_trace_shows_each_step(store: IndexStore, tmp_path: Path) -> None:

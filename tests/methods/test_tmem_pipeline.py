@@ -11,15 +11,13 @@ import pytest
 from test_tmem_fakes import ScriptedLLM, by_stage, label_all, link_all, message
 
 from tmem_core.llm import count_tokens
-from tmem_core.methods import Evidence
+from tmem_core.methods import Evidence, MethodEnv, build_method, get_method, method_names
 from tmem_core.methods._context import Context
 from tmem_core.methods.tmem import (
-    TMEM_VARIANTS,
     DiscoveryConfig,
     TMem,
     TMemConfig,
     context_problems,
-    make_tmem,
     trace_problems,
 )
 from tmem_core.retrieval import Conversation, HashEmbedder, IndexStore
@@ -107,12 +105,18 @@ def test_ablation_switches(store: IndexStore) -> None:
 
 
 def test_variants_registry_and_missing_llm(store: IndexStore) -> None:
-    assert make_tmem("tmem_untyped", store).config.typed_relations is False
-    assert make_tmem("tmem_global_forest", store).config.discovery_config.scope == "global"
-    assert make_tmem("tmem_wo_metadata", store, CONFIG).config.discovery_config.anchors == 8
-    assert len(TMEM_VARIANTS) == 8
-    with pytest.raises(DataError, match="unknown T-MEM variant"):
-        make_tmem("tmem_nope", store)
+    env = MethodEnv(store.conversations, 8, 500, store)
+    untyped = build_method("tmem_untyped", env)
+    assert isinstance(untyped, TMem) and untyped.config.typed_relations is False
+    forest = build_method("tmem_global_forest", env, {"discovery_config": {"padding": 1}})
+    assert isinstance(forest, TMem) and forest.name == "tmem_global_forest"
+    assert forest.config.discovery_config.scope == "global"  # the variant's change ...
+    assert forest.config.discovery_config.padding == 1  # ... on top of the config's
+    assert forest.config.discovery_config.anchors == 8  # the grid's Top-k
+    variants = [n for n in method_names() if get_method(n).variant_of == "tmem"]
+    assert len(variants) == 7
+    with pytest.raises(DataError, match="unknown method 'tmem_nope'"):
+        build_method("tmem_nope", env)
     method = TMem(store, CONFIG)
     with pytest.raises(ValueError, match="needs an LLM"):
         method.construct(QUESTION, method.retrieve(QUESTION), None, 500, COUNT)

@@ -4,9 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.sweep import allowed
 from tmem_core.llm import load_backbones
-from tmem_core.pipeline import Allowed, ConfigError, load_sweep, parse_sweep
+from tmem_core.pipeline import Allowed, ConfigError, load_sweep, parse_sweep, registered
 
 ALLOWED = Allowed(benchmarks=["locomo", "synthetic"], methods=["bm25", "tmem_reranked"],
                   backbones=lambda _: ["smollm2", "qwen"])
@@ -41,6 +40,12 @@ def test_grid_expands_and_ids_are_stable() -> None:
     ({"resources": {"fuse_stages": "yes"}}, "resources.fuse_stages", "true or false"),
     ({"methods": {"dense": {"anchors": 3}}}, "methods.dense", "not in grid.methods"),
     ({"extra": 1}, "extra", "allowed"),
+    ({"methods": {"bm25": {"bogus_param": 3}}}, "methods.bm25",
+     "unknown key 'bogus_param'; allowed: (none)"),
+    ({"methods": {"tmem_reranked": {"min_density": "high"}}},
+     "methods.tmem_reranked.min_density", "expected float, got str 'high'"),
+    ({"methods": {"tmem_reranked": {"scope": "everywhere"}}}, "methods.tmem_reranked.scope",
+     "allowed: 'interval', 'global'"),
 ])
 def test_errors_name_the_key_and_the_allowed_values(patch: dict, key: str, words: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -68,7 +73,7 @@ def test_example_configs_load(path: Path) -> None:
     if path.name.startswith("backbones"):
         assert load_backbones(path)
         return
-    assert load_sweep(path, allowed()).runs()
+    assert load_sweep(path, registered()).runs()
 
 
 def test_judge_prompt_override(tmp_path: Path) -> None:

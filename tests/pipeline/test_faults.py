@@ -116,9 +116,9 @@ def test_fused_worker_dying_mid_batch_is_retried_without_duplicates(
 def _first_qids(tmp: Path, config: Path, address: str) -> list[str]:
     """The questions the sweep will run, in order (prepares the data as the sweep would)."""
     out = subprocess.run(
-        [sys.executable, "-c", "import sys; from jobs.sweep import allowed; "
+        [sys.executable, "-c", "import sys; from tmem_core.pipeline import registered; "
          "from tmem_core.pipeline import load_sweep, prepare_benchmark, select_questions; "
-         "from pathlib import Path; c = load_sweep(Path(sys.argv[1]), allowed()); "
+         "from pathlib import Path; c = load_sweep(Path(sys.argv[1]), registered()); "
          "b = c.benchmarks[0]; d = prepare_benchmark(b, Path(c.results_dir) / c.name / 'data');"
          "print(' '.join(q for q, _ in select_questions(d, b)))", str(config)],
         cwd=ROOT, env=sweep_env(gcs(address)), capture_output=True, text=True, check=True)

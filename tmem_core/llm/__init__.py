@@ -13,6 +13,7 @@ and per-call `CallRecord`s. Backbones (name -> backend, model, tokenizer, prices
 come from `BUILTIN_BACKBONES` and optional TOML/YAML files (`load_backbones`).
 """
 
+from tmem_core._typed import ConfigError
 from tmem_core.llm._accounting import CALLS_SCHEMA, CallRecord, records_to_table
 from tmem_core.llm._cache import RequestCache, request_hash
 from tmem_core.llm._client import (
@@ -27,7 +28,6 @@ from tmem_core.llm._config import (
     BUILTIN_BACKBONES,
     BUNDLED_SMOLLM2,
     BackboneConfig,
-    ConfigError,
     EmbeddedEngineConfig,
     HttpConfig,
     OpenAIEngineConfig,
@@ -41,7 +41,7 @@ from tmem_core.llm._embedded import EmbeddedBackend, EmbeddedServer
 from tmem_core.llm._http import EngineUnavailable, OpenAICompatBackend, StaticEndpoint
 from tmem_core.llm._models import bundled_gguf, hf_model_path
 from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
-from tmem_core.llm._tokens import count_chat_tokens, count_tokens, counter_for
+from tmem_core.llm._tokens import TokenCounter, count_chat_tokens, count_tokens, counter_for
 from tmem_core.llm._types import (
     Backend,
     ChatMessage,
@@ -81,6 +81,7 @@ __all__ = [
     "Sampling",
     "SharedEngine",
     "StaticEndpoint",
+    "TokenCounter",
     "Usage",
     "VLLMBackend",
     "VLLMEngineConfig",

@@ -10,11 +10,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from tmem_core._typed import ConfigError
 from tmem_core.llm._accounting import CallRecord
 from tmem_core.llm._cache import CachedCall, RequestCache, request_hash
 from tmem_core.llm._config import (
     BackboneConfig,
-    ConfigError,
     EmbeddedEngineConfig,
     OpenAIEngineConfig,
     get_backbone,

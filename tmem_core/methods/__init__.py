@@ -1,9 +1,48 @@
-"""Memory methods: one interface, evidence for a question under a budget.
+"""Memory methods: one interface, one registry.
 
-Baselines live in `baselines`, T-MEM in `tmem`; `make_method` builds one by name.
+A method is a decorated factory (`@method`, see `_registry`) in the module that implements
+it; baselines live in `baselines`, T-MEM in `tmem`, T2Mem in `t2mem`. `build_method` makes
+one by name for a run, `evidence_recall_at_k` scores the ranked ones without an LLM.
 """
 
+# registration side effects: every bundled method
+from tmem_core.methods import baselines, t2mem, tmem  # noqa: F401
 from tmem_core.methods._base import Evidence, EvidenceMethod, evidence
-from tmem_core.methods._registry import METHOD_NAMES, make_method
+from tmem_core.methods._context import LLM, Context, ContextKind, ContextMethod, render_message
+from tmem_core.methods._flat import FlatContextMethod, ranked
+from tmem_core.methods._recall import RecallProgress, evidence_recall_at_k
+from tmem_core.methods._registry import (
+    MethodEnv,
+    MethodSpec,
+    NoParams,
+    Show,
+    build_method,
+    get_method,
+    method,
+    method_names,
+    show_context,
+)
 
-__all__ = ["METHOD_NAMES", "Evidence", "EvidenceMethod", "evidence", "make_method"]
+__all__ = [
+    "LLM",
+    "Context",
+    "ContextKind",
+    "ContextMethod",
+    "Evidence",
+    "EvidenceMethod",
+    "FlatContextMethod",
+    "MethodEnv",
+    "MethodSpec",
+    "NoParams",
+    "RecallProgress",
+    "Show",
+    "build_method",
+    "evidence",
+    "evidence_recall_at_k",
+    "get_method",
+    "method",
+    "method_names",
+    "ranked",
+    "render_message",
+    "show_context",
+]

@@ -7,16 +7,15 @@ steps, then rendering under the token budget). Both are plain Python on one ques
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse
+from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, TokenCounter
 from tmem_core.methods._base import Evidence
 from tmem_core.schema import Message, Question
 
 ContextKind = Literal["flat", "forest", "memory"]
-TokenCounter = Callable[[str], int]
 
 
 @dataclass(frozen=True)

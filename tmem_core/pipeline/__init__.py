@@ -13,9 +13,9 @@ from tmem_core.pipeline._config import (
     SweepConfig,
     load_sweep,
     parse_sweep,
+    registered,
 )
 from tmem_core.pipeline._contract import CONTRACT_FILE, Contract
-from tmem_core.pipeline._methods import CONTEXT_METHODS, build_method, context_method_names
 from tmem_core.pipeline._runner import (
     RunPlan,
     RunSummary,
@@ -30,7 +30,6 @@ from tmem_core.pipeline._stages import STAGES, StageJob, calls_store
 from tmem_core.pipeline._store import StageStore, failures_of, latest_of
 
 __all__ = [
-    "CONTEXT_METHODS",
     "CONTRACT_FILE",
     "STAGES",
     "Allowed",
@@ -44,9 +43,7 @@ __all__ = [
     "StageJob",
     "StageStore",
     "SweepConfig",
-    "build_method",
     "calls_store",
-    "context_method_names",
     "failures_of",
     "finish_run",
     "init_ray",
@@ -55,6 +52,7 @@ __all__ = [
     "parse_sweep",
     "plan_run",
     "prepare_benchmark",
+    "registered",
     "run_sweep",
     "select_questions",
 ]

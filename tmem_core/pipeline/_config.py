@@ -18,6 +18,11 @@ from typing import Any
 
 import yaml
 
+from tmem_core import _typed
+from tmem_core.benchmarks import benchmark_names
+from tmem_core.llm import load_backbones
+from tmem_core.methods import get_method, method_names
+
 
 class ConfigError(ValueError):
     """A sweep configuration problem, located by its key."""
@@ -125,13 +130,20 @@ class Allowed:
     backbones: Callable[[str | None], Iterable[str]]  # given the backbones_file
 
 
-def load_sweep(path: Path, allowed: Allowed) -> SweepConfig:
+def registered() -> Allowed:
+    """The names the registries know: benchmarks, methods and backbones."""
+    return Allowed(benchmarks=benchmark_names(), methods=method_names(),
+                   backbones=lambda path: load_backbones(path).keys())
+
+
+def load_sweep(path: Path, allowed: Allowed | None = None) -> SweepConfig:
     raw = _read(path)
-    return parse_sweep(raw, allowed, default_name=path.stem)
+    return parse_sweep(raw, allowed or registered(), default_name=path.stem)
 
 
-def parse_sweep(raw: Mapping[str, Any], allowed: Allowed, default_name: str = "sweep"
-                ) -> SweepConfig:
+def parse_sweep(raw: Mapping[str, Any], allowed: Allowed | None = None,
+                default_name: str = "sweep") -> SweepConfig:
+    allowed = allowed or registered()
     _no_unknown("", raw, _TOP_KEYS)
     grid = _mapping(raw.get("grid", {}), "grid")
     _no_unknown("grid.", grid, _GRID_KEYS)
@@ -141,11 +153,12 @@ def parse_sweep(raw: Mapping[str, Any], allowed: Allowed, default_name: str = "s
     backbones = _names(grid, "backbones", known_backbones, required=True)
     judges = _names(grid, "judges", known_backbones) or backbones[:1]
     method_params = _mapping(raw.get("methods", {}), "methods")
-    for name, params in method_params.items():
+    for name in method_params:
         if name not in methods:
             raise ConfigError(f"methods.{name}", f"parameters for a method not in grid.methods "
                                                  f"({', '.join(methods)})")
-        _mapping(params, f"methods.{name}")
+    for name in methods:
+        _method_params(name, _mapping(method_params.get(name, {}), f"methods.{name}"))
     return SweepConfig(
         name=str(raw.get("name", default_name)),
         benchmarks=tuple(_benchmark(b, i, sorted(allowed.benchmarks))
@@ -160,6 +173,17 @@ def parse_sweep(raw: Mapping[str, Any], allowed: Allowed, default_name: str = "s
         backbones_file=backbones_file,
         judge_prompts=_judge_prompts(raw.get("judge_prompts", {})),
     )
+
+
+def _method_params(name: str, params: Mapping[str, Any]) -> None:
+    """The method's parameters, checked by its registered config dataclass."""
+    if name not in method_names():
+        return  # a name the caller allowed without registering it (tests of the grid)
+    try:
+        get_method(name).parse(params)
+    except _typed.ConfigError as exc:
+        key, _, message = str(exc).partition(": ")  # "methods.<name>.<key>: <problem>"
+        raise ConfigError(key, message) from None
 
 
 def _judge_prompts(raw: Any) -> dict[str, str]:

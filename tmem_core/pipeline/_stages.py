@@ -45,7 +45,7 @@ from tmem_core.llm import (
     Sampling,
     counter_for,
 )
-from tmem_core.methods import Evidence
+from tmem_core.methods import Evidence, MethodEnv, build_method
 from tmem_core.methods._context import Context, ContextMethod
 from tmem_core.pipeline._config import RunSpec
 from tmem_core.pipeline._engine import (
@@ -54,7 +54,7 @@ from tmem_core.pipeline._engine import (
     local_engine,
     ray_engine,
 )
-from tmem_core.pipeline._methods import MethodEnv, build_method, to_json
+from tmem_core.pipeline._json import to_json
 from tmem_core.pipeline._store import RECORD_COLUMNS, StageStore, stage_schema
 from tmem_core.prompts import Prompt, as_chat, load_prompt
 from tmem_core.retrieval import conversations_from_table
@@ -251,8 +251,8 @@ class MethodStage(Stage):
     def method(self) -> ContextMethod:
         run = self.job.run
         env = MethodEnv(conversations_from_table(self.prepared.messages), run.top_k,
-                        run.budget, run.params)
-        return build_method(run.method, env)
+                        run.budget)
+        return build_method(run.method, env, run.params)
 
     def warm_up(self) -> None:
         self.method  # noqa: B018 (builds the method)

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tmem_core.methods._base import Evidence, evidence
+from tmem_core.methods._context import ContextMethod
+from tmem_core.methods._flat import ranked
+from tmem_core.methods._registry import MethodEnv, method
 from tmem_core.retrieval import Budget, Conversation, DenseIndex, IndexStore, content_key
 from tmem_core.schema import Message, Question
 
@@ -55,3 +58,18 @@ def chunk_messages(conversation: Conversation, size: int) -> list[list[Message]]
 
 def chunk_text(chunk: list[Message]) -> str:
     return "\n".join(f"{m.author}: {m.text}" if m.author else m.text for m in chunk)
+
+
+@dataclass(frozen=True)
+class NaiveRagParams:
+    chunk_size: int = 4  # consecutive messages per chunk
+
+    def __post_init__(self) -> None:
+        if self.chunk_size <= 0:
+            raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
+
+
+@method("naive_rag", config=NaiveRagParams, ranked=True,
+        description="dense retrieval over fixed-size chunks, whole chunks up to Top-k messages")
+def _naive_rag(env: MethodEnv, params: NaiveRagParams, _name: str) -> ContextMethod:
+    return ranked(NaiveRag(env.index_store, chunk_size=params.chunk_size), env)

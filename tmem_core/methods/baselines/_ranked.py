@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tmem_core.methods._base import Evidence, evidence
+from tmem_core.methods._context import ContextMethod
+from tmem_core.methods._flat import FlatContextMethod, ranked
+from tmem_core.methods._registry import MethodEnv, NoParams, method
 from tmem_core.retrieval import Budget, IndexStore, Kind, query_text
 from tmem_core.schema import Question
 
@@ -68,3 +71,56 @@ class Bm25Expand:
                 break
         taken = budget.take(index.conversation.messages[p] for p in order)
         return evidence(self.name, question, [m.msg_id for m in taken])
+
+
+@method("full_context", description="the most recent messages up to the token budget")
+def _full_context(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
+    return FlatContextMethod(FullContext(env.index_store), env, Budget(tokens=env.budget_tokens))
+
+
+@method("bm25", description="BM25 over messages, Top-k", ranked=True)
+def _bm25(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
+    return ranked(RankedRetrieval(env.index_store, "bm25"), env)
+
+
+@method("dense", description="MiniLM + faiss over messages, Top-k", ranked=True)
+def _dense(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
+    return ranked(RankedRetrieval(env.index_store, "dense"), env)
+
+
+@method("hybrid", description="BM25 and dense fused by reciprocal rank, Top-k", ranked=True)
+def _hybrid(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
+    return ranked(RankedRetrieval(env.index_store, "hybrid"), env)
+
+
+@method("bm25_meta", description="BM25 over metadata-expanded messages and query, Top-k",
+        ranked=True)
+def _bm25_meta(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
+    return ranked(RankedRetrieval(env.index_store, "bm25", metadata=True), env)
+
+
+@method("dense_meta", description="dense over metadata-expanded messages and query, Top-k",
+        ranked=True)
+def _dense_meta(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
+    return ranked(RankedRetrieval(env.index_store, "dense", metadata=True), env)
+
+
+@method("hybrid_meta", description="hybrid over metadata-expanded messages and query, Top-k",
+        ranked=True)
+def _hybrid_meta(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
+    return ranked(RankedRetrieval(env.index_store, "hybrid", metadata=True), env)
+
+
+@dataclass(frozen=True)
+class ExpandParams:
+    window: int = 1  # neighbours on either side of each anchor
+
+    def __post_init__(self) -> None:
+        if self.window < 0:
+            raise ValueError(f"window must be 0 or more, got {self.window}")
+
+
+@method("bm25_expand", config=ExpandParams, ranked=True,
+        description="BM25 anchors with their neighbours, Top-k messages")
+def _bm25_expand(env: MethodEnv, params: ExpandParams, _name: str) -> ContextMethod:
+    return ranked(Bm25Expand(env.index_store, window=params.window), env)

@@ -2,10 +2,11 @@
 
 `T2Mem.prepare` extracts and indexes a conversation's metadata (cached on disk), `retrieve`
 is the initial SearchMeta, `construct` runs the SearchMeta / ReadRaw / Answer loop;
-`make_t2mem` builds it or an ablation by name (`VARIANTS`); `render_trace` shows one loop.
+It and its ablations are registered methods (`t2mem`, `t2mem_no_raw`, ...); `render_trace`
+shows one loop.
 """
 
-from tmem_core.methods.t2mem._config import VARIANTS, Action, EpisodeMode, T2MemConfig, Units
+from tmem_core.methods.t2mem._config import Action, EpisodeMode, T2MemConfig, Units
 from tmem_core.methods.t2mem._episodes import Episode, episode_mode, fit_lines, segment
 from tmem_core.methods.t2mem._extract import (
     EXTRACT_STAGE,
@@ -15,13 +16,12 @@ from tmem_core.methods.t2mem._extract import (
 )
 from tmem_core.methods.t2mem._index import MemoryIndex
 from tmem_core.methods.t2mem._loop import STEP_STAGE, step_schema
-from tmem_core.methods.t2mem._method import NotPrepared, T2Mem, make_t2mem
+from tmem_core.methods.t2mem._method import NotPrepared, T2Mem
 from tmem_core.methods.t2mem._render import render_trace
 
 __all__ = [
     "EXTRACT_STAGE",
     "STEP_STAGE",
-    "VARIANTS",
     "Action",
     "ConstructionStats",
     "Entry",
@@ -35,7 +35,6 @@ __all__ = [
     "episode_mode",
     "extraction_schema",
     "fit_lines",
-    "make_t2mem",
     "render_trace",
     "segment",
     "step_schema",

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 EpisodeMode = Literal["auto", "session", "channel_day", "topic_window"]
@@ -60,15 +59,3 @@ class T2MemConfig:
         if step >= self.steps:
             return ("answer",)
         return ("search", "read", "answer") if self.read_raw else ("search", "answer")
-
-
-Variant = Callable[[T2MemConfig], T2MemConfig]
-
-VARIANTS: dict[str, Variant] = {
-    "t2mem": lambda c: c,
-    "t2mem_no_metadata": lambda c: replace(c, units="raw"),
-    "t2mem_no_raw": lambda c: replace(c, read_raw=False),
-    "t2mem_no_rollout": lambda c: replace(c, rollout=False),
-    "t2mem_summary": lambda c: replace(c, units="summary"),
-}
-"""Method names of T2Mem and its ablations, each a change to a base configuration."""

@@ -23,11 +23,12 @@ from tmem_core.llm import (
     CallRecord,
     ChatRequest,
     EmbeddedEngineConfig,
+    TokenCounter,
     Usage,
     count_chat_tokens,
     request_hash,
 )
-from tmem_core.methods._context import LLM, TokenCounter
+from tmem_core.methods._context import LLM
 from tmem_core.methods.t2mem._config import T2MemConfig
 from tmem_core.methods.t2mem._episodes import Episode, fit_lines
 from tmem_core.prompts import Prompt, load_prompt

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tmem_core.evaluation import question_block
-from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, count_chat_tokens
-from tmem_core.methods._context import LLM, TokenCounter
+from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, TokenCounter, count_chat_tokens
+from tmem_core.methods._context import LLM
 from tmem_core.methods.t2mem._config import Action, T2MemConfig
 from tmem_core.methods.t2mem._episodes import Episode, fit_lines
 from tmem_core.methods.t2mem._extract import CONTEXT_MARGIN, Entry, context_tokens

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from tmem_core.llm import BackboneConfig, counter_for
+from tmem_core.llm import BackboneConfig, TokenCounter, counter_for
 from tmem_core.methods._base import Evidence, evidence
-from tmem_core.methods._context import LLM, Context, TokenCounter
-from tmem_core.methods.t2mem._config import VARIANTS, T2MemConfig
+from tmem_core.methods._context import LLM, Context, ContextMethod
+from tmem_core.methods._registry import MethodEnv, method
+from tmem_core.methods.t2mem._config import T2MemConfig
 from tmem_core.methods.t2mem._episodes import Mode, episode_mode, fit_lines, segment
 from tmem_core.methods.t2mem._extract import (
     ConstructionStats,
@@ -24,8 +26,9 @@ from tmem_core.methods.t2mem._extract import (
 )
 from tmem_core.methods.t2mem._index import MemoryIndex
 from tmem_core.methods.t2mem._loop import Loop, describe, raw_budget
+from tmem_core.methods.t2mem._render import render_trace
 from tmem_core.retrieval import IndexStore, cache_root, query_text
-from tmem_core.schema import DataError, Question
+from tmem_core.schema import Message, Question
 
 
 class NotPrepared(RuntimeError):
@@ -136,13 +139,19 @@ class T2Mem:
         }
 
 
-def make_t2mem(name: str, store: IndexStore, config: T2MemConfig | None = None) -> T2Mem:
-    """T2Mem (`t2mem`) or one of its ablations by name, from a base configuration."""
-    try:
-        variant = VARIANTS[name]
-    except KeyError:
-        raise DataError(f"unknown T2Mem variant {name!r}; known: {', '.join(VARIANTS)}") from None
-    return T2Mem(store, variant(config or T2MemConfig()), name=name)
+def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Message]) -> str:
+    return render_trace(context)
+
+
+@method("t2mem", config=T2MemConfig, show=show_trace, variants={
+    "t2mem_no_metadata": {"units": "raw"},
+    "t2mem_no_raw": {"read_raw": False},
+    "t2mem_no_rollout": {"rollout": False},
+    "t2mem_summary": {"units": "summary"},
+}, description="T2Mem: episode metadata offline, SearchMeta/ReadRaw/Answer loop at test time")
+def _t2mem(env: MethodEnv, config: T2MemConfig, name: str) -> ContextMethod:
+    """Its own k (5 then 1) and Tmax; the grid's Top-k does not apply."""
+    return T2Mem(env.index_store, config, name=name)
 
 
 def _initial_ids(evidence: Evidence) -> list[str]:

@@ -33,22 +33,20 @@ from tmem_core.methods.tmem._forest import (
     flat_forest,
     phase_order,
 )
+from tmem_core.methods.tmem._labels import LLMSelector, Selection, interval_batches
 from tmem_core.methods.tmem._linearise import Linearised, linearise, node_line
 from tmem_core.methods.tmem._method import TemporalDiscovery
-from tmem_core.methods.tmem._pipeline import (
-    TMEM_VARIANTS,
+from tmem_core.methods.tmem._rerank import ContextReranker, Selector
+from tmem_core.methods.tmem._show import describe, tree
+from tmem_core.methods.tmem._structure import Proposals, Structurer, topic_chunks
+from tmem_core.methods.tmem._timeline import GROUP_FIELDS, Timeline, group_key
+from tmem_core.methods.tmem._tmem import (
     TMem,
     TMemConfig,
     candidates_from_json,
     discovery_json,
     intervals_from_json,
-    make_tmem,
 )
-from tmem_core.methods.tmem._select import ContextReranker, Selector
-from tmem_core.methods.tmem._selection import LLMSelector, Selection, interval_batches
-from tmem_core.methods.tmem._show import describe, tree
-from tmem_core.methods.tmem._structure import Proposals, Structurer, topic_chunks
-from tmem_core.methods.tmem._timeline import GROUP_FIELDS, Timeline, group_key
 from tmem_core.methods.tmem._validate import (
     budget_problems,
     context_problems,
@@ -59,7 +57,6 @@ from tmem_core.methods.tmem._validate import (
 
 __all__ = [
     "GROUP_FIELDS",
-    "TMEM_VARIANTS",
     "Candidate",
     "Compression",
     "Constraints",
@@ -102,7 +99,6 @@ __all__ = [
     "interval_density",
     "intervals_from_json",
     "linearise",
-    "make_tmem",
     "mandatory_text",
     "node_line",
     "order_problems",

@@ -5,9 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from tmem_core.methods._base import Evidence, evidence
+from tmem_core.methods._context import ContextMethod
+from tmem_core.methods._flat import ranked
+from tmem_core.methods._registry import MethodEnv, method
 from tmem_core.methods.tmem._config import DiscoveryConfig
 from tmem_core.methods.tmem._discovery import discover
-from tmem_core.methods.tmem._select import ContextReranker, Selector
+from tmem_core.methods.tmem._rerank import ContextReranker, Selector
 from tmem_core.methods.tmem._timeline import Timeline
 from tmem_core.retrieval import Budget, IndexStore
 from tmem_core.schema import Question
@@ -43,3 +46,11 @@ class TemporalDiscovery:
         if conv_id not in self._timelines:
             self._timelines[conv_id] = Timeline.of(self.store.conversations[conv_id])
         return self._timelines[conv_id]
+
+
+@method("tmem_reranked", config=DiscoveryConfig, ranked=True, variants={
+    "tmem_global": {"scope": "global"},
+    "tmem_no_metadata": {"metadata": False},
+}, description="T-MEM's temporal discovery with the no-LLM reranker, Top-k messages")
+def _temporal_discovery(env: MethodEnv, config: DiscoveryConfig, name: str) -> ContextMethod:
+    return ranked(TemporalDiscovery(env.index_store, config, name=name), env)

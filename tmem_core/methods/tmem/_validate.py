@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tmem_core.methods._context import Context, TokenCounter
+from tmem_core.llm import TokenCounter
+from tmem_core.methods._context import Context
 from tmem_core.methods.tmem._forest import EDGE_RELATIONS, Forest
 
 _UNTYPED = ("RELATED",)

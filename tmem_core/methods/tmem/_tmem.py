@@ -13,12 +13,14 @@ import dataclasses
 import itertools
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from tmem_core.llm import TokenCounter
 from tmem_core.methods._base import Evidence, evidence
-from tmem_core.methods._context import LLM, Context, ContextKind, TokenCounter
+from tmem_core.methods._context import LLM, Context, ContextKind, ContextMethod
+from tmem_core.methods._registry import MethodEnv, method
 from tmem_core.methods.tmem._compress import Compression, Item, QueryTerms, compress, mandatory_text
 from tmem_core.methods.tmem._config import DiscoveryConfig
 from tmem_core.methods.tmem._discovery import Candidate, Discovery, Interval, discover
@@ -31,15 +33,16 @@ from tmem_core.methods.tmem._forest import (
     flat_forest,
     phase_order,
 )
+from tmem_core.methods.tmem._labels import SELECT_PROMPT, LLMSelector, Selection
 from tmem_core.methods.tmem._linearise import Linearised, linearise, node_line
-from tmem_core.methods.tmem._select import ContextReranker
-from tmem_core.methods.tmem._selection import SELECT_PROMPT, LLMSelector, Selection
+from tmem_core.methods.tmem._rerank import ContextReranker
+from tmem_core.methods.tmem._show import describe
 from tmem_core.methods.tmem._steps import prompt_hashes
 from tmem_core.methods.tmem._structure import STRUCTURE_PROMPT, Proposals, Structurer
 from tmem_core.methods.tmem._timeline import Timeline
 from tmem_core.prompts import load_prompt
 from tmem_core.retrieval import Budget, Conversation, IndexStore
-from tmem_core.schema import DataError, Message, Question
+from tmem_core.schema import Message, Question
 
 SelectionMode = Literal["llm", "reranked"]
 ADMIT_SLACK = 2  # tokens per admitted node for line breaks and deeper indentation
@@ -217,28 +220,20 @@ class TMem:
         return prompt_hashes(*map(load_prompt, used))
 
 
-TMEM_VARIANTS: dict[str, Callable[[TMemConfig], TMemConfig]] = {
-    "tmem": lambda c: c,
-    "tmem_wo_discovery": lambda c: replace(c, discovery=False),
-    "tmem_wo_structuring": lambda c: replace(c, structuring=False),
-    "tmem_wo_metadata": lambda c: replace(
-        c, discovery_config=replace(c.discovery_config, metadata=False)),
-    "tmem_wo_compression": lambda c: replace(c, compression=False),
-    "tmem_untyped": lambda c: replace(c, typed_relations=False),
-    "tmem_global_forest": lambda c: replace(
-        c, discovery_config=replace(c.discovery_config, scope="global")),
-    "tmem_reranked_forest": lambda c: replace(c, selection="reranked"),
-}
-
-
-def make_tmem(name: str, store: IndexStore, config: TMemConfig | None = None) -> TMem:
-    """The T-MEM variant registered as `name`, starting from `config`."""
-    try:
-        variant = TMEM_VARIANTS[name]
-    except KeyError:
-        raise DataError(f"unknown T-MEM variant {name!r}; known: "
-                        f"{', '.join(TMEM_VARIANTS)}") from None
-    return TMem(store, variant(config or TMemConfig()), name)
+@method("tmem", config=TMemConfig, show=describe, variants={
+    "tmem_wo_discovery": {"discovery": False},
+    "tmem_wo_structuring": {"structuring": False},
+    "tmem_wo_metadata": {"discovery_config": {"metadata": False}},
+    "tmem_wo_compression": {"compression": False},
+    "tmem_untyped": {"typed_relations": False},
+    "tmem_global_forest": {"discovery_config": {"scope": "global"}},
+    "tmem_reranked_forest": {"selection": "reranked"},
+}, description="T-MEM: temporal discovery, KEY/SUPPORT selection, evidence forest")
+def _tmem(env: MethodEnv, config: TMemConfig, name: str) -> ContextMethod:
+    """The grid's Top-k is the anchor depth (paper §5.3), its budget the evidence budget."""
+    discovery = replace(config.discovery_config, anchors=env.top_k,
+                        anchors_follow_budget=False, evidence_tokens=env.budget_tokens)
+    return TMem(env.index_store, replace(config, discovery_config=discovery), name)
 
 
 def discovery_json(found: Discovery) -> dict[str, Any]:

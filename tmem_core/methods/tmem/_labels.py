@@ -19,7 +19,7 @@ from tmem_core.evaluation import question_block
 from tmem_core.llm import ChatRequest
 from tmem_core.methods._context import LLM
 from tmem_core.methods.tmem._discovery import Candidate, Interval
-from tmem_core.methods.tmem._select import ContextReranker
+from tmem_core.methods.tmem._rerank import ContextReranker
 from tmem_core.methods.tmem._steps import (
     StepStats,
     chronological,
