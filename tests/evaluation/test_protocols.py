@@ -4,7 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tmem_core.evaluation import answer_prompt, get_protocol, gold_leaks, parse_verdict
+from tmem_core.benchmarks import get_protocol
+from tmem_core.evaluation import answer_prompt, gold_leaks, parse_verdict
 from tmem_core.schema import Gold, Option, Question
 
 

@@ -1,7 +1,7 @@
 """Benchmark adapters (one registered loader per benchmark) and canonical preparation.
 
-Add a benchmark by decorating a loader with `@benchmark("name", description=...)`
-in a module imported below.
+Add a benchmark by decorating its loader with `@benchmark("name", protocol=Protocol(...),
+description=...)`: the loader and how its answers are scored, in one file.
 """
 
 from tmem_core.benchmarks import (  # noqa: F401  (registration side effects)
@@ -26,6 +26,7 @@ from tmem_core.benchmarks._registry import (
     benchmark,
     benchmark_names,
     get_benchmark,
+    get_protocol,
 )
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "benchmark_names",
     "build",
     "get_benchmark",
+    "get_protocol",
     "prepare",
     "read_prepared",
     "write_prepared",

@@ -13,6 +13,7 @@ from typing import Any
 
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
 from tmem_core.benchmarks._source import parse_time, read_json, require
+from tmem_core.evaluation import Protocol
 from tmem_core.schema import DataError, Gold, Message, Option, Question
 
 CATEGORY_PREFIXES = ("F_SH", "F_Multi", "F_Temp", "MA_Const", "MA_Proact", "MA_U", "P_Style",
@@ -20,7 +21,16 @@ CATEGORY_PREFIXES = ("F_SH", "F_Multi", "F_Temp", "MA_Const", "MA_Proact", "MA_U
 _ROLE_KEYS = ("role", "position", "occupation", "title")
 
 
-@benchmark("evermembench", description="EverMemBench multi-group dialogues with profiles",
+def _evermembench_judge(_q: Question, g: Gold) -> str | None:
+    return None if g.answer_kind == "choice" else "judge/evermembench_open"
+
+
+EVERMEMBENCH = Protocol(_evermembench_judge, ("judge/evermembench_open",),
+                        temporal_categories=frozenset({"F_Temp"}))
+
+
+@benchmark("evermembench", protocol=EVERMEMBENCH,
+           description="EverMemBench multi-group dialogues with profiles",
            fixtures_only=True)
 def load_evermembench(request: LoadRequest) -> LoadedBenchmark:
     if request.source is None or not request.source.is_dir():

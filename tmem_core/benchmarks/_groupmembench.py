@@ -14,6 +14,7 @@ from typing import Any
 
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
 from tmem_core.benchmarks._source import parse_time, read_json, read_jsonl, require
+from tmem_core.evaluation import Protocol, one_judge
 from tmem_core.schema import DataError, Gold, Message, Question
 
 QUESTION_TYPES = ("multi_hop", "knowledge_update", "temporal", "user_implicit",
@@ -22,7 +23,13 @@ _KNOWN_FIELDS = {"msg_node", "content", "author", "role", "timestamp", "reply_to
                  "topic", "is_noise"}
 
 
-@benchmark("groupmembench", description="GroupMemBench multi-party workplace group chats",
+GROUPMEMBENCH = Protocol(one_judge("judge/groupmembench"), ("judge/groupmembench",),
+                         abstention_phrase="No information available.",
+                         temporal_categories=frozenset({"temporal"}))
+
+
+@benchmark("groupmembench", protocol=GROUPMEMBENCH,
+           description="GroupMemBench multi-party workplace group chats",
            fixtures_only=True)
 def load_groupmembench(request: LoadRequest) -> LoadedBenchmark:
     if request.source is None or not request.source.is_dir():

@@ -11,6 +11,7 @@ from typing import Any
 from tmem_core.benchmarks._evidence import repair_dialogue_refs
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
 from tmem_core.benchmarks._source import parse_time, read_json, require
+from tmem_core.evaluation import Protocol, locomo_f1
 from tmem_core.schema import DataError, Gold, Message, Question
 
 # Undocumented upstream; the mapping its scoring code implies.
@@ -20,7 +21,18 @@ _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _IMAGE_FIELDS = ("img_url", "blip_caption", "query", "re-download")
 
 
-@benchmark("locomo", description="LoCoMo long-term two-speaker conversations (real data)")
+def _locomo_judge(q: Question, _gold: Gold) -> str | None:
+    return None if q.category == "adversarial" else "judge/locomo"
+
+
+LOCOMO = Protocol(_locomo_judge, ("judge/locomo",),
+                  abstention_phrase="Not mentioned in the conversation.",
+                  reports_separately=frozenset({"adversarial"}),
+                  temporal_categories=frozenset({"temporal"}), token_f1=locomo_f1)
+
+
+@benchmark("locomo", protocol=LOCOMO,
+           description="LoCoMo long-term two-speaker conversations (real data)")
 def load_locomo(request: LoadRequest) -> LoadedBenchmark:
     if request.source is None:
         raise DataError("locomo needs --source PATH (locomo10.json or a subset of it)")

@@ -8,12 +8,35 @@ from typing import Any
 
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
 from tmem_core.benchmarks._source import parse_time, read_json, require
+from tmem_core.evaluation import Protocol
 from tmem_core.schema import DataError, Gold, Message, Question
 
 ABSTENTION_SUFFIX = "_abs"
 
 
-@benchmark("longmemeval", description="LongMemEval user-assistant chat histories",
+_LME_TYPES = {
+    "temporal-reasoning": "judge/longmemeval_temporal",
+    "knowledge-update": "judge/longmemeval_knowledge_update",
+    "single-session-preference": "judge/longmemeval_preference",
+}
+
+
+def _longmemeval_judge(q: Question, g: Gold) -> str | None:
+    if g.answer_kind == "abstention":
+        return "judge/longmemeval_abstention"
+    return _LME_TYPES.get(q.category, "judge/longmemeval_default")
+
+
+LONGMEMEVAL = Protocol(
+    _longmemeval_judge,
+    ("judge/longmemeval_abstention", "judge/longmemeval_default", *_LME_TYPES.values()),
+    abstention_instruction="If the answer is not in the evidence, say that you cannot answer "
+                           "from what you know.",
+    temporal_categories=frozenset({"temporal-reasoning"}))
+
+
+@benchmark("longmemeval", protocol=LONGMEMEVAL,
+           description="LongMemEval user-assistant chat histories",
            fixtures_only=True)
 def load_longmemeval(request: LoadRequest) -> LoadedBenchmark:
     if request.source is None:

@@ -4,6 +4,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tmem_core.evaluation import Protocol
 from tmem_core.schema import DataError, Gold, Message, Question
 
 
@@ -33,8 +34,11 @@ Loader = Callable[[LoadRequest], LoadedBenchmark]
 
 @dataclass(frozen=True)
 class BenchmarkSpec:
+    """A registered benchmark: how to load it and how its answers are scored."""
+
     name: str
     loader: Loader
+    protocol: Protocol
     description: str
     needs_source: bool = True
     fixtures_only: bool = False  # adapter tested only on hand-made files in the native shape
@@ -44,14 +48,17 @@ _REGISTRY: dict[str, BenchmarkSpec] = {}
 
 
 def benchmark(
-    name: str, *, description: str, needs_source: bool = True, fixtures_only: bool = False
+    name: str, *, protocol: Protocol, description: str, needs_source: bool = True,
+    fixtures_only: bool = False,
 ) -> Callable[[Loader], Loader]:
-    """Register a loader under `name`: the one way to add a benchmark."""
+    """Register a loader and its evaluation protocol under `name`: the one way to add a
+    benchmark."""
 
     def register(loader: Loader) -> Loader:
         if name in _REGISTRY:
             raise ValueError(f"benchmark {name!r} is already registered")
-        _REGISTRY[name] = BenchmarkSpec(name, loader, description, needs_source, fixtures_only)
+        _REGISTRY[name] = BenchmarkSpec(name, loader, protocol, description, needs_source,
+                                        fixtures_only)
         return loader
 
     return register
@@ -68,3 +75,8 @@ def get_benchmark(name: str) -> BenchmarkSpec:
 
 def benchmark_names() -> list[str]:
     return sorted(_REGISTRY)
+
+
+def get_protocol(name: str) -> Protocol:
+    """The evaluation protocol registered with benchmark `name`."""
+    return get_benchmark(name).protocol

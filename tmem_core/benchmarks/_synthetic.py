@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
+from tmem_core.evaluation import Protocol, one_judge
 from tmem_core.schema import DataError, Gold, Message, Question
 
 VARIANT_FLAGS = ("base", "revisions", "no-metadata")
@@ -85,7 +86,13 @@ class _Topic:
         return f"{self.project} {self.system} {self.attribute}"
 
 
-@benchmark("synthetic", description="Seeded multi-party group-chat benchmark (generated)",
+SYNTHETIC = Protocol(one_judge("judge/synthetic"), ("judge/synthetic",),
+                     abstention_phrase="No information available.",
+                     temporal_categories=frozenset({"temporal"}))
+
+
+@benchmark("synthetic", protocol=SYNTHETIC,
+           description="Seeded multi-party group-chat benchmark (generated)",
            needs_source=False)
 def load_synthetic(request: LoadRequest) -> LoadedBenchmark:
     flags = _parse_variant(request.variant)

@@ -13,24 +13,24 @@ from tmem_core.evaluation._metrics import (
     stemmer,
     token_f1,
 )
-from tmem_core.evaluation._protocols import PROTOCOLS, Protocol, get_protocol
+from tmem_core.evaluation._protocols import Protocol, TokenF1, one_judge
 from tmem_core.evaluation._recall import RecallTable, evidence_recall, recall_scorable
 from tmem_core.evaluation._verdict import parse_verdict
 
 __all__ = [
-    "PROTOCOLS",
     "Protocol",
     "RecallTable",
+    "TokenF1",
     "answer_prompt",
     "choice_correct",
     "choice_letter",
     "evidence_recall",
     "exact_match",
     "format_instruction",
-    "get_protocol",
     "gold_leaks",
     "locomo_f1",
     "normalise",
+    "one_judge",
     "parse_verdict",
     "partial_f1",
     "question_block",

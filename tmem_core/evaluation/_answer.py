@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tmem_core.evaluation._protocols import TEMPORAL_CATEGORIES, Protocol
+from tmem_core.evaluation._protocols import Protocol
 from tmem_core.prompts import Prompt, load_prompt
 from tmem_core.schema import Option, Question
 
@@ -25,7 +25,7 @@ def format_instruction(question: Question, protocol: Protocol,
         listed = "\n".join(f"{o.label}. {o.text}" for o in options)
         return f"Options:\n{listed}\nReply with the letter of the one correct option only."
     parts = ["Answer in a short phrase."]
-    if question.category in TEMPORAL_CATEGORIES:
+    if question.category in protocol.temporal_categories:
         parts.append("If the question asks when, give the date as day, month name and year, "
                      "worked out from the message timestamps.")
     if protocol.abstention_phrase:

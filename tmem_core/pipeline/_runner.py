@@ -17,8 +17,7 @@ import pyarrow as pa
 import ray
 from ray.data import ActorPoolStrategy
 
-from tmem_core.benchmarks import LoadRequest, prepare, read_prepared
-from tmem_core.evaluation import get_protocol
+from tmem_core.benchmarks import LoadRequest, get_protocol, prepare, read_prepared
 from tmem_core.llm import BackboneConfig, VLLMEngineConfig, load_backbones
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
 from tmem_core.pipeline._contract import Contract

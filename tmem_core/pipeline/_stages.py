@@ -24,13 +24,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tmem_core.benchmarks import read_prepared
+from tmem_core.benchmarks import get_protocol, read_prepared
 from tmem_core.evaluation import (
     answer_prompt,
     choice_correct,
     exact_match,
-    get_protocol,
-    locomo_f1,
     parse_verdict,
     says_not_available,
     stemmer,
@@ -407,8 +405,8 @@ class JudgeStage(GoldStage):
                judge: str, repeat: int, llm: EngineProxy) -> dict[str, Any]:
         prediction = row["prediction"] or ""
         verdict = self._verdict(question, gold, prediction, repeat, llm)
-        f1 = (locomo_f1(prediction, gold.answer, question.category)
-              if self.job.run.benchmark.name == "locomo" else None)
+        token_f1 = get_protocol(self.job.run.benchmark.name).token_f1
+        f1 = token_f1(prediction, gold.answer, question.category) if token_f1 else None
         em = (exact_match(prediction, gold.answer)
               if gold.answer is not None and gold.answer_kind == "text" else None)
         return self.record(

@@ -11,8 +11,8 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from tmem_core.benchmarks import read_prepared
-from tmem_core.evaluation import get_protocol, recall_scorable
+from tmem_core.benchmarks import get_protocol, read_prepared
+from tmem_core.evaluation import recall_scorable
 from tmem_core.pipeline import CONTRACT_FILE, STAGES, calls_store, latest_of
 from tmem_core.schema import DataError, Gold, gold_from_table
 
