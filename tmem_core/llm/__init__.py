@@ -15,6 +15,7 @@ come from `BUILTIN_BACKBONES` and optional TOML/YAML files (`load_backbones`).
 
 from tmem_core._typed import ConfigError
 from tmem_core.llm._accounting import CALLS_SCHEMA, CallRecord, records_to_table
+from tmem_core.llm._backends import BackendSpec, backend, backend_names, get_backend
 from tmem_core.llm._cache import RequestCache, request_hash
 from tmem_core.llm._client import (
     LazyBackend,
@@ -28,17 +29,19 @@ from tmem_core.llm._config import (
     BUILTIN_BACKBONES,
     BUNDLED_SMOLLM2,
     BackboneConfig,
-    EmbeddedEngineConfig,
     HttpConfig,
-    OpenAIEngineConfig,
     Prices,
-    VLLMEngineConfig,
     get_backbone,
     load_backbones,
     parse_backbones,
 )
-from tmem_core.llm._embedded import EmbeddedBackend, EmbeddedServer
-from tmem_core.llm._http import EngineUnavailable, OpenAICompatBackend, StaticEndpoint
+from tmem_core.llm._embedded import EmbeddedBackend, EmbeddedEngineConfig, EmbeddedServer
+from tmem_core.llm._http import (
+    EngineUnavailable,
+    OpenAICompatBackend,
+    OpenAIEngineConfig,
+    StaticEndpoint,
+)
 from tmem_core.llm._models import bundled_gguf, hf_model_path
 from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
 from tmem_core.llm._tokens import TokenCounter, count_chat_tokens, count_tokens, counter_for
@@ -51,7 +54,7 @@ from tmem_core.llm._types import (
     Sampling,
     Usage,
 )
-from tmem_core.llm._vllm import VLLMBackend
+from tmem_core.llm._vllm import VLLMBackend, VLLMEngineConfig
 
 __all__ = [
     "BUILTIN_BACKBONES",
@@ -60,6 +63,7 @@ __all__ = [
     "Answered",
     "BackboneConfig",
     "Backend",
+    "BackendSpec",
     "CallRecord",
     "ChatMessage",
     "ChatRequest",
@@ -85,6 +89,8 @@ __all__ = [
     "Usage",
     "VLLMBackend",
     "VLLMEngineConfig",
+    "backend",
+    "backend_names",
     "bundled_gguf",
     "cache_first",
     "cache_hits",
@@ -92,6 +98,7 @@ __all__ = [
     "count_tokens",
     "counter_for",
     "get_backbone",
+    "get_backend",
     "hf_model_path",
     "load_backbones",
     "make_backend",

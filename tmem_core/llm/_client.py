@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tmem_core._typed import ConfigError
 from tmem_core.llm._accounting import CallRecord
+from tmem_core.llm._backends import get_backend
 from tmem_core.llm._cache import CachedCall, RequestCache, request_hash
 from tmem_core.llm._config import (
     BackboneConfig,
-    EmbeddedEngineConfig,
-    OpenAIEngineConfig,
     get_backbone,
 )
-from tmem_core.llm._embedded import EmbeddedBackend
-from tmem_core.llm._http import OpenAICompatBackend, StaticEndpoint
 from tmem_core.llm._types import Backend, ChatRequest, ChatResponse, output_response, run_sync
-from tmem_core.llm._vllm import VLLMBackend
 
 RETRY_TEMPERATURE = 0.7
 """Temperature floor of a retry after invalid output, so that greedy decoding can produce
@@ -145,14 +139,7 @@ class LazyBackend:
 
 def make_backend(backbone: BackboneConfig) -> Backend:
     """Start the backbone's engine (a server or an in-process engine)."""
-    engine = backbone.engine
-    if isinstance(engine, EmbeddedEngineConfig):
-        return EmbeddedBackend(backbone, engine)
-    if isinstance(engine, OpenAIEngineConfig):
-        key = _api_key(backbone, engine)
-        endpoint = StaticEndpoint(engine.base_url)
-        return OpenAICompatBackend(backbone, engine, endpoint, key, engine.extra_body)
-    return VLLMBackend(backbone, engine)
+    return get_backend(backbone.backend).start(backbone, backbone.engine)
 
 
 @contextmanager
@@ -187,18 +174,6 @@ def open_client(
 
 def _resolve(backbone: BackboneConfig | str) -> BackboneConfig:
     return get_backbone(backbone) if isinstance(backbone, str) else backbone
-
-
-def _api_key(backbone: BackboneConfig, engine: OpenAIEngineConfig) -> str:
-    if not engine.api_key_env:
-        return "EMPTY"  # local servers take any key
-    key = os.environ.get(engine.api_key_env)
-    if not key:
-        raise ConfigError(
-            f"backbones.{backbone.name}.engine.api_key_env: "
-            f"environment variable {engine.api_key_env} is not set"
-        )
-    return key
 
 
 def _variant(request: ChatRequest, attempt: int) -> ChatRequest:

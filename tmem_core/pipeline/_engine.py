@@ -26,8 +26,8 @@ from tmem_core.llm import (
     EngineCall,
     RequestCache,
     SharedEngine,
-    VLLMEngineConfig,
     cache_first,
+    get_backend,
 )
 from tmem_core.llm._types import error_response, run_sync
 
@@ -37,7 +37,7 @@ MAX_IN_FLIGHT = 256
 
 def engine_handle(backbone: BackboneConfig, gpus: float = 0.0) -> Any:
     """The backbone's engine actor, created on first use and found by name afterwards."""
-    needs_gpu = isinstance(backbone.engine, VLLMEngineConfig) and gpus > 0
+    needs_gpu = get_backend(backbone.backend).uses_gpus and gpus > 0
     actor = ray.remote(SharedEngine).options(
         name=f"{ENGINE_PREFIX}{backbone.name}", get_if_exists=True,
         max_concurrency=MAX_IN_FLIGHT, num_cpus=0, num_gpus=gpus if needs_gpu else 0,

@@ -18,7 +18,7 @@ import ray
 from ray.data import ActorPoolStrategy
 
 from tmem_core.benchmarks import LoadRequest, get_protocol, prepare, read_prepared
-from tmem_core.llm import BackboneConfig, VLLMEngineConfig, load_backbones
+from tmem_core.llm import BackboneConfig, get_backend, load_backbones
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
 from tmem_core.pipeline._contract import Contract
 from tmem_core.pipeline._engine import close_local_engines, engine_handle
@@ -317,8 +317,8 @@ def _stage_pools(jobs: list[StageJob], resources: Resources
     if resources.fuse_stages:
         actors = max(resources.retrieve_actors, resources.llm_actors)
         return [(FusedStages, actors, resources.cpus_per_actor)]
-    vllm = any(isinstance(job.backbone.engine, VLLMEngineConfig) for job in jobs)
-    llm_cpus = resources.cpus_per_actor if vllm else 0.1  # otherwise they wait on the engine
+    in_process = any(get_backend(job.backbone.backend).in_process for job in jobs)
+    llm_cpus = resources.cpus_per_actor if in_process else 0.1  # else they wait on the engine
     return [(stage, resources.retrieve_actors, resources.cpus_per_actor)
             if stage is RetrieveStage else (stage, resources.llm_actors, llm_cpus)
             for stage in STAGES]

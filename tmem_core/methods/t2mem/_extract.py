@@ -22,7 +22,6 @@ from tmem_core.llm import (
     BackboneConfig,
     CallRecord,
     ChatRequest,
-    EmbeddedEngineConfig,
     TokenCounter,
     Usage,
     count_chat_tokens,
@@ -91,20 +90,12 @@ class Extraction:
     failed: tuple[str, ...]
 
 
-def context_tokens(backbone: BackboneConfig) -> int:
-    """The context one request gets: the embedded server splits `n_ctx` among its slots."""
-    engine = backbone.engine
-    if isinstance(engine, EmbeddedEngineConfig):
-        return min(backbone.context_length, engine.n_ctx // engine.n_parallel)
-    return backbone.context_length
-
-
 def extraction_limit(config: T2MemConfig, backbone: BackboneConfig) -> int:
     """Tokens of rendered messages an episode part may hold so that its extraction prompt and
     output fit the backbone's context (every variant segments alike, raw included)."""
     prompt = load_prompt(_PROMPTS.get(config.units, "t2mem/extract"))
     overhead = count_chat_tokens(backbone, prompt.chat(**_values(prompt, "", "", config)))
-    context = context_tokens(backbone)
+    context = backbone.request_context
     room = int((context - config.extract_max_tokens) * CONTEXT_MARGIN) - overhead
     if room < 64:
         raise ValueError(f"backbone {backbone.name}: a context of {context} tokens leaves no "

@@ -19,7 +19,7 @@ from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, TokenCounte
 from tmem_core.methods._context import LLM
 from tmem_core.methods.t2mem._config import Action, T2MemConfig
 from tmem_core.methods.t2mem._episodes import Episode, fit_lines
-from tmem_core.methods.t2mem._extract import CONTEXT_MARGIN, Entry, context_tokens
+from tmem_core.methods.t2mem._extract import CONTEXT_MARGIN, Entry
 from tmem_core.methods.t2mem._index import MemoryIndex
 from tmem_core.prompts import load_prompt
 from tmem_core.schema import Question
@@ -38,7 +38,7 @@ def raw_budget(config: T2MemConfig, backbone: BackboneConfig) -> int:
     empty = dict.fromkeys(prompt.placeholders, "")
     overhead = count_chat_tokens(backbone, prompt.chat(**empty))
     memory = config.steps * _LIMITS["memory"] // 3  # three characters a token, at worst
-    context = context_tokens(backbone)
+    context = backbone.request_context
     room = int((context - config.step_max_tokens) * CONTEXT_MARGIN) - overhead - memory
     if room < 64:
         raise ValueError(f"backbone {backbone.name}: a context of {context} tokens leaves no "
