@@ -62,7 +62,6 @@ from tmem_core.llm import (  # noqa: E402
 )
 from tmem_core.pipeline import (  # noqa: E402
     SweepConfig,
-    calls_store,
     init_ray,
     parse_sweep,
     registered,
@@ -70,6 +69,7 @@ from tmem_core.pipeline import (  # noqa: E402
 )
 from tmem_core.pipeline._stages import AnswerStage, JudgeStage, judge_request  # noqa: E402
 from tmem_core.prompts import as_chat, load_prompt  # noqa: E402
+from tmem_core.results import calls_store  # noqa: E402
 from tmem_core.schema import gold_from_table, questions_from_table  # noqa: E402
 
 SWEEP_TOP_K = (5, 10, 20, 40)

@@ -23,8 +23,9 @@ from tmem_core.benchmarks import (
 from tmem_core.evaluation import Protocol, one_judge
 from tmem_core.methods import ContextMethod, MethodEnv, method, method_names, ranked
 from tmem_core.methods.baselines import FullContext
-from tmem_core.pipeline import STAGES, ConfigError, calls_store, parse_sweep, run_sweep
+from tmem_core.pipeline import ConfigError, parse_sweep, run_sweep
 from tmem_core.prompts import load_prompt
+from tmem_core.results import calls_store, stage_store
 from tmem_core.schema import Gold, Message, Question
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -81,7 +82,7 @@ def test_a_toy_method_and_benchmark_run_through_the_sweep(
     (summary,) = run_sweep(config, log=lambda _line: None, local=True)
     assert summary.questions == 2 and not any(summary.stage_errors.values())
     retrieved = {r["qid"]: r["evidence_ids"]
-                 for r in STAGES[0].store_for(summary.run_dir).read_all().to_pylist()}
+                 for r in stage_store(summary.run_dir, "retrieve").read_all().to_pylist()}
     assert retrieved == {"toy:q0": ["toy:2"], "toy:q1": ["toy:2"]}  # keep = 1: the newest
     judged = pq.read_table(next(summary.run_dir.glob("judge/*.parquet"))).to_pylist()
     assert {r["qid"] for r in judged} == {"toy:q0", "toy:q1"}

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.pipeline.conftest import ROOT, gcs, run_sweep, sweep_config, sweep_env, wait_for
-from tmem_core.pipeline import STAGES, calls_store
+from tmem_core.pipeline import STAGES
 from tmem_core.pipeline._stages import AnswerStage, JudgeStage
+from tmem_core.results import calls_store
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.pipeline.conftest import ROOT, sweep_config, sweep_env
-from tmem_core.pipeline import STAGES, calls_store
+from tmem_core.pipeline import STAGES
+from tmem_core.results import calls_store
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from tmem_core.benchmarks import PreparedBenchmark, write_prepared
-from tmem_core.pipeline import STAGES, BenchmarkConfig, Contract, RunSpec, calls_store
+from tmem_core.pipeline import BenchmarkConfig, Contract, RunSpec
+from tmem_core.results import RECORD_STAGES, calls_store, stage_store
 from tmem_core.schema import Gold, Message, Question, messages_to_table, questions_to_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,7 +105,7 @@ def write_run(root: Path, run: RunSpec, questions: Sequence[QSpec] = QUESTIONS) 
     run_dir = root / run.run_id
     Contract(run.run_id, run.identity(), "0" * 64, data={"dir": str(root / "data" / DATA)},
              started_at=T0, ended_at=T0 + 60.0).write(run_dir)
-    stores = {stage.name: stage.store_for(run_dir) for stage in STAGES}
+    stores = {stage: stage_store(run_dir, stage) for stage in RECORD_STAGES}
     rows: dict[str, list[dict[str, Any]]] = {name: [] for name in stores}
     calls: list[dict[str, Any]] = [_call(run, "memory", "q1", MEMORY_CALL)]
     for q in questions:

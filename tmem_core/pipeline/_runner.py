@@ -33,10 +33,8 @@ from tmem_core.pipeline._stages import (
     RetrieveStage,
     Stage,
     StageJob,
-    calls_store,
     split_by_run,
 )
-from tmem_core.pipeline._store import failures_of, latest_of
 from tmem_core.pipeline._validators import (
     budget_respected,
     context_checks,
@@ -44,6 +42,7 @@ from tmem_core.pipeline._validators import (
     question_counts,
 )
 from tmem_core.prompts import load_prompt, prompt_names
+from tmem_core.results import SWEEP_FILE, calls_store, failures_of, latest_of, overall_accuracy
 from tmem_core.schema import gold_from_table, questions_from_table
 
 Log = Callable[[str], None]
@@ -108,7 +107,7 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     backbones = load_backbones(config.backbones_file)
     root = Path(config.results_dir) / config.name
     root.mkdir(parents=True, exist_ok=True)
-    (root / "sweep.json").write_text(json.dumps(_sweep_json(config), indent=2, default=str))
+    (root / SWEEP_FILE).write_text(json.dumps(_sweep_json(config), indent=2, default=str))
     bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
     plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, local)
              for run in config.runs()]
@@ -343,8 +342,6 @@ def summarise(run: RunSpec, run_dir: Path, questions: int, seconds: float,
               histories: dict[str, pa.Table]) -> RunSummary:
     """The run's summary line, from its stage histories (`StageStore.read_all`); accuracy as
     the report defines it."""
-    from tmem_core.reports import overall_accuracy  # here: stage actors never need it
-
     errors = {name: failures_of(history).num_rows for name, history in histories.items()}
     accuracy, judged = overall_accuracy(latest_of(histories[JudgeStage.name]),
                                         get_protocol(run.benchmark.name).reports_separately)

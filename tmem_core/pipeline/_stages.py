@@ -53,8 +53,8 @@ from tmem_core.pipeline._engine import (
     ray_engine,
 )
 from tmem_core.pipeline._json import to_json
-from tmem_core.pipeline._store import RECORD_COLUMNS, StageStore, stage_schema
 from tmem_core.prompts import Prompt, as_chat, load_prompt
+from tmem_core.results import StageStore, calls_store, stage_store
 from tmem_core.retrieval import conversations_from_table
 from tmem_core.schema import Gold, Question, gold_from_table, questions_from_table
 
@@ -64,8 +64,6 @@ FLOW_SCHEMA = pa.schema([
     pa.field("error", pa.string()), pa.field("evidence", pa.string()),
     pa.field("context", pa.string()), pa.field("prediction", pa.string()),
 ])
-CALLS_STORE_SCHEMA = pa.schema([*RECORD_COLUMNS, *[
-    f for f in CALLS_SCHEMA if f.name not in {c.name for c in RECORD_COLUMNS}]])
 QUESTION_THREADS = 64  # questions of a batch in flight at once, per stage actor
 JUDGE_RETRIES = 1  # an unparseable verdict is asked once more, then becomes an error record
 
@@ -121,7 +119,6 @@ class Stage:
     """Common machinery: stored records, resume, per-question threads, error records."""
 
     name = ""
-    payload: tuple[pa.Field, ...] = ()
 
     def __init__(self, job: StageJob) -> None:
         self.job = job
@@ -146,7 +143,7 @@ class Stage:
 
     @classmethod
     def store_for(cls, run_dir: Path) -> StageStore:
-        return StageStore(run_dir, cls.name, stage_schema(*cls.payload))
+        return stage_store(run_dir, cls.name)
 
     @cached_property
     def prepared(self) -> Any:
@@ -218,11 +215,6 @@ def _call_rows(run_id: str, results: list[StageResult]) -> list[dict[str, Any]]:
     return [_call_row(run_id, call) for result in results for call in result.calls]
 
 
-def calls_store(run_dir: Path) -> StageStore:
-    """Every LLM call of a run (stage, question, backbone, tokens, latency, cache, cost)."""
-    return StageStore(run_dir, "calls", CALLS_STORE_SCHEMA)
-
-
 def _call_row(run_id: str, call: CallRecord) -> dict[str, Any]:
     row = {k: getattr(call, k) for k in CALLS_SCHEMA.names}
     return {**row, "run_id": run_id, "key": f"{call.stage}|{call.qid}|{call.request_hash}",
@@ -268,9 +260,6 @@ class MethodStage(Stage):
 
 class RetrieveStage(MethodStage):
     name = "retrieve"
-    payload = (pa.field("evidence_ids", pa.list_(pa.string())), pa.field("trace", pa.string()),
-               pa.field("latency_s", pa.float64()))
-
     def process(self, row: dict[str, Any]) -> StageResult:
         if (stored := self.done.get(row["qid"])) is not None:
             return StageResult({**row, "evidence": _evidence_json(stored)})
@@ -289,10 +278,6 @@ def _evidence_json(record: dict[str, Any]) -> str:
 
 class ConstructStage(MethodStage):
     name = "construct"
-    payload = (pa.field("kind", pa.string()), pa.field("context", pa.string()),
-               pa.field("context_ids", pa.list_(pa.string())), pa.field("tokens", pa.int64()),
-               pa.field("trace", pa.string()), pa.field("latency_s", pa.float64()))
-
     def process(self, row: dict[str, Any]) -> StageResult:
         if (stored := self.done.get(row["qid"])) is not None:
             return StageResult({**row, "context": _context_json(stored)})
@@ -330,10 +315,6 @@ class GoldStage(Stage):
 
 class AnswerStage(GoldStage):
     name = "answer"
-    payload = (pa.field("prompt_name", pa.string()), pa.field("prompt_sha256", pa.string()),
-               pa.field("prompt", pa.string()), pa.field("prediction", pa.string()),
-               pa.field("latency_s", pa.float64()))
-
     def process(self, row: dict[str, Any]) -> StageResult:
         if (stored := self.done.get(row["qid"])) is not None:
             return StageResult({**row, "prediction": stored["prediction"]})
@@ -371,13 +352,6 @@ class Verdict:
 
 class JudgeStage(GoldStage):
     name = "judge"
-    payload = (pa.field("judge", pa.string()), pa.field("repeat", pa.int64()),
-               pa.field("category", pa.string()), pa.field("answer_kind", pa.string()),
-               pa.field("scored_by", pa.string()), pa.field("score", pa.float64()),
-               pa.field("f1", pa.float64()), pa.field("exact_match", pa.bool_()),
-               pa.field("raw", pa.string()), pa.field("prompt_name", pa.string()),
-               pa.field("prompt_sha256", pa.string()))
-
     def warm_up(self) -> None:
         stemmer()
 

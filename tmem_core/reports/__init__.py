@@ -5,12 +5,18 @@
 """
 
 from tmem_core.reports._compare import Comparison, compare, compare_sweeps, comparisons
-from tmem_core.reports._load import SweepResults, read_sweep
 from tmem_core.reports._markdown import Report
-from tmem_core.reports._metrics import ALL_JUDGES, OVERALL, overall_accuracy, score_accuracy
 from tmem_core.reports._plots import FIGURES, run_labels, write_figures
 from tmem_core.reports._report import REPORT_FILE, ReportFiles, write_report
 from tmem_core.reports._summary import Summary, summarise
+from tmem_core.results import (
+    ALL_JUDGES,
+    OVERALL,
+    SweepResults,
+    overall_accuracy,
+    read_sweep,
+    score_accuracy,
+)
 
 __all__ = [
     "ALL_JUDGES",

@@ -9,9 +9,10 @@ from pathlib import Path
 import polars as pl
 
 from tmem_core.reports._compare import COMPARED, SWEEP, Comparison
-from tmem_core.reports._metrics import ALL_JUDGES, LLM_STAGES, OVERALL, PHASE
+from tmem_core.reports._metrics import LLM_STAGES, PHASE
 from tmem_core.reports._plots import run_labels
 from tmem_core.reports._summary import Summary
+from tmem_core.results import ALL_JUDGES, OVERALL
 
 MAX_LISTED = 50  # error rows listed per store; errors.parquet has them all
 MAX_ERROR_CHARS = 160

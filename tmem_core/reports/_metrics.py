@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 import polars as pl
-import pyarrow as pa
 
 from tmem_core.evaluation import evidence_recall
-from tmem_core.reports._load import RECORD_STAGES, STORES, SweepResults
+from tmem_core.results import (
+    RECORD_STAGES,
+    STORES,
+    SweepResults,
+    score_accuracy,
+    with_overall,
+)
 
-OVERALL = "overall"  # the category row that pools every category not reported separately
-ALL_JUDGES = "all"  # the judge row that pools every judge's repeats
 LLM_STAGES = ("memory", *RECORD_STAGES)  # `calls.stage` values
 MEMORY_PROCESSING, ANSWER_JUDGE = "memory processing", "answer+judge"
 PHASE = {"memory": MEMORY_PROCESSING, "retrieve": MEMORY_PROCESSING,
@@ -24,46 +25,10 @@ def left_join(frame: pl.DataFrame, other: pl.DataFrame, on: str | list[str]) -> 
     return frame.join(other, on=on, how="left", maintain_order="left")
 
 
-def with_overall(frame: pl.DataFrame, exclude_separate: bool = True) -> pl.DataFrame:
-    """Each row under its category, and again under OVERALL (separate categories left out
-    unless `exclude_separate` is False)."""
-    pooled = frame.filter(~pl.col("separate")) if exclude_separate else frame
-    return pl.concat([frame, pooled.with_columns(category=pl.lit(OVERALL),
-                                                 separate=pl.lit(False))])
-
-
 def accuracy(results: SweepResults) -> pl.DataFrame:
     """Judge score per run x category x judge (see `score_accuracy`)."""
     return score_accuracy(results.records["judge"].select(*_ID, "judge", "repeat", "score").join(
         results.questions.select(*_ID, "category", "separate"), on=_ID))
-
-
-def score_accuracy(scores: pl.DataFrame) -> pl.DataFrame:
-    """Judge score per run x category x judge from successful judge records (`run_id, qid,
-    judge, repeat, score, category, separate`): for each (judge, repeat) the mean score;
-    their mean and std across repeats; judge `all` pools every (judge, repeat)."""
-    attempts = scores.with_columns(attempt=pl.struct("judge", "repeat"))
-    scoped = with_overall(attempts)
-    scoped = pl.concat([scoped, scoped.with_columns(judge=pl.lit(ALL_JUDGES))])
-    keys = ["run_id", "category", "separate", "judge"]
-    per_attempt = scoped.group_by(*keys, "attempt").agg(pl.col("score").mean().alias("acc"),
-                                                        pl.col("qid"))
-    return per_attempt.group_by(keys).agg(
-        pl.col("qid").explode().n_unique().alias("questions"),
-        pl.len().alias("repeats"), pl.col("acc").mean().alias("accuracy"),
-        pl.col("acc").std().alias("std"),
-    ).sort("run_id", "judge", "separate", "category")
-
-
-def overall_accuracy(judged: pa.Table, separate: Collection[str]) -> tuple[float | None, int]:
-    """The `overall`, judge `all` accuracy of one run's latest successful judge records (as
-    `StageStore.latest` gives them), and how many questions it scores."""
-    frame = pl.DataFrame(judged.select(["run_id", "qid", "judge", "repeat", "score",
-                                        "category"]))
-    rows = score_accuracy(frame.with_columns(separate=pl.col("category").is_in(list(separate)))
-                          ).filter((pl.col("category") == OVERALL)
-                                   & (pl.col("judge") == ALL_JUDGES)).to_dicts()
-    return (rows[0]["accuracy"], rows[0]["questions"]) if rows else (None, 0)
 
 
 def question_table(results: SweepResults) -> pl.DataFrame:

@@ -10,8 +10,9 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from tmem_core.reports._metrics import ALL_JUDGES, LLM_STAGES, OVERALL, left_join
+from tmem_core.reports._metrics import LLM_STAGES, left_join
 from tmem_core.reports._summary import Summary
+from tmem_core.results import ALL_JUDGES, OVERALL
 
 LABEL_FIELDS = ("benchmark", "method", "backbone", "top_k", "budget", "params", "judges")
 _PREFIX = {"top_k": "k", "budget": "b"}

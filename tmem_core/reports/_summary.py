@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from tmem_core.reports import _metrics as m
-from tmem_core.reports._load import SweepResults
+from tmem_core.results import ALL_JUDGES, OVERALL, SweepResults
 
 
 @dataclass(frozen=True)
@@ -55,13 +55,13 @@ def summarise(results: SweepResults) -> Summary:
 def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,
           f1: pl.DataFrame, recall: pl.DataFrame, tokens: pl.DataFrame) -> pl.DataFrame:
     """One row per run: its config and headline figures."""
-    overall = pl.col("category") == m.OVERALL
+    overall = pl.col("category") == OVERALL
     outcome = questions.group_by("run_id").agg(
         pl.len().alias("questions"),
         *[(pl.col("status") == s).sum().alias(s) for s in ("judged", "failed", "pending")],
         pl.col("context_tokens").mean())
     headline = [
-        accuracy.filter(overall & (pl.col("judge") == m.ALL_JUDGES)).select(
+        accuracy.filter(overall & (pl.col("judge") == ALL_JUDGES)).select(
             "run_id", pl.col("questions").alias("scored"), "accuracy",
             pl.col("std").alias("accuracy_std")),
         f1.filter(overall).select("run_id", "f1"),

@@ -4,8 +4,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from tmem_core.pipeline import StageStore
-from tmem_core.pipeline._store import stage_schema
+from tmem_core.results import StageStore, stage_schema
 
 SCHEMA = stage_schema(pa.field("value", pa.int64()))
 

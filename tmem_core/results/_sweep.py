@@ -1,4 +1,4 @@
-"""Load a sweep's results: run configs from contract.json, latest successful record per key."""
+"""Read a sweep's results: run configs from contract.json, latest successful record per key."""
 
 from __future__ import annotations
 
@@ -13,12 +13,19 @@ import pyarrow as pa
 
 from tmem_core.benchmarks import get_protocol, read_prepared
 from tmem_core.evaluation import recall_scorable
-from tmem_core.pipeline import CONTRACT_FILE, STAGES, calls_store, latest_of
+from tmem_core.results._layout import (
+    CALLS,
+    CONTRACT_FILE,
+    RECORD_STAGES,
+    STORES,
+    SWEEP_FILE,
+    calls_store,
+    run_dirs,
+    stage_store,
+)
+from tmem_core.results._store import latest_of
 from tmem_core.schema import DataError, Gold, gold_from_table
 
-RECORD_STAGES = tuple(stage.name for stage in STAGES)  # retrieve, construct, answer, judge
-CALLS = "calls"
-STORES = (*RECORD_STAGES, CALLS)
 LARGE_COLUMNS = ("context", "trace", "prompt")  # never read by the reports; left on disk
 QUESTION_SCHEMA = pl.Schema({"run_id": pl.String, "qid": pl.String, "conv_id": pl.String,
                              "category": pl.String, "answer_kind": pl.String,
@@ -79,10 +86,10 @@ class _Run:
 
 def read_sweep(root: Path) -> SweepResults:
     """Every run under `root` (each folder with a contract.json)."""
-    run_dirs = sorted(p.parent for p in root.glob(f"*/{CONTRACT_FILE}"))
-    if not run_dirs:
+    found = run_dirs(root)
+    if not found:
         raise DataError(f"no runs (no */{CONTRACT_FILE}): not a sweep folder", file=str(root))
-    runs = [_read_run(d, root) for d in run_dirs]
+    runs = [_read_run(d, root) for d in found]
     benchmarks = {r.data_dir: _Benchmark.read(r.data_dir) for r in runs}
     return SweepResults(
         root=root, name=_sweep_name(root),
@@ -95,14 +102,14 @@ def read_sweep(root: Path) -> SweepResults:
 
 
 def _sweep_name(root: Path) -> str:
-    sweep_json = root / "sweep.json"
+    sweep_json = root / SWEEP_FILE
     return str(json.loads(sweep_json.read_text())["name"]) if sweep_json.exists() else root.name
 
 
 def _read_run(run_dir: Path, root: Path) -> _Run:
     contract = json.loads((run_dir / CONTRACT_FILE).read_text())
     run_id = pl.lit(contract["run_id"]).alias("run_id")  # the contract's id names the run
-    stores = {**{s.name: s.store_for(run_dir) for s in STAGES}, CALLS: calls_store(run_dir)}
+    stores = {**{s: stage_store(run_dir, s) for s in RECORD_STAGES}, CALLS: calls_store(run_dir)}
     tables = {name: store.read_all() for name, store in stores.items()}  # read once
     histories = {name: _history(t).with_columns(run_id) for name, t in tables.items()}
     qids = pl.concat([histories[s].select("qid", "conv_id") for s in RECORD_STAGES])

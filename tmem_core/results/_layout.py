@@ -1,0 +1,64 @@
+"""Where a sweep's results live and what each store holds.
+
+    results/<sweep>/sweep.json                 the grid and its runs
+    results/<sweep>/data/<benchmark>/          the prepared benchmark the runs read
+    results/<sweep>/<run_id>/contract.json     the run's resolved config, hashes, validators
+    results/<sweep>/<run_id>/<store>/part-*.parquet
+                                               append-only records (`StageStore`), one store
+                                               per stage and one for every LLM call
+
+results/README.md documents every column.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from tmem_core.llm import CALLS_SCHEMA
+from tmem_core.results._store import RECORD_COLUMNS, StageStore, stage_schema
+
+SWEEP_FILE = "sweep.json"
+CONTRACT_FILE = "contract.json"
+CALLS = "calls"
+
+STAGE_SCHEMAS: dict[str, pa.Schema] = {
+    "retrieve": stage_schema(
+        pa.field("evidence_ids", pa.list_(pa.string())), pa.field("trace", pa.string()),
+        pa.field("latency_s", pa.float64())),
+    "construct": stage_schema(
+        pa.field("kind", pa.string()), pa.field("context", pa.string()),
+        pa.field("context_ids", pa.list_(pa.string())), pa.field("tokens", pa.int64()),
+        pa.field("trace", pa.string()), pa.field("latency_s", pa.float64())),
+    "answer": stage_schema(
+        pa.field("prompt_name", pa.string()), pa.field("prompt_sha256", pa.string()),
+        pa.field("prompt", pa.string()), pa.field("prediction", pa.string()),
+        pa.field("latency_s", pa.float64())),
+    "judge": stage_schema(
+        pa.field("judge", pa.string()), pa.field("repeat", pa.int64()),
+        pa.field("category", pa.string()), pa.field("answer_kind", pa.string()),
+        pa.field("scored_by", pa.string()), pa.field("score", pa.float64()),
+        pa.field("f1", pa.float64()), pa.field("exact_match", pa.bool_()),
+        pa.field("raw", pa.string()), pa.field("prompt_name", pa.string()),
+        pa.field("prompt_sha256", pa.string())),
+}
+RECORD_STAGES = tuple(STAGE_SCHEMAS)  # retrieve, construct, answer, judge: in flow order
+CALLS_STORE_SCHEMA = pa.schema([*RECORD_COLUMNS, *[
+    f for f in CALLS_SCHEMA if f.name not in {c.name for c in RECORD_COLUMNS}]])
+STORES = (*RECORD_STAGES, CALLS)
+
+
+def stage_store(run_dir: Path, stage: str) -> StageStore:
+    """A run's records of one stage (`retrieve`, `construct`, `answer`, `judge`)."""
+    return StageStore(run_dir, stage, STAGE_SCHEMAS[stage])
+
+
+def calls_store(run_dir: Path) -> StageStore:
+    """A run's LLM calls, one record per call (`CallRecord` columns)."""
+    return StageStore(run_dir, CALLS, CALLS_STORE_SCHEMA)
+
+
+def run_dirs(sweep_dir: Path) -> list[Path]:
+    """The run folders of a sweep: those with a contract."""
+    return sorted(p.parent for p in sweep_dir.glob(f"*/{CONTRACT_FILE}"))
