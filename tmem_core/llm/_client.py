@@ -11,11 +11,11 @@ from pathlib import Path
 
 from tmem_core.llm._accounting import CallRecord
 from tmem_core.llm._backends import get_backend
-from tmem_core.llm._cache import CachedCall, RequestCache, request_hash
 from tmem_core.llm._config import (
     BackboneConfig,
     get_backbone,
 )
+from tmem_core.llm._request_cache import CachedCall, RequestCache, request_hash
 from tmem_core.llm._types import Backend, ChatRequest, ChatResponse, output_response, run_sync
 
 RETRY_TEMPERATURE = 0.7

@@ -19,7 +19,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tmem_core._cache import cache_root
+from tmem_core._cache_dir import cache_root
 from tmem_core._typed import ConfigError
 from tmem_core.llm._backends import backend
 from tmem_core.llm._config import (

@@ -8,7 +8,7 @@ import importlib
 import importlib.util
 from pathlib import Path
 
-from tmem_core._cache import build_once, cache_root
+from tmem_core._cache_dir import build_once, cache_root
 from tmem_core.llm._config import BUNDLED_SMOLLM2
 from tmem_core.llm._gguf import requantize
 

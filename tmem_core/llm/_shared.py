@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from tmem_core.llm._accounting import CallRecord
-from tmem_core.llm._cache import RequestCache
 from tmem_core.llm._client import LazyBackend, LLMClient, cache_hits
 from tmem_core.llm._config import BackboneConfig
+from tmem_core.llm._request_cache import RequestCache
 from tmem_core.llm._types import ChatRequest, ChatResponse
 
 Answered = tuple[list[ChatResponse], list[CallRecord]]

@@ -6,6 +6,7 @@ Every error names the key, the bad value and the allowed values, before anything
 from __future__ import annotations
 
 import hashlib
+import importlib
 import itertools
 import json
 import re
@@ -74,6 +75,7 @@ class RunSpec:
     budget: int
     judge_repeats: int = 1
     judge_prompts: Mapping[str, str] = field(default_factory=dict)  # bundled name -> file
+    plugins: tuple[str, ...] = ()  # modules that register methods or benchmarks
 
     @cached_property
     def run_id(self) -> str:
@@ -105,19 +107,20 @@ class SweepConfig:
     results_dir: str = "results"
     backbones_file: str | None = None
     judge_prompts: Mapping[str, str] = field(default_factory=dict)
+    plugins: tuple[str, ...] = ()
 
     def runs(self) -> list[RunSpec]:
         return [
             RunSpec(self.name, bench, method, dict(self.method_params.get(method, {})),
                     backbone, self.judges, k, budget, self.judge_repeats,
-                    dict(self.judge_prompts))
+                    dict(self.judge_prompts), self.plugins)
             for bench, method, backbone, k, budget in itertools.product(
                 self.benchmarks, self.methods, self.backbones, self.top_k, self.budgets)
         ]
 
 
 _TOP_KEYS = {"name", "benchmarks", "grid", "methods", "resources", "results_dir",
-             "backbones_file", "judge_prompts"}
+             "backbones_file", "judge_prompts", "plugins"}
 _GRID_KEYS = {"methods", "backbones", "judges", "top_k", "budgets", "judge_repeats"}
 
 
@@ -143,8 +146,9 @@ def load_sweep(path: Path, allowed: Allowed | None = None) -> SweepConfig:
 
 def parse_sweep(raw: Mapping[str, Any], allowed: Allowed | None = None,
                 default_name: str = "sweep") -> SweepConfig:
-    allowed = allowed or registered()
     _no_unknown("", raw, _TOP_KEYS)
+    plugins = _plugins(raw.get("plugins", []))  # first: they add names to the registries
+    allowed = allowed or registered()
     grid = _mapping(raw.get("grid", {}), "grid")
     _no_unknown("grid.", grid, _GRID_KEYS)
     backbones_file = raw.get("backbones_file")
@@ -172,7 +176,25 @@ def parse_sweep(raw: Mapping[str, Any], allowed: Allowed | None = None,
         results_dir=str(raw.get("results_dir", "results")),
         backbones_file=backbones_file,
         judge_prompts=_judge_prompts(raw.get("judge_prompts", {})),
+        plugins=plugins,
     )
+
+
+def import_plugins(modules: Iterable[str]) -> None:
+    """Import the modules that register a sweep's own methods or benchmarks."""
+    for module in modules:
+        importlib.import_module(module)
+
+
+def _plugins(raw: Any) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(m, str) for m in raw):
+        raise ConfigError("plugins", "expected a list of module names, e.g. [\"my_methods\"]")
+    for module in raw:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError("plugins", f"cannot import {module!r}: {exc}") from None
+    return tuple(raw)
 
 
 def _method_params(name: str, params: Mapping[str, Any]) -> None:

@@ -45,7 +45,7 @@ from tmem_core.llm import (
 )
 from tmem_core.methods import Evidence, MethodEnv, build_method
 from tmem_core.methods._context import Context, ContextMethod
-from tmem_core.pipeline._config import RunSpec
+from tmem_core.pipeline._config import RunSpec, import_plugins
 from tmem_core.pipeline._engine import (
     EngineProxy,
     FailingProxy,
@@ -122,6 +122,7 @@ class Stage:
 
     def __init__(self, job: StageJob) -> None:
         self.job = job
+        import_plugins(job.run.plugins)  # the run's own methods and benchmarks, in this actor
         run_dir = Path(job.run_dir)
         self.store = self.store_for(run_dir)
         self.calls = calls_store(run_dir)

@@ -4,10 +4,9 @@ Indexes are keyed by content hash, model and parameters, built once per cache an
 every method and run; embeddings are cached per text. `IndexStore` is the entry point.
 """
 
-from tmem_core._cache import CACHE_ENV, build_once, cache_root
+from tmem_core._cache_dir import CACHE_ENV, build_once, cache_root
 from tmem_core.retrieval._bm25 import Bm25Index, Bm25Params
 from tmem_core.retrieval._budget import DEFAULT_TOKENS, Budget
-from tmem_core.retrieval._cache import content_key, default_index_dir
 from tmem_core.retrieval._conversation import (
     Conversation,
     conversations_from_table,
@@ -31,6 +30,7 @@ from tmem_core.retrieval._index import (
     Kind,
     message_vectors,
 )
+from tmem_core.retrieval._index_keys import content_key, default_index_dir
 from tmem_core.retrieval._text import (
     METADATA_FIELDS,
     document_text,

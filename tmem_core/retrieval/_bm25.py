@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tmem_core._cache import build_once
-from tmem_core.retrieval._cache import content_key
+from tmem_core._cache_dir import build_once
+from tmem_core.retrieval._index_keys import content_key
 from tmem_core.retrieval._text import lexical_tokens
 
 if TYPE_CHECKING:  # imported where used: only retrieval processes need it

@@ -8,7 +8,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from tmem_core._cache import build_once
+from tmem_core._cache_dir import build_once
 
 _FILE = "index.faiss"
 

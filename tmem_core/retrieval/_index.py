@@ -10,11 +10,11 @@ from typing import Literal
 import numpy as np
 
 from tmem_core.retrieval._bm25 import Bm25Index, Bm25Params
-from tmem_core.retrieval._cache import content_key, default_index_dir
 from tmem_core.retrieval._conversation import Conversation
 from tmem_core.retrieval._dense import DenseIndex
 from tmem_core.retrieval._embed import Embedder, EmbeddingStore, MiniLMEmbedder, Vectors
 from tmem_core.retrieval._fusion import RRF_K, rrf
+from tmem_core.retrieval._index_keys import content_key, default_index_dir
 from tmem_core.retrieval._text import METADATA_FIELDS, document_text
 from tmem_core.schema import Message
 

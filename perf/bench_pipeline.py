@@ -1,6 +1,6 @@
 """Orchestration overhead and engine utilisation of the Ray pipeline.
 
-    python benchmarks/bench_pipeline.py [--limit N] [--sweep-runs 3] [--method bm25]
+    python perf/bench_pipeline.py [--limit N] [--sweep-runs 3] [--method bm25]
                                         [--repeats 3] [--utilisation-questions 24]
                                         [--locomo PATH]
 

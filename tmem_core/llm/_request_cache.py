@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tmem_core._cache import cache_root
+from tmem_core._cache_dir import cache_root
 from tmem_core.llm._config import BackboneConfig
 from tmem_core.llm._types import ChatRequest, ChatResponse, Usage
 

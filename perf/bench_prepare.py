@@ -1,6 +1,6 @@
 """Prepare-time benchmark: synthetic at 120,000 messages and the shared LoCoMo file.
 
-    python benchmarks/bench_prepare.py [--size 120000] [--locomo PATH]
+    python perf/bench_prepare.py [--size 120000] [--locomo PATH]
 
 Each case runs in a fresh subprocess so that peak RSS is its own. Target: 120k messages in
 under 30 s and under 2 GiB on a 2-core machine.

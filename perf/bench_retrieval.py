@@ -1,6 +1,6 @@
 """Retrieval-layer benchmark on the synthetic benchmark: embeddings, indexes, discovery.
 
-    python benchmarks/bench_retrieval.py [--size 120000] [--questions 200]
+    python perf/bench_retrieval.py [--size 120000] [--questions 200]
 
 Cold run in a fresh cache directory (embed, build BM25 and faiss for every conversation with
 and without metadata expansion), then a warm run that loads everything from that cache, then

@@ -1,7 +1,7 @@
 """T-MEM benchmark: LLM calls, tokens and wall time per step and per question, cold and warm.
 
-    python benchmarks/bench_tmem.py [--benchmark synthetic] [--questions 3] [--budget 8192]
-    python benchmarks/bench_tmem.py --benchmark locomo \\
+    python perf/bench_tmem.py [--benchmark synthetic] [--questions 3] [--budget 8192]
+    python perf/bench_tmem.py --benchmark locomo \\
         --source ../shared/datasets/locomo/locomo10_dev.json --questions 2
 
 - per question, with the embedded model (a fresh request cache, then the same run again with

