@@ -42,7 +42,18 @@ from tmem_core.pipeline._validators import (
     question_counts,
 )
 from tmem_core.prompts import load_prompt, prompt_names
-from tmem_core.results import SWEEP_FILE, calls_store, failures_of, latest_of, overall_accuracy
+from tmem_core.results import (
+    CALIBRATION_STAGE,
+    SWEEP_FILE,
+    JudgeCalibration,
+    calibration_store,
+    calls_store,
+    failures_of,
+    judge_calibrations,
+    latest_of,
+    mean_exact_match,
+    overall_accuracy,
+)
 from tmem_core.schema import gold_from_table, questions_from_table
 
 Log = Callable[[str], None]
@@ -84,16 +95,22 @@ class RunSummary:
     stage_errors: dict[str, int]
     accuracy: float | None
     judged: int  # questions with a score in `accuracy`
-    tokens: int
+    tokens: int  # the method's calls (judge calibration left out)
     cost_usd: float
     seconds: float  # from the start of the sweep's stages to the run's last record
     run_dir: Path
+    exact_match: float | None = None
+    calibrations: tuple[JudgeCalibration, ...] = ()
 
     def line(self) -> str:
         acc = "n/a" if self.accuracy is None else f"{self.accuracy:.3f}"
+        unreliable = [c.describe() for c in self.calibrations if not c.reliable]
+        if unreliable:  # an accuracy no one should quote without the reason
+            acc = f"{acc} UNRELIABLE ({'; '.join(unreliable)})"
+        em = "" if self.exact_match is None else f", exact match {self.exact_match:.3f}"
         errors = sum(self.stage_errors.values())
         return (f"run {self.run_id}: {self.questions} questions, accuracy {acc} "
-                f"({self.judged} judged), {errors} errors {self.stage_errors}, "
+                f"({self.judged} judged){em}, {errors} errors {self.stage_errors}, "
                 f"{self.tokens} tokens, ${self.cost_usd:.4f}, done at {self.seconds:.1f}s")
 
 
@@ -345,9 +362,13 @@ def summarise(run: RunSpec, run_dir: Path, questions: int, seconds: float,
     errors = {name: failures_of(history).num_rows for name, history in histories.items()}
     accuracy, judged = overall_accuracy(latest_of(histories[JudgeStage.name]),
                                         get_protocol(run.benchmark.name).reports_separately)
-    calls = calls_store(run_dir).read_all().to_pylist()
+    calls = [c for c in calls_store(run_dir).read_all().to_pylist()
+             if c["stage"] != CALIBRATION_STAGE]
+    judged_records = latest_of(histories[JudgeStage.name])
     return RunSummary(
         run_id=run.run_id, questions=questions, stage_errors=errors,
         accuracy=accuracy, judged=judged,
         tokens=sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls),
-        cost_usd=sum(c["cost_usd"] for c in calls), seconds=seconds, run_dir=run_dir)
+        cost_usd=sum(c["cost_usd"] for c in calls), seconds=seconds, run_dir=run_dir,
+        exact_match=mean_exact_match(judged_records),
+        calibrations=tuple(judge_calibrations(calibration_store(run_dir).latest())))

@@ -29,6 +29,7 @@ from tmem_core.evaluation import (
     answer_prompt,
     choice_correct,
     exact_match,
+    normalise,
     parse_verdict,
     says_not_available,
     stemmer,
@@ -54,7 +55,13 @@ from tmem_core.pipeline._engine import (
 )
 from tmem_core.pipeline._json import to_json
 from tmem_core.prompts import Prompt, as_chat, load_prompt
-from tmem_core.results import StageStore, calls_store, stage_store
+from tmem_core.results import (
+    CALIBRATION_STAGE,
+    StageStore,
+    calibration_store,
+    calls_store,
+    stage_store,
+)
 from tmem_core.retrieval import conversations_from_table
 from tmem_core.schema import Gold, Question, gold_from_table, questions_from_table
 
@@ -113,6 +120,7 @@ class StageResult:
     flow: dict[str, Any]
     records: list[dict[str, Any]] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)
+    controls: list[dict[str, Any]] = field(default_factory=list)  # the judge's calibration
 
 
 class Stage:
@@ -172,9 +180,13 @@ class Stage:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         results = list(self._threads.map(self.step, batch.to_pylist()))
-        self.store.append(_records(results))
+        self.write(results)
         self.calls.append(_call_rows(self.job.run.run_id, results))
         return _flow_table(results)
+
+    def write(self, results: list[StageResult]) -> None:
+        """The stage's records of a batch, one part file per store."""
+        self.store.append(_records(results))
 
     def step(self, row: dict[str, Any]) -> StageResult:
         """One question through this stage; a failure becomes an error record."""
@@ -356,6 +368,15 @@ class JudgeStage(GoldStage):
     def warm_up(self) -> None:
         stemmer()
 
+    def __init__(self, job: StageJob) -> None:
+        super().__init__(job)
+        self.calibration = calibration_store(Path(job.run_dir))
+        self.done_controls = {r["key"]: r for r in self.calibration.latest().to_pylist()}
+
+    def write(self, results: list[StageResult]) -> None:
+        super().write(results)
+        self.calibration.append([c for result in results for c in result.controls])
+
     def process(self, row: dict[str, Any]) -> StageResult:
         question, gold = self.questions[row["qid"]], self.gold[row["qid"]]
         result = StageResult(row)
@@ -371,6 +392,8 @@ class JudgeStage(GoldStage):
                     result.calls.extend(llm.records)
                 if stored["ok"]:
                     scores.append(stored["score"])
+        for judge in self.job.judges:
+            result.controls += self._controls(row, question, gold, judge, result.calls)
         failed = [r for r in result.records if not r["ok"]]
         if failed:
             result.flow = {**row, "ok": False, "error": f"judge: {failed[0]['error']}"}
@@ -390,6 +413,50 @@ class JudgeStage(GoldStage):
             scored_by=verdict.scored_by, score=verdict.score, f1=f1, exact_match=em,
             raw=verdict.raw, prompt_name=verdict.prompt_name,
             prompt_sha256=verdict.prompt_sha256)
+
+    def _controls(self, row: dict[str, Any], question: Question, gold: Gold,
+                  judge: BackboneConfig, calls: list[CallRecord]) -> list[dict[str, Any]]:
+        """The judge's verdicts on this question's control answers not yet recorded."""
+        if get_protocol(self.job.run.benchmark.name).judge_for(question, gold) is None:
+            return []  # scored without an LLM: nothing to calibrate
+        records = []
+        for control, prediction, other in self._control_answers(question, gold):
+            key = f"{question.qid}|{judge.name}|{control}"
+            if key in self.done_controls:
+                continue
+            llm = self.proxy(judge, question.qid, CALIBRATION_STAGE)
+            verdict = self._verdict(question, gold, prediction, 0, llm)
+            calls.extend(llm.records)
+            records.append(self.record(
+                row, key=key, ok=verdict.error is None, error=verdict.error, judge=judge.name,
+                control=control, other_qid=other, category=question.category,
+                expected=1.0 if control == "gold" else 0.0, score=verdict.score,
+                raw=verdict.raw, prompt_name=verdict.prompt_name,
+                prompt_sha256=verdict.prompt_sha256))
+        return records
+
+    def _control_answers(self, question: Question, gold: Gold
+                         ) -> list[tuple[str, str, str | None]]:
+        """(control, prediction, other qid): the gold answer, then another question's."""
+        if not gold.answer:
+            return []
+        controls: list[tuple[str, str, str | None]] = [("gold", gold.answer, None)]
+        other = self._other_gold(question, gold)
+        if other is not None:
+            controls.append(("other", other.answer or "", other.qid))
+        return controls
+
+    def _other_gold(self, question: Question, gold: Gold) -> Gold | None:
+        """Another question's gold answer that differs once normalised: the next question by
+        qid (wrapping) of the same category, else of any category."""
+        by_qid = sorted(self.questions.values(), key=lambda q: q.qid)
+        start = next(i for i, q in enumerate(by_qid) if q.qid == question.qid)
+        ring = by_qid[start + 1:] + by_qid[:start]
+        for candidate in sorted(ring, key=lambda q: q.category != question.category):
+            other = self.gold[candidate.qid]
+            if other.answer and normalise(other.answer) != normalise(gold.answer or ""):
+                return other
+        return None
 
     def _verdict(self, question: Question, gold: Gold, prediction: str, repeat: int,
                  llm: EngineProxy) -> Verdict:
@@ -449,7 +516,7 @@ class FusedStages:
     def __call__(self, batch: pa.Table) -> pa.Table:
         per_question = list(self._threads.map(self._through_all, batch.to_pylist()))
         for index, stage in enumerate(self.stages):
-            stage.store.append(_records([results[index] for results in per_question]))
+            stage.write([results[index] for results in per_question])
         self.calls.append(_call_rows(self.run_id, [r for rs in per_question for r in rs]))
         return _flow_table([results[-1] for results in per_question])
 

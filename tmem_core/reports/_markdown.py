@@ -12,8 +12,9 @@ from tmem_core.reports._compare import COMPARED, SWEEP, Comparison
 from tmem_core.reports._metrics import LLM_STAGES, PHASE
 from tmem_core.reports._plots import run_labels
 from tmem_core.reports._summary import Summary
-from tmem_core.results import ALL_JUDGES, OVERALL
+from tmem_core.results import ALL_JUDGES, OVERALL, RELIABLE_RATE
 
+MATCHED_EVIDENCE = 0.25  # mean context tokens of compared runs may differ by this much
 MAX_LISTED = 50  # error rows listed per store; errors.parquet has them all
 MAX_ERROR_CHARS = 160
 SEPARATE_MARK = " †"
@@ -72,6 +73,17 @@ def _by_category(frame: pl.DataFrame, value: pl.Expr, labels: pl.DataFrame) -> p
     return labels.join(wide, on="run_id", maintain_order="left").select("run", *order)
 
 
+def _flagged_accuracy() -> pl.Expr:
+    """The accuracy cell, marked when a judge of the run failed its calibration."""
+    def cell(s: dict[str, object]) -> str:
+        if s["judges_reliable"] is not False:
+            return fmt(s["accuracy"])
+        judges = ", ".join(map(str, s["unreliable_judges"] or []))  # type: ignore[call-overload]
+        return f"{fmt(s['accuracy'])} (unreliable judge: {judges})"
+    return pl.struct("accuracy", "judges_reliable", "unreliable_judges").map_elements(
+        cell, return_dtype=pl.String).alias("accuracy")
+
+
 class Report:
     """Builds the Markdown text of one summary (and optional comparisons)."""
 
@@ -86,7 +98,10 @@ class Report:
                  "scored: a failed question is counted under Errors, not as a wrong answer.", ""]
         for heading, body in [
             ("Runs", self.runs()), ("Accuracy per category", self.accuracy()),
-            ("Accuracy per judge (overall)", self.judges()), ("LoCoMo F1", self.f1()),
+            ("Accuracy per judge (overall)", self.judges()),
+            ("Judge calibration", self.calibration()),
+            ("Judge agreement", self.agreement()),
+            ("Exact match", self.exact_match()), ("LoCoMo F1", self.f1()),
             ("Evidence recall@k", self.recall()),
             ("Tokens per question by stage", self.tokens()),
             ("Time per stage", self.timing()), ("Errors", self.errors()),
@@ -100,12 +115,55 @@ class Report:
         return self.labels.join(frame, on="run_id", maintain_order="left").drop("run_id")
 
     def runs(self) -> list[str]:
-        table = self._with_run(self.summary.runs.select(
+        runs = self.summary.runs.with_columns(_flagged_accuracy())
+        table = self._with_run(runs.select(
             "run_id", "judge_repeats", "questions", "judged", "failed", "pending", "scored",
-            "accuracy", "accuracy_std", "f1", "recall", "tokens_per_question", "cost_usd",
+            "accuracy", "accuracy_std", "exact_match", "f1", "recall",
+            pl.col("context_tokens").alias("context tokens (mean)"),
+            pl.col("context_tokens_max").alias("(max)"), "tokens_per_question", "cost_usd",
             "wall_s"))
         ids = self.labels.select("run", "run_id")
-        return [*markdown_table(table), *markdown_table(ids)]
+        return [*markdown_table(table), *self._unmatched_evidence(), *markdown_table(ids)]
+
+    def _unmatched_evidence(self) -> list[str]:
+        """A warning per benchmark whose runs' mean context tokens differ by more than
+        `MATCHED_EVIDENCE` (the runs do not compare like with like)."""
+        lines = []
+        runs = self.labels.join(self.summary.runs, on="run_id")
+        for (benchmark,), group in runs.group_by("benchmark", maintain_order=True):
+            means = group.drop_nulls("context_tokens")
+            if means.height < 2:
+                continue
+            low, high = means["context_tokens"].min(), means["context_tokens"].max()
+            if isinstance(low, float) and isinstance(high, float) and \
+                    high > (1 + MATCHED_EVIDENCE) * low:
+                lines.append(f"**Unmatched evidence on {benchmark}**: mean context tokens "
+                             f"range from {fmt(low)} to {fmt(high)} (more than "
+                             f"{MATCHED_EVIDENCE:.0%} apart); accuracy differences between "
+                             f"these runs mix method and evidence size.")
+        return [*lines, ""] if lines else []
+
+    def calibration(self) -> list[str]:
+        note = (f"Each judge scored control answers built from the run's own questions: the "
+                f"gold answer as prediction (must be correct: TPR) and another question's gold "
+                f"answer of the same category (must be wrong: TNR). A judge below "
+                f"{RELIABLE_RATE} on either is **unreliable** and its accuracy is not a "
+                f"measurement.")
+        return [note, "", *markdown_table(self._with_run(self.summary.calibration))]
+
+    def agreement(self) -> list[str]:
+        if self.summary.agreement.is_empty():
+            return ["One judge per run: no agreement to measure."]
+        return ["Cohen's kappa of each pair of judges on the run's answers (first repeat).",
+                "", *markdown_table(self._with_run(self.summary.agreement))]
+
+    def exact_match(self) -> list[str]:
+        if self.summary.exact_match.is_empty():
+            return ["No text answers to match."]
+        return ["Normalised exact match of the prediction with the gold answer, over "
+                "questions with a text answer.", "",
+                *markdown_table(_by_category(self.summary.exact_match, pl.col(
+                    "exact_match").map_elements(fmt, return_dtype=pl.String), self.labels))]
 
     def accuracy(self) -> list[str]:
         pooled = self.summary.accuracy.filter(pl.col("judge") == ALL_JUDGES)

@@ -34,7 +34,8 @@ def accuracy(results: SweepResults) -> pl.DataFrame:
 def question_table(results: SweepResults) -> pl.DataFrame:
     """One row per run x question: outcome, first unresolved error, scores, recall, tokens."""
     judge = results.records["judge"].group_by(_ID).agg(
-        pl.len().alias("judged"), pl.col("score").mean(), pl.col("f1").drop_nulls().first())
+        pl.len().alias("judged"), pl.col("score").mean(), pl.col("f1").drop_nulls().first(),
+        pl.col("exact_match").drop_nulls().first().cast(pl.Float64))
     context = results.records["construct"].select(*_ID, pl.col("tokens").alias(
         "context_tokens"))
     calls = results.records["calls"].group_by(_ID).agg(
@@ -72,6 +73,40 @@ def _recall(results: SweepResults) -> pl.DataFrame:
 def f1(questions: pl.DataFrame) -> pl.DataFrame:
     """Mean LoCoMo F1 per run x category over questions with an F1 (LoCoMo only)."""
     return _mean_by_category(questions.filter(pl.col("f1").is_not_null()), "f1")
+
+
+def exact_match(questions: pl.DataFrame) -> pl.DataFrame:
+    """Mean exact match per run x category over questions with a text gold answer."""
+    return _mean_by_category(questions.filter(pl.col("exact_match").is_not_null()),
+                             "exact_match")
+
+
+def agreement(results: SweepResults) -> pl.DataFrame:
+    """Cohen's kappa of every pair of judges of a run on its answers (first repeat, verdict
+    score >= 0.5 as correct), over the questions both scored."""
+    verdicts = results.records["judge"].filter((pl.col("repeat") == 0)
+                                               & pl.col("score").is_not_null())
+    verdicts = verdicts.select("run_id", "qid", "judge", (pl.col("score") >= 0.5).alias("ok"))
+    pairs = verdicts.join(verdicts, on=["run_id", "qid"], suffix="_b").filter(
+        pl.col("judge") < pl.col("judge_b"))
+    rows = [{"run_id": run_id, "judge_a": a, "judge_b": b, "questions": group.height,
+             "agreement": sum(x == y for x, y in zip(group["ok"], group["ok_b"], strict=True))
+                          / group.height,
+             "kappa": cohen_kappa(group["ok"].to_list(), group["ok_b"].to_list())}
+            for (run_id, a, b), group in pairs.group_by("run_id", "judge", "judge_b",
+                                                         maintain_order=True)]
+    return pl.DataFrame(rows, schema={"run_id": pl.String, "judge_a": pl.String,
+                                      "judge_b": pl.String, "questions": pl.Int64,
+                                      "agreement": pl.Float64, "kappa": pl.Float64})
+
+
+def cohen_kappa(a: list[bool], b: list[bool]) -> float | None:
+    """Agreement beyond chance of two raters' binary verdicts (None when chance is 1)."""
+    n = len(a)
+    observed = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    pa_, pb = sum(a) / n, sum(b) / n
+    chance = pa_ * pb + (1 - pa_) * (1 - pb)
+    return None if chance == 1 else (observed - chance) / (1 - chance)
 
 
 def recall(questions: pl.DataFrame) -> pl.DataFrame:

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from tmem_core.reports import _metrics as m
-from tmem_core.results import ALL_JUDGES, OVERALL, SweepResults
+from tmem_core.results import ALL_JUDGES, CALIBRATION, OVERALL, SweepResults, calibration
 
 
 @dataclass(frozen=True)
@@ -19,6 +19,9 @@ class Summary:
     questions: pl.DataFrame
     accuracy: pl.DataFrame
     f1: pl.DataFrame
+    exact_match: pl.DataFrame
+    calibration: pl.DataFrame
+    agreement: pl.DataFrame
     recall: pl.DataFrame
     tokens: pl.DataFrame
     timing: pl.DataFrame
@@ -42,29 +45,40 @@ def summarise(results: SweepResults) -> Summary:
     questions = m.question_table(results)
     accuracy = m.accuracy(results)
     f1, recall = m.f1(questions), m.recall(questions)
+    exact_match = m.exact_match(questions)
+    judge_calibration = calibration(results.records[CALIBRATION])
     tokens = m.tokens(results, questions)
     error_counts = m.error_counts(results)
     return Summary(
-        runs=_runs(results.runs, questions, accuracy, f1, recall, tokens),
-        questions=questions, accuracy=accuracy, f1=f1, recall=recall, tokens=tokens,
+        runs=_runs(results.runs, questions, accuracy, f1, exact_match, judge_calibration,
+                   recall, tokens),
+        questions=questions, accuracy=accuracy, f1=f1, exact_match=exact_match,
+        calibration=judge_calibration, agreement=m.agreement(results), recall=recall,
+        tokens=tokens,
         timing=m.timing(results, tokens), error_counts=error_counts,
         errors=results.failures.sort("run_id", "store", "written_at"),
         validators=results.validators)
 
 
 def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,
-          f1: pl.DataFrame, recall: pl.DataFrame, tokens: pl.DataFrame) -> pl.DataFrame:
+          f1: pl.DataFrame, exact_match: pl.DataFrame, judge_calibration: pl.DataFrame,
+          recall: pl.DataFrame, tokens: pl.DataFrame) -> pl.DataFrame:
     """One row per run: its config and headline figures."""
     overall = pl.col("category") == OVERALL
     outcome = questions.group_by("run_id").agg(
         pl.len().alias("questions"),
         *[(pl.col("status") == s).sum().alias(s) for s in ("judged", "failed", "pending")],
-        pl.col("context_tokens").mean())
+        pl.col("context_tokens").mean(),
+        pl.col("context_tokens").max().alias("context_tokens_max"))
     headline = [
         accuracy.filter(overall & (pl.col("judge") == ALL_JUDGES)).select(
             "run_id", pl.col("questions").alias("scored"), "accuracy",
             pl.col("std").alias("accuracy_std")),
         f1.filter(overall).select("run_id", "f1"),
+        exact_match.filter(overall).select("run_id", "exact_match"),
+        judge_calibration.group_by("run_id").agg(
+            pl.col("reliable").all().alias("judges_reliable"),
+            pl.col("judge").filter(~pl.col("reliable")).alias("unreliable_judges")),
         recall.filter(overall).select("run_id", "recall",
                                       pl.col("questions").alias("recall_questions")),
         _token_totals(tokens),

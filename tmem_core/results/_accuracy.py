@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import cast
 
 import polars as pl
 import pyarrow as pa
@@ -34,6 +35,15 @@ def score_accuracy(scores: pl.DataFrame) -> pl.DataFrame:
         pl.len().alias("repeats"), pl.col("acc").mean().alias("accuracy"),
         pl.col("acc").std().alias("std"),
     ).sort("run_id", "judge", "separate", "category")
+
+
+def mean_exact_match(judged: pa.Table) -> float | None:
+    """Exact match over a run's questions where it is defined (text answers), one value per
+    question whatever the judges and repeats."""
+    frame = pl.DataFrame(judged.select(["qid", "exact_match"])).drop_nulls("exact_match")
+    per_question = frame.unique("qid")
+    mean = per_question["exact_match"].cast(pl.Float64).mean()
+    return None if mean is None else float(cast(float, mean))
 
 
 def overall_accuracy(judged: pa.Table, separate: Collection[str]) -> tuple[float | None, int]:

@@ -22,6 +22,8 @@ from tmem_core.results._store import RECORD_COLUMNS, StageStore, stage_schema
 SWEEP_FILE = "sweep.json"
 CONTRACT_FILE = "contract.json"
 CALLS = "calls"
+CALIBRATION = "calibration"  # each judge's verdicts on control answers (see _calibration)
+CALIBRATION_STAGE = "calibration"  # `calls.stage` of those verdicts: not the method's cost
 
 STAGE_SCHEMAS: dict[str, pa.Schema] = {
     "retrieve": stage_schema(
@@ -44,14 +46,25 @@ STAGE_SCHEMAS: dict[str, pa.Schema] = {
         pa.field("prompt_sha256", pa.string())),
 }
 RECORD_STAGES = tuple(STAGE_SCHEMAS)  # retrieve, construct, answer, judge: in flow order
+CALIBRATION_SCHEMA = stage_schema(
+    pa.field("judge", pa.string()), pa.field("control", pa.string()),
+    pa.field("other_qid", pa.string()), pa.field("category", pa.string()),
+    pa.field("expected", pa.float64()), pa.field("score", pa.float64()),
+    pa.field("raw", pa.string()), pa.field("prompt_name", pa.string()),
+    pa.field("prompt_sha256", pa.string()))
 CALLS_STORE_SCHEMA = pa.schema([*RECORD_COLUMNS, *[
     f for f in CALLS_SCHEMA if f.name not in {c.name for c in RECORD_COLUMNS}]])
-STORES = (*RECORD_STAGES, CALLS)
+STORES = (*RECORD_STAGES, CALIBRATION, CALLS)
 
 
 def stage_store(run_dir: Path, stage: str) -> StageStore:
     """A run's records of one stage (`retrieve`, `construct`, `answer`, `judge`)."""
     return StageStore(run_dir, stage, STAGE_SCHEMAS[stage])
+
+
+def calibration_store(run_dir: Path) -> StageStore:
+    """A run's judge verdicts on control answers (gold as prediction, another's gold)."""
+    return StageStore(run_dir, CALIBRATION, CALIBRATION_SCHEMA)
 
 
 def calls_store(run_dir: Path) -> StageStore:

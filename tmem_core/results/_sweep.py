@@ -14,11 +14,13 @@ import pyarrow as pa
 from tmem_core.benchmarks import get_protocol, read_prepared
 from tmem_core.evaluation import recall_scorable
 from tmem_core.results._layout import (
+    CALIBRATION,
     CALLS,
     CONTRACT_FILE,
     RECORD_STAGES,
     STORES,
     SWEEP_FILE,
+    calibration_store,
     calls_store,
     run_dirs,
     stage_store,
@@ -109,7 +111,8 @@ def _sweep_name(root: Path) -> str:
 def _read_run(run_dir: Path, root: Path) -> _Run:
     contract = json.loads((run_dir / CONTRACT_FILE).read_text())
     run_id = pl.lit(contract["run_id"]).alias("run_id")  # the contract's id names the run
-    stores = {**{s: stage_store(run_dir, s) for s in RECORD_STAGES}, CALLS: calls_store(run_dir)}
+    stores = {**{s: stage_store(run_dir, s) for s in RECORD_STAGES},
+              CALIBRATION: calibration_store(run_dir), CALLS: calls_store(run_dir)}
     tables = {name: store.read_all() for name, store in stores.items()}  # read once
     histories = {name: _history(t).with_columns(run_id) for name, t in tables.items()}
     qids = pl.concat([histories[s].select("qid", "conv_id") for s in RECORD_STAGES])
