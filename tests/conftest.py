@@ -8,6 +8,7 @@ import json
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -117,6 +118,16 @@ def _completion(content: str) -> dict[str, Any]:
 
 def _failure(step: Step) -> dict[str, Any]:
     return {"error": {"message": f"scripted {step.status}", "type": "test", "code": step.status}}
+
+
+def scripted_backbones(tmp: Path, server: ScriptedServer, name: str) -> Path:
+    """A backbones file naming `server` backbone `name`, under a fresh model name (so no
+    request-cache entry of an earlier test answers for it)."""
+    path = tmp / f"backbones-{name}.toml"
+    path.write_text(f'[backbones.{name}]\nbackend = "openai"\n'
+                    f'model = "{name}-{uuid.uuid4().hex[:8]}"\n'
+                    f'engine = {{ base_url = "{server.base_url}" }}\n')
+    return path
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ and the method's parameters are checked when the config loads."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from tests.conftest import scripted_backbones
 from tmem_core.benchmarks import (
     benchmark_names,
     get_benchmark,
@@ -35,10 +35,7 @@ def _config(tmp_path: Path, backbones: Path, params: dict[str, Any]) -> dict[str
 def test_a_toy_method_and_benchmark_run_through_the_sweep(
         tmp_path: Path, scripted_server: Callable[..., Any], step: Callable[..., Any]) -> None:
     server = scripted_server([step(content='{"verdict": "CORRECT"}')])
-    backbones = tmp_path / "backbones.toml"
-    backbones.write_text(f'[backbones.scripted]\nbackend = "openai"\n'
-                         f'model = "toy-{uuid.uuid4().hex[:8]}"\n'
-                         f'engine = {{ base_url = "{server.base_url}" }}\n')
+    backbones = scripted_backbones(tmp_path, server, "scripted")
     with pytest.raises(ConfigError, match="unknown key 'kep'; allowed: keep"):
         parse_sweep(_config(tmp_path, backbones, {"kep": 1}))
     config = parse_sweep(_config(tmp_path, backbones, {"keep": 1}))
@@ -51,7 +48,7 @@ def test_a_toy_method_and_benchmark_run_through_the_sweep(
     judged = pq.read_table(next(summary.run_dir.glob("judge/*.parquet"))).to_pylist()
     assert {r["qid"] for r in judged} == {"toy:q0", "toy:q1"}
     assert {c["stage"] for c in calls_store(summary.run_dir).read_all().to_pylist()} == {
-        "answer", "judge"}
+        "answer", "judge", "calibration"}
 
 
 def test_every_registered_benchmark_has_a_protocol_whose_prompts_exist() -> None:

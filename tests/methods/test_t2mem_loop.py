@@ -194,6 +194,9 @@ def test_tmax_stops_the_loop_and_the_last_step_may_only_answer(store: IndexStore
                                                                tmp_path: Path) -> None:
     context, llm = run(store, tmp_path, [step("search", "retry", "note")], max_steps=3)
     assert len(llm.steps()) == 3 and context.trace["stop"] == "max_steps"
+    assert context.trace["degradation"] == {"malformed_steps": 0, "tmax_without_answer": 1,
+                                            "repaired_actions": 0, "fallback_context": 0,
+                                            "steps_total": 3}
     enums = [r.schema["properties"]["action"]["enum"] for r in llm.steps() if r.schema]
     assert enums == [["search", "read", "answer"]] * 2 + [["answer"]]
 

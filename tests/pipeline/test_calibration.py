@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ScriptedServer, Step
+from tests.conftest import ScriptedServer, Step, scripted_backbones
 from tmem_core.evaluation import normalise
 from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.reports import write_report
@@ -33,10 +32,7 @@ class GoldMatchingJudge(ScriptedServer):
 
 
 def _sweep(tmp_path: Path, server: ScriptedServer) -> list[Any]:
-    backbones = tmp_path / "backbones.toml"
-    backbones.write_text(f'[backbones.judge]\nbackend = "openai"\n'
-                         f'model = "judge-{uuid.uuid4().hex[:8]}"\n'
-                         f'engine = {{ base_url = "{server.base_url}" }}\n')
+    backbones = scripted_backbones(tmp_path, server, "judge")
     config = parse_sweep({
         "name": "calibrated", "results_dir": str(tmp_path / "results"),
         "backbones_file": str(backbones),
@@ -71,7 +67,7 @@ def test_a_judge_that_compares_with_gold_is_reliable_and_not_asked_twice(
         tmp_path: Path, scripted_server: Callable[..., ScriptedServer]) -> None:
     server = GoldMatchingJudge([Step()])
     try:
-        (summary,), lines, sweep = _sweep(tmp_path, server)
+        (summary,), lines, _ = _sweep(tmp_path, server)
         (calibration,) = summary.calibrations
         assert (calibration.tpr, calibration.tnr) == (1.0, 1.0) and calibration.reliable
         assert "UNRELIABLE" not in "\n".join(lines)

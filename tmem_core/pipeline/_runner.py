@@ -48,6 +48,8 @@ from tmem_core.results import (
     JudgeCalibration,
     calibration_store,
     calls_store,
+    degradation_counts,
+    degraded,
     failures_of,
     judge_calibrations,
     latest_of,
@@ -101,6 +103,7 @@ class RunSummary:
     run_dir: Path
     exact_match: float | None = None
     calibrations: tuple[JudgeCalibration, ...] = ()
+    degradation: dict[str, int] = field(default_factory=dict)
 
     def line(self) -> str:
         acc = "n/a" if self.accuracy is None else f"{self.accuracy:.3f}"
@@ -109,8 +112,10 @@ class RunSummary:
             acc = f"{acc} UNRELIABLE ({'; '.join(unreliable)})"
         em = "" if self.exact_match is None else f", exact match {self.exact_match:.3f}"
         errors = sum(self.stage_errors.values())
+        worse = degraded(self.degradation)
+        fallbacks = f", DEGRADED {worse}" if worse else ""
         return (f"run {self.run_id}: {self.questions} questions, accuracy {acc} "
-                f"({self.judged} judged){em}, {errors} errors {self.stage_errors}, "
+                f"({self.judged} judged){em}, {errors} errors {self.stage_errors}{fallbacks}, "
                 f"{self.tokens} tokens, ${self.cost_usd:.4f}, done at {self.seconds:.1f}s")
 
 
@@ -371,4 +376,6 @@ def summarise(run: RunSpec, run_dir: Path, questions: int, seconds: float,
         tokens=sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls),
         cost_usd=sum(c["cost_usd"] for c in calls), seconds=seconds, run_dir=run_dir,
         exact_match=mean_exact_match(judged_records),
-        calibrations=tuple(judge_calibrations(calibration_store(run_dir).latest())))
+        calibrations=tuple(judge_calibrations(calibration_store(run_dir).latest())),
+        degradation=degradation_counts(
+            latest_of(histories[ConstructStage.name]).column("degradation").to_pylist()))

@@ -311,7 +311,8 @@ class ConstructStage(MethodStage):
 
 def _context_values(context: Context) -> dict[str, Any]:
     return {"kind": context.kind, "context": context.text, "context_ids": list(context.ids),
-            "tokens": context.tokens, "trace": to_json(context.trace)}
+            "tokens": context.tokens, "trace": to_json(context.trace),
+            "degradation": json.dumps(context.trace.get("degradation", {}), sort_keys=True)}
 
 
 def _context_json(record: dict[str, Any]) -> str:

@@ -12,7 +12,7 @@ from tmem_core.reports._compare import COMPARED, SWEEP, Comparison
 from tmem_core.reports._metrics import LLM_STAGES, PHASE
 from tmem_core.reports._plots import run_labels
 from tmem_core.reports._summary import Summary
-from tmem_core.results import ALL_JUDGES, OVERALL, RELIABLE_RATE
+from tmem_core.results import ALL_JUDGES, OVERALL, RELIABLE_RATE, degraded
 
 MATCHED_EVIDENCE = 0.25  # mean context tokens of compared runs may differ by this much
 MAX_LISTED = 50  # error rows listed per store; errors.parquet has them all
@@ -102,7 +102,7 @@ class Report:
             ("Judge calibration", self.calibration()),
             ("Judge agreement", self.agreement()),
             ("Exact match", self.exact_match()), ("LoCoMo F1", self.f1()),
-            ("Evidence recall@k", self.recall()),
+            ("Evidence recall@k", self.recall()), ("Degradation", self.degradation()),
             ("Tokens per question by stage", self.tokens()),
             ("Time per stage", self.timing()), ("Errors", self.errors()),
             ("Validators", self.validators()), *self.comparisons(comparisons),
@@ -142,6 +142,25 @@ class Report:
                              f"{MATCHED_EVIDENCE:.0%} apart); accuracy differences between "
                              f"these runs mix method and evidence size.")
         return [*lines, ""] if lines else []
+
+    def degradation(self) -> list[str]:
+        table = self.summary.degradation
+        counters = [c for c in table.columns if c not in ("run_id", "questions")]
+        if not counters:
+            return ["No method of these runs reports fallbacks or repairs."]
+        note = ("Fallbacks and repairs inside the methods, summed over each run's questions "
+                "(`*_total`: what they are out of). A run with any is marked **degraded**: "
+                "part of its score comes from the fallback path, not the method.")
+        flagged = [f"**Degraded**: {run} ({', '.join(f'{k} {v}' for k, v in worse.items())})"
+                   for run, worse in self._degraded(table, counters)]
+        return [note, "", *flagged, *([""] if flagged else []),
+                *markdown_table(self._with_run(table))]
+
+    def _degraded(self, table: pl.DataFrame, counters: list[str]
+                  ) -> list[tuple[str, dict[str, int]]]:
+        runs = dict(self.labels.iter_rows())
+        return [(runs[row["run_id"]], worse) for row in table.iter_rows(named=True)
+                if (worse := degraded({k: int(row[k]) for k in counters}))]
 
     def calibration(self) -> list[str]:
         note = (f"Each judge scored control answers built from the run's own questions: the "

@@ -9,6 +9,7 @@ from tmem_core.results import (
     RECORD_STAGES,
     STORES,
     SweepResults,
+    degradation_counts,
     score_accuracy,
     with_overall,
 )
@@ -73,6 +74,18 @@ def _recall(results: SweepResults) -> pl.DataFrame:
 def f1(questions: pl.DataFrame) -> pl.DataFrame:
     """Mean LoCoMo F1 per run x category over questions with an F1 (LoCoMo only)."""
     return _mean_by_category(questions.filter(pl.col("f1").is_not_null()), "f1")
+
+
+def degradation(results: SweepResults) -> pl.DataFrame:
+    """Per run: its constructed questions and every degradation counter summed over them."""
+    rows = []
+    for (run_id,), group in results.records["construct"].group_by("run_id",
+                                                                  maintain_order=True):
+        rows.append({"run_id": run_id, "questions": group.height,
+                     **degradation_counts(group["degradation"].to_list())})
+    if not rows:
+        return pl.DataFrame(schema={"run_id": pl.String, "questions": pl.Int64})
+    return pl.DataFrame(rows).fill_null(0).sort("run_id")
 
 
 def exact_match(questions: pl.DataFrame) -> pl.DataFrame:

@@ -22,6 +22,7 @@ class Summary:
     exact_match: pl.DataFrame
     calibration: pl.DataFrame
     agreement: pl.DataFrame
+    degradation: pl.DataFrame
     recall: pl.DataFrame
     tokens: pl.DataFrame
     timing: pl.DataFrame
@@ -53,7 +54,8 @@ def summarise(results: SweepResults) -> Summary:
         runs=_runs(results.runs, questions, accuracy, f1, exact_match, judge_calibration,
                    recall, tokens),
         questions=questions, accuracy=accuracy, f1=f1, exact_match=exact_match,
-        calibration=judge_calibration, agreement=m.agreement(results), recall=recall,
+        calibration=judge_calibration, agreement=m.agreement(results),
+        degradation=m.degradation(results), recall=recall,
         tokens=tokens,
         timing=m.timing(results, tokens), error_counts=error_counts,
         errors=results.failures.sort("run_id", "store", "written_at"),

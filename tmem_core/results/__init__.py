@@ -20,6 +20,7 @@ from tmem_core.results._calibration import (
     calibration,
     judge_calibrations,
 )
+from tmem_core.results._degradation import degradation_counts, degraded
 from tmem_core.results._layout import (
     CALIBRATION,
     CALIBRATION_STAGE,
@@ -65,6 +66,8 @@ __all__ = [
     "calibration",
     "calibration_store",
     "calls_store",
+    "degradation_counts",
+    "degraded",
     "failures_of",
     "judge_calibrations",
     "latest_of",

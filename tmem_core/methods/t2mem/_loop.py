@@ -55,6 +55,8 @@ def step_schema(allowed: Sequence[Action]) -> dict[str, Any]:
             "additionalProperties": False}
 
 
+MALFORMED = "malformed output"  # the stop reason of a step whose output is unusable
+
 @dataclass(frozen=True)
 class Decision:
     reasoning: str
@@ -90,7 +92,7 @@ class Loop:
             self.steps.append(record)
             decision = _decision(response)
             if isinstance(decision, str):
-                self.stop = f"malformed output: {decision}"
+                self.stop = f"{MALFORMED}: {decision}"
                 break
             record.update(dataclasses.asdict(decision))
             if decision.memory and decision.memory not in self.memory:
@@ -103,6 +105,16 @@ class Loop:
             if found is None:
                 break
             new = found
+
+    def degradation(self) -> dict[str, int]:
+        """What fell back or was repaired (`steps_total`: the steps they are out of)."""
+        return {
+            "malformed_steps": int(self.stop.startswith(MALFORMED)),
+            "tmax_without_answer": int(self.stop == "max_steps"),
+            "repaired_actions": sum("repair" in s for s in self.steps),
+            "fallback_context": int(not self.memory),
+            "steps_total": len(self.steps),
+        }
 
     def linked_episodes(self) -> list[str]:
         """Episodes of the entries shown, then those read, without repeats."""
@@ -191,6 +203,6 @@ def _decision(response: ChatResponse) -> Decision | str:
 
 
 def _stop_reason(action: str, last: bool) -> str:
-    if last:
-        return "max_steps"
-    return "answer" if action == "answer" else f"action {action!r} not allowed"
+    if action == "answer":
+        return "answer"
+    return "max_steps" if last else f"action {action!r} not allowed"

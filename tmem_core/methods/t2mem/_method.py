@@ -132,6 +132,7 @@ class T2Mem:
                          "entries": len(index.entries), "complete": memory.complete},
             "initial": initial, "steps": loop.steps, "stop": loop.stop, "read": loop.read,
             "memory": loop.memory, "fallback": not loop.memory,
+            "degradation": loop.degradation(),
             "usage": {"calls": len(loop.steps),
                       "prompt_tokens": sum(s["prompt_tokens"] for s in loop.steps),
                       "completion_tokens": sum(s["completion_tokens"] for s in loop.steps),

@@ -273,6 +273,23 @@ def _trace(selection: Selection, admitted: Sequence[Message], structured: Struct
         "compression": rendered.compression.to_json() if rendered.compression else None,
         "trimmed": list(rendered.trimmed),
         "llm": {"select": selection.stats.to_json(), "structure": proposals.stats.to_json()},
+        "degradation": _degradation(selection, admitted, structured, rendered),
+    }
+
+
+def _degradation(selection: Selection, admitted: Sequence[Message], structured: Structured,
+                 rendered: Rendered) -> dict[str, int]:
+    """What fell back or was repaired on the way (`*_total`: the counts they are out of)."""
+    repairs = structured.repairs
+    return {
+        "selection_fallback_batches": len(selection.failures),
+        "selection_batches_total": selection.stats.calls,
+        "structure_failed_batches": len(structured.proposals.failures),
+        "edges_repaired": sum(r.parent is not None for r in repairs),
+        "edges_dropped": sum(r.parent is None for r in repairs),
+        "nodes_trimmed": len(rendered.trimmed),
+        "dropped_before_structuring": len(selection.ranked) - len(admitted),
+        "admitted_total": len(admitted),
     }
 
 
