@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from tmem_core.schema import Gold, Question
 
-TEMPORAL_CATEGORIES = frozenset({"temporal", "temporal-reasoning", "F_Temp"})
+TEMPORAL_CATEGORIES = frozenset({"temporal", "temporal-reasoning", "F_TP"})
 
 
 @dataclass(frozen=True)
