@@ -275,8 +275,8 @@ def _profiles(folder: _Folder, conv: str, withheld: Counter[str]
     if folder.profiles is None:
         return {}
     found: dict[str, Mapping[str, Any]] = {}
-    for topic, profile, _ in _profile_entries(read_json_or_lines(folder.profiles),
-                                                   folder.profiles, None, ""):
+    raw = read_json_or_lines(folder.profiles)
+    for topic, profile, _ in _profile_entries(raw, folder.profiles, None, ""):
         if topic is None or topic == conv:
             found[_name_key(str(_get(profile, "name")))] = profile
             withheld.update(k for k in profile
@@ -370,7 +370,8 @@ def _evidence(refs: Any, index: dict[_Key, str]) -> tuple[list[str], list[str]]:
             continue
         indices, bad = parse_index_ranges(ref.get("message_index"))
         problems += [f"unparseable message_index {t!r} in {ref!r}" for t in bad]
-        problems += [] if indices or bad else [f"reference without message_index {ref!r}"]
+        if not indices and not bad:
+            problems.append(f"reference without message_index {ref!r}")
         for i in indices:
             key = (day, _group_key(ref["group"]), i)
             if key in index:
