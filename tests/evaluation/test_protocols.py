@@ -29,7 +29,7 @@ def test_longmemeval_judge_per_question_type(category: str, kind: str, prompt: s
 
 def test_deterministic_questions_skip_the_llm_judge() -> None:
     assert get_protocol("evermembench").judge_for(
-        q("P_Role"), Gold("q1", "B", answer_kind="choice")) is None
+        q("P_Title"), Gold("q1", "B", answer_kind="choice")) is None
     assert get_protocol("locomo").judge_for(q("adversarial"), Gold("q1", None)) is None
     assert get_protocol("locomo").judge_for(q("temporal"), Gold("q1", "x")) == "judge/locomo"
 
@@ -43,9 +43,12 @@ def test_answer_prompt_formats() -> None:
     assert "Asked by: User_2" in text and "01 May 2024, 09:30" in text
     assert "give the date" in text and "No information available." in text
     options = (Option("A", "June 3"), Option("B", "June 10"))
-    messages, _ = answer_prompt(q("F_Temp"), "flat", "ctx", get_protocol("evermembench"),
+    messages, _ = answer_prompt(q("F_TP"), "flat", "ctx", get_protocol("evermembench"),
                                 options)
     assert "B. June 10" in messages[-1]["content"] and "letter" in messages[-1]["content"]
+    for category, dated in (("F_TP", True), ("F_SH", False)):
+        messages, _ = answer_prompt(q(category), "flat", "ctx", get_protocol("evermembench"))
+        assert ("give the date" in messages[-1]["content"]) is dated
     with pytest.raises(ValueError, match="unknown context kind"):
         answer_prompt(q("x"), "graph", "ctx", get_protocol("locomo"))
 

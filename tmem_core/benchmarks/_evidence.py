@@ -1,4 +1,4 @@
-"""Repair of upstream evidence references (LoCoMo-style dialogue ids)."""
+"""Parsing and repair of upstream evidence references (LoCoMo dialogue ids, index ranges)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 _TOKEN_SPLIT = re.compile(r"[;,\s]+")
 _DIALOGUE_ID = re.compile(r"^D\s*:?\s*(\d+)\s*:\s*(\d+)$", re.IGNORECASE)
+_DASH = re.compile(r"\s*[-\u2013\u2014]\s*")
+_INDEX = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
 @dataclass
@@ -43,3 +45,19 @@ def repair_dialogue_refs(raw_refs: Iterable[object], known: set[str]) -> Evidenc
                 if token != text or canonical != token:
                     out.repaired.append(f"{text!r} -> {canonical}")
     return out
+
+
+def parse_index_ranges(value: object) -> tuple[list[int], list[str]]:
+    """The indices named by an int, a list, or a string of numbers and ranges ("1, 4-5"),
+    in order without repeats; and the tokens that name none (for the manifest)."""
+    items = value if isinstance(value, list) else [value]
+    text = ",".join(str(v) for v in items if v is not None and not isinstance(v, bool))
+    indices: list[int] = []
+    bad: list[str] = []
+    for token in (t for t in _TOKEN_SPLIT.split(_DASH.sub("-", text)) if t):
+        match = _INDEX.match(token)
+        if match is None or int(match.group(2) or match.group(1)) < int(match.group(1)):
+            bad.append(token)
+            continue
+        indices += range(int(match.group(1)), int(match.group(2) or match.group(1)) + 1)
+    return list(dict.fromkeys(indices)), bad

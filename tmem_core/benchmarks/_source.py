@@ -14,10 +14,7 @@ from tmem_core.schema import DataError
 
 
 def read_json(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"cannot read: {exc.strerror}", file=str(path)) from None
+    text = _read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -26,8 +23,40 @@ def read_json(path: Path) -> Any:
 
 
 def read_jsonl(path: Path) -> list[Any]:
+    return _json_lines(_read_text(path), path)
+
+
+def read_json_or_lines(path: Path) -> Any:
+    """A JSON document, or a JSON Lines file (one value per line) as a list of its values."""
+    text = _read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        first = next((line for line in text.splitlines() if line.strip()), "")
+        if exc.lineno == 1 or not _is_json(first):
+            raise DataError(f"malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                            file=str(path)) from None
+    return _json_lines(text, path)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"cannot read: {exc.strerror}", file=str(path)) from None
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def _json_lines(text: str, path: Path) -> list[Any]:
     rows = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
