@@ -22,7 +22,7 @@ from jobs._cli import add_source_args, load_request, run_main
 from tmem_core.benchmarks import build, read_prepared
 from tmem_core.llm import count_tokens, open_client
 from tmem_core.methods import LLM, ContextMethod, MethodEnv, Show, get_method, method_names
-from tmem_core.retrieval import Conversation, conversations_from_table
+from tmem_core.retrieval import Conversation, IndexStore, conversations_from_table
 from tmem_core.schema import DataError, Gold, Question, gold_from_table, questions_from_table
 
 
@@ -35,7 +35,8 @@ def main() -> int:
         raise DataError(f"no question {args.qid!r}; for example: {', '.join(list(questions)[:5])}")
     conversations = conversations_from_table(prepared.messages)
     spec = get_method(args.method)
-    method = spec.create(MethodEnv(conversations, args.top_k, args.budget))
+    store = IndexStore(conversations)
+    method = spec.create(MethodEnv(conversations, args.top_k, args.budget, store))
     with open_client(args.backbone) as llm:
         print(report(questions[args.qid], method, spec.show, llm, args.budget, conversations))
     print(gold_lines(gold_from_table(prepared.questions)[args.qid]))

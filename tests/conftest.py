@@ -14,7 +14,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
+
+from tmem_core.benchmarks import PreparedBenchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -118,6 +121,25 @@ def _completion(content: str) -> dict[str, Any]:
 
 def _failure(step: Step) -> dict[str, Any]:
     return {"error": {"message": f"scripted {step.status}", "type": "test", "code": step.status}}
+
+
+def source_named(prepared: PreparedBenchmark) -> PreparedBenchmark:
+    """`prepared` with its messages, sessions, replies and gold evidence under their source
+    ids again (kept in each message's meta), for tests of what an adapter read."""
+    meta = [json.loads(m or "{}") for m in prepared.messages.column("meta").to_pylist()]
+    source = dict(zip(prepared.messages.column("msg_id").to_pylist(),
+                      (m["source_id"] for m in meta), strict=True))
+    messages = prepared.messages.to_pylist()
+    for row, m in zip(messages, meta, strict=True):
+        row.update(msg_id=m.pop("source_id"), session_id=m.pop("source_session", None),
+                   reply_to=source.get(row["reply_to"]) if row["reply_to"] else None,
+                   meta=json.dumps(m, sort_keys=True) if m else None)
+    questions = prepared.questions.to_pylist()
+    for row in questions:
+        row["evidence_ids"] = [source[e] for e in row["evidence_ids"]]
+    return dataclasses.replace(
+        prepared, messages=pa.Table.from_pylist(messages, schema=prepared.messages.schema),
+        questions=pa.Table.from_pylist(questions, schema=prepared.questions.schema))
 
 
 def scripted_backbones(tmp: Path, server: ScriptedServer, name: str) -> Path:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import source_named
 from tmem_core.benchmarks import LoadRequest, PreparedBenchmark, build
 from tmem_core.benchmarks._evermembench import CATEGORIES
 from tmem_core.benchmarks._evidence import parse_index_ranges
@@ -31,7 +32,7 @@ def dynamic_root(fixtures: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def dynamic(dynamic_root: Path) -> PreparedBenchmark:
-    return build("evermembench", LoadRequest(source=dynamic_root))
+    return source_named(build("evermembench", LoadRequest(source=dynamic_root)))
 
 
 def _rows(path: Path) -> Any:
@@ -62,7 +63,7 @@ def _every_question_resolved(prepared: PreparedBenchmark) -> None:
 @pytest.mark.parametrize("where", ["", "dataset", "dataset/004"])
 def test_eval_code_layout_from_the_root_the_dataset_folder_or_a_batch(eval_root: Path,
                                                                       where: str) -> None:
-    prepared = build("evermembench", LoadRequest(source=eval_root / where))
+    prepared = source_named(build("evermembench", LoadRequest(source=eval_root / where)))
     assert prepared.manifest["conversations"] == {
         "004": dict(zip(("messages", "questions"), _held(eval_root / "dataset" / "004"),
                         strict=True))}
@@ -72,7 +73,7 @@ def test_eval_code_layout_from_the_root_the_dataset_folder_or_a_batch(eval_root:
 
 
 def test_eval_code_timestamps_ranges_choices_and_profiles(eval_root: Path) -> None:
-    prepared = build("evermembench", LoadRequest(source=eval_root))
+    prepared = source_named(build("evermembench", LoadRequest(source=eval_root)))
     msgs = messages_from_table(prepared.messages)
     assert [m.timestamp for m in msgs[1:3]] == [
         datetime(2025, 1, 9, 9, 40, 2, tzinfo=UTC),  # T form
@@ -141,7 +142,8 @@ def test_profiles_joined_by_name_in_any_key_case_and_scoped_by_topic(
 
 
 def test_a_named_shape_must_match_the_files(dynamic_root: Path) -> None:
-    forced = build("evermembench", LoadRequest(source=dynamic_root, variant="dynamic"))
+    forced = source_named(build("evermembench",
+                                LoadRequest(source=dynamic_root, variant="dynamic")))
     assert forced.manifest["questions"] == 10
     with pytest.raises(DataError, match=re.escape("expected the eval shape")):
         build("evermembench", LoadRequest(source=dynamic_root, variant="eval"))
@@ -157,7 +159,7 @@ def test_unresolvable_references_are_warnings_while_some_evidence_resolves(
     data["qars"][0]["R"] = [{"date": "2025-01-09", "group": "Group 2", "message_index": "1, 9"}]
     data["qars"][1]["R"] = []
     qa.write_text(json.dumps(data))
-    prepared = build("evermembench", LoadRequest(source=root))
+    prepared = source_named(build("evermembench", LoadRequest(source=root)))
     gold = gold_from_table(prepared.questions)
     assert gold["004:F_SH_Top004_001"].evidence_ids == ("004:2025-01-09:Group2:1",)
     assert gold["004:F_TP_Top004_002"].evidence_ids == ()

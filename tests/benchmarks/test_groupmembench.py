@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import source_named
 from tmem_core.benchmarks import LoadRequest, PreparedBenchmark, build
 from tmem_core.benchmarks._groupmembench import DIALOGUE_FILE, QUESTION_TYPES
 from tmem_core.schema import DataError, gold_from_table, messages_from_table, questions_from_table
@@ -25,7 +26,7 @@ def root(fixtures: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def prepared(root: Path) -> PreparedBenchmark:
-    return build("groupmembench", LoadRequest(source=root))
+    return source_named(build("groupmembench", LoadRequest(source=root)))
 
 
 def _domain_file(root: Path, domain: str) -> dict[str, list[dict[str, object]]]:
@@ -96,7 +97,7 @@ def test_synthesis_annotations_are_counted_and_never_reach_messages(
 
 @pytest.mark.parametrize("where", ["data/final", "data/final/Finance"])
 def test_data_final_or_one_domain_finds_the_questions_tree(root: Path, where: str) -> None:
-    prepared = build("groupmembench", LoadRequest(source=root / where))
+    prepared = source_named(build("groupmembench", LoadRequest(source=root / where)))
     counts = prepared.manifest["conversations"]
     assert counts["Finance"] == {"messages": 6, "questions": 6}
     assert len(counts) == (1 if where.endswith("Finance") else 2)

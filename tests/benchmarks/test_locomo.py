@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import source_named
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.schema import DataError, gold_from_table, messages_from_table, questions_from_table
 
 
 @pytest.fixture(scope="module")
 def locomo(locomo_path: Path):
-    return build("locomo", LoadRequest(source=locomo_path))
+    return source_named(build("locomo", LoadRequest(source=locomo_path)))
 
 
 def test_counts_match_the_shared_file(locomo, locomo_path: Path) -> None:
@@ -71,7 +72,8 @@ def test_unseen_variations_load(locomo_path: Path, tmp_path: Path) -> None:
         sample["qa"][0]["evidence"] = ["D1:03", "d1:4 ,D1:5"]
         sample["qa"][1]["answer"] = 3.5
         sample["conversation"]["session_2_date_time"] = "10:05 am on May 25, 2023"
-    prepared = build("locomo", LoadRequest(source=_tweaked(locomo_path, tmp_path, edit)))
+    prepared = source_named(build("locomo",
+                                  LoadRequest(source=_tweaked(locomo_path, tmp_path, edit))))
     gold = gold_from_table(prepared.questions)
     assert gold["conv-26:q0"].evidence_ids == ("conv-26:D1:3", "conv-26:D1:4", "conv-26:D1:5")
     assert gold["conv-26:q1"].answer == "3.5"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import source_named
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.llm import BackboneConfig, LazyBackend, LLMClient, get_backbone, open_client
 from tmem_core.methods.t2mem import STEP_STAGE, T2Mem, T2MemConfig, render_trace
@@ -45,10 +46,10 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def data(locomo_path: Path) -> tuple[dict[str, Conversation], dict[str, Question]]:
-    locomo = build("locomo", LoadRequest(source=locomo_path))
+    locomo = source_named(build("locomo", LoadRequest(source=locomo_path)))
     conv = conversations_from_table(locomo.messages)["conv-26"]
     sessions = {f"conv-26:S{i}" for i in (1, 2, 3)}
-    synthetic = build("synthetic", LoadRequest(size=200))
+    synthetic = source_named(build("synthetic", LoadRequest(size=200)))
     chat = conversations_from_table(synthetic.messages)["syn-0-0"]
     convs = {"conv-26": Conversation("conv-26", tuple(m for m in conv.messages
                                                      if m.session_id in sessions)),

@@ -37,8 +37,8 @@ def test_inspect_shows_every_step_of_tmem(monkeypatch: pytest.MonkeyPatch, tmp_p
     _run(monkeypatch, tmp_path, "--qid", "syn-0-0:q00000", "--budget", "600")
     out = capsys.readouterr().out
     for part in ("== syn-0-0:q00000 [knowledge_update]", "== discovery", "anchors (",
-                 "-- intervals (", "-- candidates (", "KEY      syn-0-0:m", "== selection (llm)",
-                 "== forest (", "ROOT syn-0-0:m", "== context (forest, ", "== LLM select: ",
+                 "-- intervals (", "-- candidates (", "KEY      m", "== selection (llm)",
+                 "== forest (", "ROOT m", "== context (forest, ", "== LLM select: ",
                  "== gold (for the reader"):
         assert part in out, part
     tokens = int(out.split("== context (forest, ")[1].split(" tokens")[0])
@@ -52,4 +52,5 @@ def test_inspect_ablation_and_unknown_question(monkeypatch: pytest.MonkeyPatch, 
     assert "== context (flat, " in out and "tmem_wo_structuring" in out
     with pytest.raises(DataError, match="no question 'nope'"):
         _run(monkeypatch, tmp_path, "--qid", "nope")
-    assert set(inspect_job.INSPECTORS) >= {"tmem", "tmem_untyped", "tmem_reranked_forest"}
+    _run(monkeypatch, tmp_path, "--qid", "syn-0-0:q00001", "--method", "bm25", "--top-k", "5")
+    assert "-- context (flat, " in capsys.readouterr().out  # any registered method

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from test_tmem_fakes import ScriptedLLM, asked_ids, by_stage, shown_lines
 
+from tests.conftest import source_named
 from tmem_core.benchmarks import LoadRequest, _synthetic, build
 from tmem_core.evaluation import gold_leaks
 from tmem_core.llm import ChatRequest, count_tokens
@@ -56,7 +57,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         original(self, found, out)
 
     spy.setattr(_synthetic._Conversation, "_questions", capture)
-    prepared = build("synthetic", LoadRequest(size=2000, seed=0, variant="revisions"))
+    prepared = source_named(build("synthetic",
+                                  LoadRequest(size=2000, seed=0, variant="revisions")))
     spy.undo()
     conversations = conversations_from_table(prepared.messages)
     store = IndexStore(conversations, HashEmbedder(), tmp_path_factory.mktemp("idx"))

@@ -48,12 +48,14 @@ def load_longmemeval(request: LoadRequest) -> LoadedBenchmark:
     out = LoadedBenchmark(messages=[], questions=[])
     for index, inst in enumerate(instances):
         qid = str(require(inst, "question_id", file=path, record=f"instance[{index}]"))
-        evidence = _load_haystack(inst, qid, path, out)
-        out.questions.append(_question(inst, qid, evidence, path))
+        conv_id = f"lme-{index}"  # not the question id: its `_abs` marks abstention
+        evidence = _load_haystack(inst, qid, conv_id, path, out)
+        out.questions.append(_question(inst, qid, conv_id, evidence, path))
     return out
 
 
-def _load_haystack(inst: Any, qid: str, path: Path, out: LoadedBenchmark) -> list[str]:
+def _load_haystack(inst: Any, qid: str, conv_id: str, path: Path, out: LoadedBenchmark
+                   ) -> list[str]:
     """Sessions in date order (stable); returns ids of turns marked `has_answer` (gold only)."""
     ids = require(inst, "haystack_session_ids", file=path, record=qid, kind=list)
     dates = require(inst, "haystack_dates", file=path, record=qid, kind=list)
@@ -75,7 +77,7 @@ def _load_haystack(inst: Any, qid: str, path: Path, out: LoadedBenchmark) -> lis
             msg_id = f"{qid}:{sid}:{pos}"
             role = str(require(turn, "role", file=path, record=record))
             out.messages.append(Message(
-                conv_id=qid, msg_id=msg_id, seq=len(out.messages), timestamp=when,
+                conv_id=conv_id, msg_id=msg_id, seq=len(out.messages), timestamp=when,
                 text=str(require(turn, "content", file=path, record=record)),
                 session_id=f"{qid}:{sid}", author=role, role=role,
             ))
@@ -84,7 +86,8 @@ def _load_haystack(inst: Any, qid: str, path: Path, out: LoadedBenchmark) -> lis
     return evidence
 
 
-def _question(inst: Any, qid: str, evidence: list[str], path: Path) -> tuple[Question, Gold]:
+def _question(inst: Any, qid: str, conv_id: str, evidence: list[str], path: Path
+              ) -> tuple[Question, Gold]:
     question_time = None
     if inst.get("question_date"):
         question_time = parse_time(inst["question_date"], file=path, record=qid,
@@ -92,7 +95,7 @@ def _question(inst: Any, qid: str, evidence: list[str], path: Path) -> tuple[Que
     abstention = qid.endswith(ABSTENTION_SUFFIX)
     extra = {"answer_session_ids": inst.get("answer_session_ids") or []}
     return (
-        Question(conv_id=qid, qid=qid,
+        Question(conv_id=conv_id, qid=qid,
                  question=str(require(inst, "question", file=path, record=qid)),
                  category=str(require(inst, "question_type", file=path, record=qid)),
                  asking_user="user", question_time=question_time),

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tmem_core import __version__
+from tmem_core.benchmarks._opaque import opaque_ids
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, get_benchmark
 from tmem_core.benchmarks._source import sha256_of
 from tmem_core.schema import (
@@ -48,7 +49,7 @@ def build(name: str, request: LoadRequest) -> PreparedBenchmark:
         raise DataError(f"benchmark {name!r} needs --source PATH")
     if request.source is not None and not request.source.exists():
         raise DataError("no such file or directory", file=str(request.source))
-    loaded = spec.loader(request)
+    loaded = opaque_ids(spec.loader(request))
     source_label = str(request.source) if request.source else f"generated:{name}"
     messages = messages_to_table(loaded.messages)
     questions = questions_to_table(loaded.questions)

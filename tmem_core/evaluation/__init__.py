@@ -1,7 +1,7 @@
 """Evaluation: deterministic metrics, answer prompts, judges and evidence recall."""
 
 from tmem_core.evaluation._answer import answer_prompt, format_instruction, question_block
-from tmem_core.evaluation._leaks import gold_leaks
+from tmem_core.evaluation._leaks import gold_leaks, gold_strings
 from tmem_core.evaluation._metrics import (
     choice_correct,
     choice_letter,
@@ -28,6 +28,7 @@ __all__ = [
     "exact_match",
     "format_instruction",
     "gold_leaks",
+    "gold_strings",
     "locomo_f1",
     "normalise",
     "one_judge",

@@ -27,6 +27,7 @@ CALLS_SCHEMA = pa.schema(
         pa.field("error", pa.string()),
         pa.field("error_kind", pa.string()),
         pa.field("finished_at", pa.float64()),  # Unix time the response came back
+        pa.field("leaks", pa.list_(pa.string())),  # gold-derived strings found in the prompt
     ]
 )
 
@@ -48,6 +49,7 @@ class CallRecord:
     error: str | None
     error_kind: str | None
     finished_at: float | None = None
+    leaks: tuple[str, ...] = ()
 
     @classmethod
     def of(

@@ -72,9 +72,12 @@ def close_local_engines() -> None:
 class EngineProxy:
     """The `LLM` a method sees inside a stage actor: one question of one stage."""
 
-    def __init__(self, call: EngineCall, backbone: BackboneConfig, stage: str, qid: str
-                 ) -> None:
+    def __init__(self, call: EngineCall, backbone: BackboneConfig, stage: str, qid: str,
+                 forbidden: tuple[str, ...] = ()) -> None:
+        """`forbidden`: gold-derived strings no prompt of this question may contain (each
+        call records those it finds, for the run's validator)."""
         self._call, self._backbone, self.stage, self.qid = call, backbone, stage, qid
+        self.forbidden = forbidden
         self.records: list[CallRecord] = []
 
     @property
@@ -83,15 +86,20 @@ class EngineProxy:
 
     def for_stage(self, stage: str) -> EngineProxy:
         """The same engine, with calls attributed to another stage of the same question."""
-        other = EngineProxy(self._call, self._backbone, stage, self.qid)
+        other = EngineProxy(self._call, self._backbone, stage, self.qid, self.forbidden)
         other.records = self.records
         return other
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
         stamped = [dataclasses.replace(r, stage=self.stage, qid=self.qid) for r in requests]
         responses, records = self._call(stamped)
-        self.records.extend(records)
+        self.records.extend(dataclasses.replace(record, leaks=found) if (found := self._leaks(
+            request)) else record for request, record in zip(stamped, records, strict=True))
         return list(responses)
+
+    def _leaks(self, request: ChatRequest) -> tuple[str, ...]:
+        text = "\n".join(m.content for m in request.messages)
+        return tuple(s for s in self.forbidden if s in text)
 
 
 class FailingProxy(EngineProxy):

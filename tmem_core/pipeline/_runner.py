@@ -38,6 +38,7 @@ from tmem_core.pipeline._stages import (
 from tmem_core.pipeline._validators import (
     budget_respected,
     context_checks,
+    no_gold_ids_in_prompts,
     no_gold_in_prompts,
     question_counts,
 )
@@ -355,6 +356,8 @@ def _validate(job: StageJob, qids: list[str], prepared: Any, histories: dict[str
         "budget": budget_respected(latest[ConstructStage.name], job.run.budget),
         "no_gold_in_prompts": no_gold_in_prompts(latest[AnswerStage.name],
                                                  latest[ConstructStage.name], questions, gold),
+        "no_gold_ids_in_prompts": no_gold_ids_in_prompts(
+            calls_store(Path(job.run_dir)).read_all()),
         **context_checks(latest[ConstructStage.name]),
     }
     return {name: v.as_dict() for name, v in out.items()}

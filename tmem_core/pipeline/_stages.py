@@ -29,6 +29,7 @@ from tmem_core.evaluation import (
     answer_prompt,
     choice_correct,
     exact_match,
+    gold_strings,
     normalise,
     parse_verdict,
     says_not_available,
@@ -63,7 +64,13 @@ from tmem_core.results import (
     stage_store,
 )
 from tmem_core.retrieval import conversations_from_table
-from tmem_core.schema import Gold, Question, gold_from_table, questions_from_table
+from tmem_core.schema import (
+    Gold,
+    Question,
+    gold_from_table,
+    messages_from_table,
+    questions_from_table,
+)
 
 FLOW_SCHEMA = pa.schema([
     pa.field("run_id", pa.string()), pa.field("qid", pa.string()),
@@ -168,7 +175,20 @@ class Stage:
         stage = stage or self.name
         broken = (self.fault is not None and self.fault.kind == "llm_error"
                   and self.fault.hits(stage, qid))
-        return (FailingProxy if broken else EngineProxy)(call, backbone, stage, qid)
+        forbidden = self.forbidden.get(self.questions[qid].conv_id, ())
+        return (FailingProxy if broken else EngineProxy)(call, backbone, stage, qid, forbidden)
+
+    @cached_property
+    def forbidden(self) -> dict[str, tuple[str, ...]]:
+        """Per conversation, the gold-derived strings no prompt may contain (read here, by
+        the harness, to check prompts; never given to a method)."""
+        gold = gold_from_table(self.prepared.questions)
+        evidence = {e for g in gold.values() for e in g.evidence_ids}
+        messages = self.prepared.messages
+        chosen = messages.filter(pc.is_in(messages.column("msg_id"),
+                                          pa.array(sorted(evidence), pa.string())))
+        return gold_strings({m.msg_id: m for m in messages_from_table(chosen)},
+                            questions_from_table(self.prepared.questions), gold)
 
     def _engine(self, backbone: BackboneConfig) -> EngineCall:
         """The backbone's engine, looked up once per stage process."""

@@ -51,6 +51,15 @@ def budget_respected(construct: pa.Table, budget: int) -> Verdict:
                                for r in rows if r["tokens"] > budget))
 
 
+def no_gold_ids_in_prompts(calls: pa.Table) -> Verdict:
+    """No prompt of any stage (memory, construct, answer, judge) held a gold-derived string:
+    a source id or session of gold evidence, an abstention question's id, a gold_meta value
+    (each call records what the stage's guard found in its prompt)."""
+    rows = calls.select(["stage", "qid", "leaks"]).to_pylist()
+    return verdict(len(rows), (f"{r['stage']} {r['qid']}: prompt holds {', '.join(r['leaks'])}"
+                               for r in rows if r["leaks"]))
+
+
 def no_gold_in_prompts(answers: pa.Table, construct: pa.Table, questions: dict[str, Question],
                        gold: dict[str, Gold]) -> Verdict:
     contexts = {r["qid"]: r["context"] for r in construct.to_pylist() if r["ok"]}
