@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from tmem_core.llm._config import BackboneConfig
-from tmem_core.llm._types import ChatRequest, ChatResponse
+from tmem_core.llm._request_cache import request_hash
+from tmem_core.llm._types import ChatRequest, ChatResponse, Usage
 
 CALLS_SCHEMA = pa.schema(
     [
@@ -28,13 +29,16 @@ CALLS_SCHEMA = pa.schema(
         pa.field("error_kind", pa.string()),
         pa.field("finished_at", pa.float64()),  # Unix time the response came back
         pa.field("leaks", pa.list_(pa.string())),  # gold-derived strings found in the prompt
+        pa.field("reused", pa.bool_()),  # a memory built earlier: its original call, not rerun
+        pa.field("method_cost_usd", pa.float64()),  # priced as if run, cache hit or not
     ]
 )
 
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One LLM call. Cached calls keep the original token counts and cost 0 USD."""
+    """One LLM call. Cached and reused calls keep the original token counts and cost 0 USD
+    now (`cost_usd`); `method_cost_usd` prices every call as if it ran."""
 
     backbone: str
     model: str
@@ -50,6 +54,8 @@ class CallRecord:
     error_kind: str | None
     finished_at: float | None = None
     leaks: tuple[str, ...] = ()
+    reused: bool = False
+    method_cost_usd: float = 0.0
 
     @classmethod
     def of(
@@ -69,7 +75,16 @@ class CallRecord:
             error=response.error,
             error_kind=response.error_kind,
             finished_at=time.time(),
+            method_cost_usd=backbone.prices.cost(response.usage),
         )
+
+    @classmethod
+    def reused_call(cls, backbone: BackboneConfig, request: ChatRequest, usage: Usage
+                    ) -> CallRecord:
+        """A call that built a memory this run reuses: its original tokens, no new spend."""
+        record = cls.of(backbone, request, ChatResponse(usage=usage, cached=True))
+        return dataclasses.replace(record, reused=True, request_hash=request_hash(backbone,
+                                                                                  request))
 
 
 def records_to_table(records: Iterable[CallRecord]) -> pa.Table:

@@ -98,10 +98,11 @@ class RunSummary:
     stage_errors: dict[str, int]
     accuracy: float | None
     judged: int  # questions with a score in `accuracy`
-    tokens: int  # the method's calls (judge calibration left out)
-    cost_usd: float
+    tokens: int  # the method's calls (judge calibration left out), reused memories included
+    cost_usd: float  # spent now: calls that reached an engine
     seconds: float  # from the start of the sweep's stages to the run's last record
     run_dir: Path
+    method_cost_usd: float = 0.0  # every call priced as if run (cache hits, reused memories)
     exact_match: float | None = None
     calibrations: tuple[JudgeCalibration, ...] = ()
     degradation: dict[str, int] = field(default_factory=dict)
@@ -117,7 +118,8 @@ class RunSummary:
         fallbacks = f", DEGRADED {worse}" if worse else ""
         return (f"run {self.run_id}: {self.questions} questions, accuracy {acc} "
                 f"({self.judged} judged){em}, {errors} errors {self.stage_errors}{fallbacks}, "
-                f"{self.tokens} tokens, ${self.cost_usd:.4f}, done at {self.seconds:.1f}s")
+                f"{self.tokens} tokens, ${self.cost_usd:.4f} spent now "
+                f"(${self.method_cost_usd:.4f} as if run), done at {self.seconds:.1f}s")
 
 
 def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
@@ -378,6 +380,7 @@ def summarise(run: RunSpec, run_dir: Path, questions: int, seconds: float,
         accuracy=accuracy, judged=judged,
         tokens=sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls),
         cost_usd=sum(c["cost_usd"] for c in calls), seconds=seconds, run_dir=run_dir,
+        method_cost_usd=sum(c["method_cost_usd"] or 0.0 for c in calls),
         exact_match=mean_exact_match(judged_records),
         calibrations=tuple(judge_calibrations(calibration_store(run_dir).latest())),
         degradation=degradation_counts(

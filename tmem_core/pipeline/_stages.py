@@ -8,6 +8,7 @@ a failure into an error record; a question that failed upstream passes through u
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -58,9 +59,12 @@ from tmem_core.pipeline._json import to_json
 from tmem_core.prompts import Prompt, as_chat, load_prompt
 from tmem_core.results import (
     CALIBRATION_STAGE,
+    MEMORY_STAGE,
     StageStore,
     calibration_store,
     calls_store,
+    conversation_of,
+    memory_qid,
     stage_store,
 )
 from tmem_core.retrieval import conversations_from_table
@@ -250,8 +254,18 @@ def _call_rows(run_id: str, results: list[StageResult]) -> list[dict[str, Any]]:
 
 def _call_row(run_id: str, call: CallRecord) -> dict[str, Any]:
     row = {k: getattr(call, k) for k in CALLS_SCHEMA.names}
-    return {**row, "run_id": run_id, "key": f"{call.stage}|{call.qid}|{call.request_hash}",
-            "conv_id": None, "ok": call.error is None}
+    # a reused memory call yields to the call that built it, should both be on record
+    order = {"written_at": 0.0} if call.reused else {}
+    return {**row, **order, "run_id": run_id,
+            "key": f"{call.stage}|{call.qid}|{call.request_hash}", "conv_id": None,
+            "ok": call.error is None}
+
+
+def _accounted_memories(run_dir: Path) -> set[str]:
+    """Conversations whose memory calls the run has on record (from an earlier attempt)."""
+    calls = calls_store(run_dir).read_all()
+    owners = calls.filter(pc.equal(calls.column("stage"), MEMORY_STAGE)).column("qid")
+    return {conversation_of(q) for q in owners.to_pylist()}
 
 
 class MethodStage(Stage):
@@ -266,6 +280,8 @@ class MethodStage(Stage):
         """`shares`: another stage of this process whose method (and memory lock) to use."""
         self._prepare_lock: threading.Lock = (shares._prepare_lock if shares
                                               else threading.Lock())
+        self._memory_accounted: set[str] = (  # conversations whose memory the run counted
+            shares._memory_accounted if shares else _accounted_memories(Path(job.run_dir)))
         if shares is not None:
             self.method = shares.method
         super().__init__(job)  # last: it warms up, which builds the method
@@ -285,10 +301,16 @@ class MethodStage(Stage):
         prepare: Callable[..., Any] | None = getattr(self.method, "prepare", None)
         if prepare is None:
             return []
-        llm = self.proxy(self.job.backbone, question.qid, stage="memory")
+        llm = self.proxy(self.job.backbone, question.qid, stage=MEMORY_STAGE)
         with self._prepare_lock:  # the batch's threads share one memory per conversation
-            prepare(question.conv_id, llm)
-        return llm.records
+            stats = prepare(question.conv_id, llm)
+            if question.conv_id in self._memory_accounted:
+                return []
+            self._memory_accounted.add(question.conv_id)
+        owner = memory_qid(question.conv_id)  # the run's memory, not this question's
+        reused = [dataclasses.replace(c, stage=MEMORY_STAGE) for c in
+                  getattr(stats, "reused_calls", ())]
+        return [dataclasses.replace(c, qid=owner) for c in [*llm.records, *reused]]
 
 
 class RetrieveStage(MethodStage):

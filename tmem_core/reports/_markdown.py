@@ -120,7 +120,9 @@ class Report:
             "run_id", "judge_repeats", "questions", "judged", "failed", "pending", "scored",
             "accuracy", "accuracy_std", "exact_match", "f1", "recall",
             pl.col("context_tokens").alias("context tokens (mean)"),
-            pl.col("context_tokens_max").alias("(max)"), "tokens_per_question", "cost_usd",
+            pl.col("context_tokens_max").alias("(max)"), "tokens_per_question",
+            pl.col("cost_usd").alias("USD spent now"),
+            pl.col("method_cost_usd").alias("USD as if run"),
             "wall_s"))
         ids = self.labels.select("run", "run_id")
         return [*markdown_table(table), *self._unmatched_evidence(), *markdown_table(ids)]
@@ -217,7 +219,8 @@ class Report:
                          aggregate_function="sum")
         totals = self.summary.runs.select("run_id", pl.col("tokens").alias("total tokens"),
                                           pl.col("tokens_per_question").alias("per question"),
-                                          pl.col("cost_usd").alias("USD"))
+                                          pl.col("cost_usd").alias("USD spent now"),
+                                          pl.col("method_cost_usd").alias("USD as if run"))
         table = stages.select("run_id", *LLM_STAGES).join(
             phases.select("run_id", *dict.fromkeys(PHASE.values())), on="run_id").join(
             totals, on="run_id")

@@ -151,6 +151,7 @@ def tokens(results: SweepResults, questions: pl.DataFrame) -> pl.DataFrame:
     sums = results.records["calls"].group_by("run_id", "stage").agg(
         pl.len().alias("calls"), pl.col("cached").sum(), pl.col("prompt_tokens").sum(),
         pl.col("completion_tokens").sum(), pl.col("cost_usd").sum(),
+        pl.col("method_cost_usd").fill_null(0.0).sum(), pl.col("reused").fill_null(False).sum(),
         pl.col("latency_s").sum().alias("llm_latency_s"))
     per_run = questions.group_by("run_id").agg(pl.len().alias("questions"))
     table = left_join(_grid(results.runs, "stage", LLM_STAGES, sums).fill_null(0), per_run,

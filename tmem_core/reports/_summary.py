@@ -95,6 +95,7 @@ def _token_totals(tokens: pl.DataFrame) -> pl.DataFrame:
     """Per run: tokens in total, per question and per phase, and USD."""
     phases = tokens.pivot(on="phase", index="run_id", values="tokens", aggregate_function="sum")
     totals = tokens.group_by("run_id").agg(
-        pl.col("tokens").sum(), pl.col("tokens_per_question").sum(), pl.col("cost_usd").sum())
+        pl.col("tokens").sum(), pl.col("tokens_per_question").sum(), pl.col("cost_usd").sum(),
+        pl.col("method_cost_usd").sum())
     return totals.join(phases.rename({m.MEMORY_PROCESSING: "tokens_memory",
                                       m.ANSWER_JUDGE: "tokens_answer_judge"}), on="run_id")

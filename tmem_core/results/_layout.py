@@ -24,6 +24,17 @@ CONTRACT_FILE = "contract.json"
 CALLS = "calls"
 CALIBRATION = "calibration"  # each judge's verdicts on control answers (see _calibration)
 CALIBRATION_STAGE = "calibration"  # `calls.stage` of those verdicts: not the method's cost
+MEMORY_STAGE = "memory"  # `calls.stage` of a conversation's offline memory (T2Mem extraction)
+_MEMORY_PREFIX = "memory:"
+
+
+def memory_qid(conv_id: str) -> str:
+    """The `qid` of a conversation's memory calls: they belong to the run, not a question."""
+    return f"{_MEMORY_PREFIX}{conv_id}"
+
+
+def conversation_of(qid: str) -> str:
+    return qid.removeprefix(_MEMORY_PREFIX)
 
 STAGE_SCHEMAS: dict[str, pa.Schema] = {
     "retrieve": stage_schema(

@@ -22,6 +22,7 @@ from tmem_core.llm import (
     BackboneConfig,
     CallRecord,
     ChatRequest,
+    ChatResponse,
     TokenCounter,
     Usage,
     count_chat_tokens,
@@ -36,7 +37,7 @@ from tmem_core.retrieval import content_key
 EXTRACT_STAGE = "memory"
 """Stage of extraction calls: offline memory construction, apart from the per-question loop."""
 
-_VERSION = "t2mem-extract-v1"
+_VERSION = "t2mem-extract-v2"  # v2: each output keeps the usage of the call that made it
 CONTEXT_MARGIN = 0.7  # the budget tokenizer (cl100k) counts ~25% fewer tokens than SmolLM2's
 _PROMPTS = {"metadata": "t2mem/extract", "summary": "t2mem/summarize"}
 
@@ -61,8 +62,10 @@ class ConstructionStats:
     """What `T2Mem.prepare` did for one conversation (offline memory construction).
 
     `calls` are this call's LLM calls (stage "memory"), ready for the calls table; `reused`
-    counts episodes whose metadata came from the extraction cache; `failed` holds one error
-    per episode left without metadata (not cached: the next `prepare` retries it).
+    counts episodes whose metadata came from the extraction cache, and `reused_calls` are the
+    calls that made them (original tokens, no new spend: every run that uses a memory accounts
+    for what building it cost); `failed` holds one error per episode left without metadata
+    (not cached: the next `prepare` retries it).
     """
 
     conv_id: str
@@ -74,6 +77,7 @@ class ConstructionStats:
     failed: tuple[str, ...]
     calls: tuple[CallRecord, ...]
     seconds: float
+    reused_calls: tuple[CallRecord, ...] = ()
 
     @property
     def usage(self) -> Usage:
@@ -88,6 +92,7 @@ class Extraction:
     calls: tuple[CallRecord, ...]
     reused: int
     failed: tuple[str, ...]
+    reused_calls: tuple[CallRecord, ...] = ()  # the original calls of the reused episodes
 
 
 def extraction_limit(config: T2MemConfig, backbone: BackboneConfig) -> int:
@@ -112,24 +117,29 @@ def extract(episodes: Sequence[Episode], llm: LLM, config: T2MemConfig, cache: P
     keys = {eid: content_key([_VERSION, request_hash(llm.backbone, r), prompt.sha256])
             for eid, r in requests.items()}
     store = _Store(cache / "extract")
-    outputs = store.read(keys)
-    missing = sorted(set(keys) - set(outputs))
-    if not missing:
-        return Extraction(outputs, (), len(outputs), ())
-    with FileLock(str(store.lock_path([keys[eid] for eid in missing]))):
-        outputs |= store.read({eid: keys[eid] for eid in missing})  # written meanwhile
-        todo = [eid for eid in missing if eid not in outputs]
-        responses = llm.generate([requests[eid] for eid in todo]) if todo else []
-        failed: list[str] = []
-        for eid, response in zip(todo, responses, strict=True):
-            if response.ok and isinstance(response.parsed, dict):
-                store.write(keys[eid], response.parsed)
-                outputs[eid] = response.parsed
-            else:
-                failed.append(f"{eid}: {response.error or 'output is not a JSON object'}")
+    stored = store.read(keys)
+    missing = sorted(set(keys) - set(stored))
+    todo: list[str] = []
+    responses: list[ChatResponse] = []
+    failed: list[str] = []
+    if missing:
+        with FileLock(str(store.lock_path([keys[eid] for eid in missing]))):
+            stored |= store.read({eid: keys[eid] for eid in missing})  # written meanwhile
+            todo = [eid for eid in missing if eid not in stored]
+            responses = llm.generate([requests[eid] for eid in todo]) if todo else []
+            for eid, response in zip(todo, responses, strict=True):
+                if response.ok and isinstance(response.parsed, dict):
+                    store.write(keys[eid], response.parsed, response.usage)
+                else:
+                    failed.append(f"{eid}: {response.error or 'output is not a JSON object'}")
+    outputs = {eid: out for eid, (out, _) in stored.items()}
+    outputs |= {eid: r.parsed for eid, r in zip(todo, responses, strict=True)
+                if r.ok and isinstance(r.parsed, dict)}
     calls = tuple(CallRecord.of(llm.backbone, requests[eid], r)
                   for eid, r in zip(todo, responses, strict=True))
-    return Extraction(outputs, calls, len(keys) - len(todo), tuple(failed))
+    reused = tuple(CallRecord.reused_call(llm.backbone, requests[eid], usage)
+                   for eid, (_, usage) in sorted(stored.items()))
+    return Extraction(outputs, calls, len(stored), tuple(failed), reused)
 
 
 def metadata_entries(episodes: Sequence[Episode],
@@ -212,18 +222,21 @@ class _Store:
         locks.mkdir(parents=True, exist_ok=True)
         return locks / f"{content_key(sorted(keys))}.lock"
 
-    def read(self, keys: dict[str, str]) -> dict[str, dict[str, Any]]:
+    def read(self, keys: dict[str, str]) -> dict[str, tuple[dict[str, Any], Usage]]:
+        """Stored outputs by name, with the usage of the call that made each."""
         found = {}
         for name, key in keys.items():
             path = self.path(key)
             if path.exists():
-                found[name] = json.loads(path.read_text(encoding="utf-8"))["parsed"]
+                stored = json.loads(path.read_text(encoding="utf-8"))
+                found[name] = (stored["parsed"], Usage(**stored["usage"]))
         return found
 
-    def write(self, key: str, parsed: dict[str, Any]) -> None:
+    def write(self, key: str, parsed: dict[str, Any], usage: Usage) -> None:
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".", suffix=".json", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"version": _VERSION, "parsed": parsed}, fh)
+            json.dump({"version": _VERSION, "parsed": parsed,
+                       "usage": dataclasses.asdict(usage)}, fh)
         os.replace(tmp, path)

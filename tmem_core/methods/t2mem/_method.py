@@ -167,7 +167,8 @@ def _stats(conv_id: str, memory: _Memory, extraction: Extraction,
     index = memory.index
     return ConstructionStats(conv_id, memory.mode, len(index.episodes), len(index.entries),
                              len(extraction.calls), extraction.reused, extraction.failed,
-                             extraction.calls, time.perf_counter() - start)
+                             extraction.calls, time.perf_counter() - start,
+                             extraction.reused_calls)
 
 
 def _tag(backbone: BackboneConfig) -> str:
