@@ -177,6 +177,7 @@ def test_read_raw_follows_the_backlink_to_the_raw_episode(store: IndexStore,
     short, _ = run(store, tmp_path, [step("read", "E2"), step("answer")], raw_tokens=90)
     assert short.trace["steps"][0]["read"]["messages"] == 2  # cut to the ReadRaw budget
     assert short.trace["steps"][0]["read"]["of"] == 4
+    assert short.ids == ("c:10", "c:11")  # only the lines the excerpt showed count
 
 
 def test_read_of_an_unknown_or_read_episode_is_repaired(store: IndexStore,
@@ -227,12 +228,19 @@ def test_the_context_text_is_the_accumulated_memory(store: IndexStore, tmp_path:
     assert cut.text == "proposed 3 attempts"
 
 
-def test_context_ids_are_the_linked_and_read_episodes(store: IndexStore, tmp_path: Path) -> None:
+def test_context_ids_are_the_messages_whose_text_was_shown(store: IndexStore,
+                                                          tmp_path: Path) -> None:
     context, _ = run(store, tmp_path, [step("read", "E9"), step("answer")])
-    linked = [e["episode"] for e in context.trace["initial"]] + ["E9"]
-    method_ids = {f"c:{i}" for i in range(35, 40)}  # E9 is day 21
-    assert method_ids <= set(context.ids) and len(set(linked)) >= 2
-    assert len(context.ids) == len(set(context.ids))
+    linked = {e["episode"] for e in context.trace["initial"]} - {"E9"}
+    assert linked  # episodes linked by entries it was shown ...
+    assert set(context.ids) == {f"c:{i}" for i in range(35, 40)}  # ... count for nothing: E9
+    unread, _ = run(store, tmp_path, [step("answer", "", "retry limit 3")])
+    assert unread.ids == ()  # metadata entries only: no message's own text was shown
+    raw, _ = run(store, tmp_path, [step("answer")], units="raw")
+    shown_lines = [e["text"] for e in raw.trace["initial"]]  # raw messages as entries
+    assert len(raw.ids) == len(shown_lines) == 5
+    assert all(any(line.startswith(f"[{i}]") for line in shown_lines) for i in raw.ids)
+
 
 
 def test_no_rollout_is_one_answer_only_step(store: IndexStore, tmp_path: Path) -> None:

@@ -22,8 +22,8 @@ ContextKind = Literal["flat", "forest", "memory"]
 class Context:
     """Evidence rendered for the answer prompt.
 
-    `ids` are the messages it presents (for evidence recall; for T2Mem, the messages of the
-    raw episodes it read plus the episodes its memory entries link to); `trace` is JSON-able
+    `ids` are the messages whose own text reached the answer model (evidence recall; for
+    T2Mem, the lines its ReadRaw steps showed, never whole linked episodes); `trace` is JSON-able
     method detail (forest, labels, loop steps) kept with the record for inspection.
     """
 

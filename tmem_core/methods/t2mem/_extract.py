@@ -44,13 +44,15 @@ _PROMPTS = {"metadata": "t2mem/extract", "summary": "t2mem/summarize"}
 
 @dataclass(frozen=True)
 class Entry:
-    """A memory unit that SearchMeta finds: `text` is shown, `search_text` embedded."""
+    """A memory unit that SearchMeta finds: `text` is shown, `search_text` embedded;
+    `msg_id`: the raw message it shows (the no-metadata ablation's entries)."""
 
     entry_id: str
     episode_id: str
     kind: str  # event | fact | summary | message
     text: str
     search_text: str
+    msg_id: str | None = None
 
     def to_json(self) -> dict[str, str]:
         return {"id": self.entry_id, "episode": self.episode_id, "kind": self.kind,
@@ -153,10 +155,10 @@ def metadata_entries(episodes: Sequence[Episode],
 
 def message_entries(episodes: Sequence[Episode]) -> tuple[Entry, ...]:
     """One entry per raw message (the no-metadata ablation), linked to its episode."""
-    pairs = [(e.episode_id, m.text, line) for e in episodes
+    pairs = [(e.episode_id, m, line) for e in episodes
              for m, line in zip(e.messages, e.lines, strict=True)]
-    return tuple(Entry(f"M{i}", eid, "message", line, text)
-                 for i, (eid, text, line) in enumerate(pairs, 1))
+    return tuple(Entry(f"M{i}", eid, "message", line, m.text, m.msg_id)
+                 for i, (eid, m, line) in enumerate(pairs, 1))
 
 
 def extraction_schema(config: T2MemConfig) -> dict[str, Any]:

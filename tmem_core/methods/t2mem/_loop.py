@@ -82,6 +82,7 @@ class Loop:
     memory: list[str] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
     stop: str = ""
+    read_ids: list[str] = field(default_factory=list)  # messages whose lines ReadRaw showed
 
     def run(self, initial: Sequence[Entry], llm: LLM) -> None:
         new = self._show(initial)
@@ -115,6 +116,12 @@ class Loop:
             "fallback_context": int(not self.memory),
             "steps_total": len(self.steps),
         }
+
+    def shown_ids(self) -> tuple[str, ...]:
+        """Messages whose own text the loop showed: the lines of its ReadRaw excerpts, then
+        raw-message entries it was shown (the no-metadata ablation), without repeats."""
+        raw = [e.msg_id for e in self.seen.values() if e.msg_id is not None]
+        return tuple(dict.fromkeys([*self.read_ids, *raw]))
 
     def linked_episodes(self) -> list[str]:
         """Episodes of the entries shown, then those read, without repeats."""
@@ -161,6 +168,7 @@ class Loop:
             record["repair"] = f"read {argument!r}: {why}; read {episode.episode_id} instead"
         self.read.append(episode.episode_id)
         lines = fit_lines(episode.lines, self.raw_tokens, self.count)
+        self.read_ids += [m.msg_id for m in episode.messages[:len(lines)]]
         record["read"] = {"episode": episode.episode_id, "source": episode.source,
                           "messages": len(lines), "of": len(episode.lines),
                           "tokens": sum(self.count(line) + 1 for line in lines)}

@@ -53,8 +53,10 @@ class T2Mem:
     extraction cache holds the episodes. `retrieve` is the initial SearchMeta (k_initial, CPU
     only); `construct` runs the loop and returns the memory as a `Context(kind="memory")`.
 
-    `Context.ids` (evidence recall) are the messages of every episode linked by an entry the
-    loop was shown, then of the episodes it read, episode by episode. `Context.text` is the
+    `Context.ids` (evidence recall) are the messages whose own text the loop saw: the lines of
+    its ReadRaw excerpts (as cut to `raw_tokens`), and raw-message entries (the no-metadata
+    ablation); an episode merely linked by a metadata entry counts for none of its messages.
+    `Context.text` is the
     accumulated memory caches, cut to the budget; when the LLM wrote none (malformed first
     step, LLM error) it is the entries shown instead, and the trace says `fallback`.
     """
@@ -110,7 +112,7 @@ class T2Mem:
         loop.run(initial, llm)
         units = loop.memory or [describe(e, memory.index) for e in loop.seen.values()]
         text = "\n".join(fit_lines(units, budget_tokens, count_tokens))
-        ids = memory.index.linked_ids(loop.linked_episodes())
+        ids = loop.shown_ids()
         trace = self._trace(question, evidence, loop, memory)
         return Context(question.qid, self.name, "memory", text, ids, count_tokens(text), trace)
 
