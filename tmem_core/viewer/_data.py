@@ -1,0 +1,111 @@
+"""Everything the viewer reads of a sweep, in one place: the report's tables and figures, the
+prepared benchmark, and one question's full records (large columns included).
+
+The rest of the viewer reads results only through this module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from tmem_core.benchmarks import read_prepared
+from tmem_core.pipeline import CONTRACT_FILE, STAGES, StageStore, calls_store, latest_of
+from tmem_core.reports import FIGURES, Summary, SweepResults, read_sweep, summarise
+from tmem_core.reports._report import REPORT_DIR
+from tmem_core.schema import DataError, Message, Question, messages_from_table, questions_from_table
+
+RECORD_STAGES = tuple(stage.name for stage in STAGES)
+CALLS = "calls"
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SweepData:
+    """A sweep as the report sees it, plus where each run's records lie."""
+
+    results: SweepResults
+    summary: Summary
+    run_dirs: Mapping[str, Path]
+    figures: Mapping[str, Path]  # report figures present on disk, by name
+
+
+@dataclass(frozen=True)
+class QuestionRecords:
+    """One question's latest successful record per key in every store, and its failures."""
+
+    latest: Mapping[str, list[Record]]  # store -> records (retrieve, ..., judge, calls)
+    failed: list[Record]  # failed attempts of every store, oldest first, with `store`
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    questions: Mapping[str, Question]
+    messages: Mapping[str, Message]
+
+
+def load_sweep(root: Path, report: Path | None = None) -> SweepData:
+    """The sweep folder `root` (a run still going: what it has written so far), with the
+    figures in `report` (default: the sweep's report folder)."""
+    if not root.is_dir():
+        raise DataError("no such sweep folder", file=str(root))
+    results = read_sweep(root)
+    report = report or root / REPORT_DIR
+    figures = {n: report / f"{n}.png" for n in FIGURES if (report / f"{n}.png").exists()}
+    return SweepData(results, summarise(results), _run_dirs(root), figures)
+
+
+def _run_dirs(root: Path) -> dict[str, Path]:
+    contracts = sorted(root.glob(f"*/{CONTRACT_FILE}"))
+    return {json.loads(p.read_text())["run_id"]: p.parent for p in contracts}
+
+
+def fingerprint(root: Path) -> tuple[tuple[str, int], ...]:
+    """Changes whenever a run writes: contracts are rewritten, record parts only added."""
+    paths = [*root.glob(f"*/{CONTRACT_FILE}"), *root.glob("*/*/part-*.parquet"),
+             *root.glob(f"{REPORT_DIR}/*.png")]
+    return tuple(sorted((str(p), p.stat().st_mtime_ns) for p in paths))
+
+
+def question_records(run_dir: Path, qids: Collection[str]) -> dict[str, QuestionRecords]:
+    """Every store's records of the questions `qids` (large columns included), read with a
+    filter so that only the parts holding them are scanned."""
+    stores = {**{s.name: s.store_for(run_dir) for s in STAGES}, CALLS: calls_store(run_dir)}
+    latest: dict[str, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
+    failed: dict[str, list[Record]] = defaultdict(list)
+    for name, store in stores.items():
+        history = _read(store, qids)
+        for row in latest_of(history).sort_by("written_at").to_pylist():
+            latest[row["qid"]][name].append(row)
+        for row in history.filter(pc.invert(history.column("ok"))).to_pylist():
+            failed[row["qid"]].append({**row, "store": name})
+    return {q: QuestionRecords({s: latest[q][s] for s in stores},
+                               sorted(failed[q], key=lambda r: r["written_at"])) for q in qids}
+
+
+def _read(store: StageStore, qids: Collection[str]) -> pa.Table:
+    parts = sorted(store.directory.glob("part-*.parquet")) if store.directory.exists() else []
+    if not parts:
+        return store.schema.empty_table()
+    try:
+        dataset = pads.dataset([str(p) for p in parts], schema=store.schema, format="parquet")
+        return dataset.to_table(filter=pc.field("qid").isin(list(qids)))
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise DataError(f"unreadable records: {exc}", file=str(store.directory)) from exc
+
+
+@cache
+def benchmark(data_dir: Path) -> Benchmark:
+    """The prepared benchmark a run read (read once per process)."""
+    prepared = read_prepared(data_dir)
+    return Benchmark({q.qid: q for q in questions_from_table(prepared.questions)},
+                     {m.msg_id: m for m in messages_from_table(prepared.messages)})
