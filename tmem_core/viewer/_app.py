@@ -16,6 +16,7 @@ from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from tmem_core.schema import DataError
 from tmem_core.viewer._data import SweepData, fingerprint, load_sweep
 from tmem_core.viewer._page import page, to_json
 from tmem_core.viewer._question import question_views
@@ -65,7 +66,7 @@ def viewer_app(root: Path) -> Starlette:
         path = sweep.data().figures.get(request.path_params["name"])
         return FileResponse(path) if path else _missing("figure")
 
-    return Starlette(routes=[
+    return Starlette(exception_handlers={DataError: _bad_data}, routes=[
         Route("/", index),
         Route("/api/sweep", api_sweep),
         Route("/api/runs/{run_id}", api_run),
@@ -77,6 +78,11 @@ def viewer_app(root: Path) -> Starlette:
 
 def _json(view: object) -> Response:
     return Response(to_json(view), media_type="application/json")
+
+
+async def _bad_data(_: Request, exc: Exception) -> Response:
+    """Results that turned unreadable while serving (the page shows the line)."""
+    return Response(f"error: {exc}", status_code=500, media_type="text/plain")
 
 
 def _missing(what: str) -> Response:

@@ -58,7 +58,10 @@ def load_sweep(root: Path, report: Path | None = None) -> SweepData:
     figures in `report` (default: the sweep's report folder)."""
     if not root.is_dir():
         raise DataError("no such sweep folder", file=str(root))
-    results = read_sweep(root)
+    try:
+        results = read_sweep(root)
+    except (OSError, pa.ArrowException) as exc:
+        raise DataError(f"unreadable results: {exc}", file=str(root)) from exc
     report = report or root / REPORT_DIR
     figures = {n: report / f"{n}.png" for n in FIGURES if (report / f"{n}.png").exists()}
     return SweepData(results, summarise(results), _run_dirs(root), figures)
@@ -98,8 +101,8 @@ def _read(store: StageStore, qids: Collection[str]) -> pa.Table:
         return store.schema.empty_table()
     try:
         dataset = pads.dataset([str(p) for p in parts], schema=store.schema, format="parquet")
-        return dataset.to_table(filter=pc.field("qid").isin(list(qids)))
-    except (OSError, pa.ArrowInvalid) as exc:
+        return dataset.to_table(filter=pc.field("qid").isin(pa.array(list(qids), pa.string())))
+    except (OSError, pa.ArrowException) as exc:
         raise DataError(f"unreadable records: {exc}", file=str(store.directory)) from exc
 
 

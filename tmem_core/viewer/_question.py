@@ -11,6 +11,7 @@ from pathlib import Path
 from tmem_core.methods._context import render_message
 from tmem_core.schema import Gold, Message
 from tmem_core.viewer._data import (
+    RECORD_STAGES,
     Benchmark,
     QuestionRecords,
     Record,
@@ -27,6 +28,8 @@ from tmem_core.viewer._evidence import (
     timeline,
 )
 from tmem_core.viewer._views import QuestionRow, question_rows, run_rows
+
+CALL_STAGES = ("memory", *RECORD_STAGES)  # a call's `stage`, in pipeline order
 
 
 @dataclass(frozen=True)
@@ -134,11 +137,10 @@ def _view(run_id: str, run: _Run, row: QuestionRow, records: QuestionRecords) ->
         gold.answer_kind,
         [GoldEvidence(i, i in shown, _message(run.bench.messages, i)) for i in gold.evidence_ids],
         _context(construct, run.bench.messages, set(gold.evidence_ids)) if construct else None,
-        [ChatTurn(m["role"], m["content"]) for m in json.loads(answer["prompt"])]
-        if answer else [],
+        _prompt(answer),
         [_verdict(r) for r in sorted(records.latest["judge"],
                                      key=lambda r: (r["judge"], r["repeat"]))],
-        [_call(r) for r in sorted(records.latest["calls"], key=_sent_at)],
+        [_call(r) for r in sorted(records.latest["calls"], key=_call_order)],
         [Failure(r["store"], r.get("stage") or r["store"], r["error"] or "", r["written_at"])
          for r in records.failed])
 
@@ -148,11 +150,18 @@ def _only(records: list[Record]) -> Record | None:
     return records[0] if records else None
 
 
+def _prompt(answer: Record | None) -> list[ChatTurn]:
+    """The answer stage's chat messages, as sent."""
+    if answer is None or not answer["prompt"]:
+        return []
+    return [ChatTurn(m["role"], m["content"]) for m in json.loads(answer["prompt"])]
+
+
 def _context(construct: Record, messages: Mapping[str, Message], gold: set[str]
              ) -> ContextView:
     """The context's lines; T-MEM's forest or T2Mem's steps when the trace has them."""
     trace = json.loads(construct["trace"]) if construct["trace"] else {}
-    text = construct["context"]
+    text = construct["context"] or ""
     return ContextView(
         construct["kind"], construct["tokens"], context_lines(text, gold),
         forest_view(trace, text, messages, gold) if "forest" in trace else None,
@@ -175,5 +184,7 @@ def _call(r: Record) -> Call:
                 r["completion_tokens"], r["latency_s"], r["cost_usd"], r["cached"])
 
 
-def _sent_at(r: Record) -> float:
-    return float(r["finished_at"] - r["latency_s"]) if r["finished_at"] else r["written_at"]
+def _call_order(r: Record) -> tuple[int, float]:
+    """Pipeline order of the call's stage, then when it was sent."""
+    sent = r["finished_at"] - r["latency_s"] if r["finished_at"] else r["written_at"]
+    return CALL_STAGES.index(r["stage"]), float(sent)
