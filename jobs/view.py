@@ -15,9 +15,7 @@ from pathlib import Path
 import uvicorn
 
 from jobs._cli import run_main
-from tmem_core.viewer import viewer_app
-
-HOST = "127.0.0.1"
+from tmem_core.viewer import HOST, viewer_app
 
 
 def main() -> int:

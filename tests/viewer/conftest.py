@@ -1,5 +1,6 @@
 """Fixtures of the viewer tests: a small real sweep with a T-MEM forest (built once per
-session), Debian's Chromium driven by Playwright, and where screenshots are kept."""
+session), the viewer served on 127.0.0.1, Debian's Chromium driven by Playwright, and where
+screenshots are kept."""
 
 from __future__ import annotations
 
@@ -8,18 +9,16 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
-import uvicorn
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from tmem_core.viewer import viewer_app
+from tmem_core.viewer import Background
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")  # Debian's package: `make browser` installs it
@@ -66,37 +65,11 @@ def artefacts() -> Path:
     return ARTEFACTS
 
 
-class Served:
-    """The viewer of a sweep on 127.0.0.1 (any free port), in a thread of the test."""
-
-    def __init__(self, sweep: Path) -> None:
-        config = uvicorn.Config(viewer_app(sweep), host="127.0.0.1", port=0, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            assert time.monotonic() < deadline, "the viewer did not start"
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}/"
-
-    def close(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-
-
 @pytest.fixture
-def serve() -> Iterator[Callable[[Path], Served]]:
-    servers: list[Served] = []
-
-    def start(sweep: Path) -> Served:
-        servers.append(Served(sweep))
-        return servers[-1]
-
-    yield start
-    for server in servers:
-        server.close()
+def serve() -> Iterator[Callable[[Path], str]]:
+    """Serves a sweep's viewer for the test; gives its URL."""
+    with ExitStack() as stack:
+        yield lambda sweep: stack.enter_context(Background(sweep))
 
 
 @pytest.fixture(scope="session")

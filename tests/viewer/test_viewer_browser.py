@@ -8,7 +8,7 @@ from pathlib import Path
 
 from playwright.sync_api import Browser, Page
 
-from tests.viewer.conftest import Served, check_question_page, records, richest_forest, run_dir
+from tests.viewer.conftest import check_question_page, records, richest_forest, run_dir
 
 VIEWPORT = {"width": 1400, "height": 1000}
 
@@ -21,12 +21,12 @@ def _page(browser: Browser) -> tuple[Page, list[str]]:
     return page, errors
 
 
-def test_sweep_run_question_side_by_side(forest_sweep: Path, serve: Callable[[Path], Served],
+def test_sweep_run_question_side_by_side(forest_sweep: Path, serve: Callable[[Path], str],
                                          browser: Browser, artefacts: Path) -> None:
     tmem, bm25 = run_dir(forest_sweep, "tmem"), run_dir(forest_sweep, "bm25")
     qid = richest_forest(tmem)
     page, errors = _page(browser)
-    page.goto(serve(forest_sweep).url)
+    page.goto(serve(forest_sweep))
 
     page.locator("#sweep-page a.run-link", has_text="tmem").first.click()
     page.wait_for_selector("#run-page table.questions")
@@ -54,11 +54,11 @@ def test_sweep_run_question_side_by_side(forest_sweep: Path, serve: Callable[[Pa
     assert not errors
 
 
-def test_compare_lists_where_runs_disagree(forest_sweep: Path, serve: Callable[[Path], Served],
+def test_compare_lists_where_runs_disagree(forest_sweep: Path, serve: Callable[[Path], str],
                                            browser: Browser) -> None:
     tmem, bm25 = run_dir(forest_sweep, "tmem"), run_dir(forest_sweep, "bm25")
     page, errors = _page(browser)
-    page.goto(serve(forest_sweep).url)
+    page.goto(serve(forest_sweep))
     page.select_option("select[name=a]", tmem.name)
     page.select_option("select[name=b]", bm25.name)
     page.get_by_role("button", name="compare").click()

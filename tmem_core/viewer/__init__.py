@@ -5,7 +5,7 @@ verdicts and LLM calls, and two runs side by side.
     export_html(Path("results/default"), Path("viewer.html"))   # one file, opens from disk
 """
 
-from tmem_core.viewer._app import viewer_app
+from tmem_core.viewer._app import HOST, Background, viewer_app
 from tmem_core.viewer._export import VIEWER_FILE, export_html
 
-__all__ = ["VIEWER_FILE", "export_html", "viewer_app"]
+__all__ = ["HOST", "VIEWER_FILE", "Background", "export_html", "viewer_app"]

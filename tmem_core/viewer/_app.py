@@ -8,8 +8,11 @@ running shows what has landed; a run's questions come as light rows, a question'
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
@@ -23,23 +26,37 @@ from tmem_core.viewer._question import question_views
 from tmem_core.viewer._views import run_view, sweep_view
 
 STATIC = Path(__file__).parent / "static"
+HOST = "127.0.0.1"  # never another interface: the viewer has no authentication
+START_TIMEOUT_S = 30.0
 
 
 class LiveSweep:
-    """A sweep folder, reloaded when its fingerprint changes (one reload at a time)."""
+    """A sweep folder, reloaded when its fingerprint changes (one reload at a time); the
+    sweep's and runs' pages are kept as JSON until then (questions' pages are not: there
+    can be many, each read when asked for)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self._lock = threading.Lock()
         self._key: object = None
         self._data: SweepData | None = None
+        self._pages: dict[str, str | None] = {}
 
     def data(self) -> SweepData:
         with self._lock:
             key = fingerprint(self.root)
             if self._data is None or key != self._key:
-                self._data, self._key = load_sweep(self.root), key
+                self._data, self._key, self._pages = load_sweep(self.root), key, {}
             return self._data
+
+    def page(self, name: str, build: Callable[[SweepData], object | None]) -> str | None:
+        """The JSON of `build(data)` (None stays None), built once per version of the sweep."""
+        data = self.data()
+        pages = self._pages  # replaced, not cleared, by a reload
+        if name not in pages:
+            view = build(data)
+            pages[name] = None if view is None else to_json(view)
+        return pages[name]
 
 
 def viewer_app(root: Path) -> Starlette:
@@ -51,16 +68,16 @@ def viewer_app(root: Path) -> Starlette:
         return HTMLResponse(page(f"sweep {sweep.data().results.name}"))
 
     def api_sweep(_: Request) -> Response:
-        return _json(sweep_view(sweep.data(), lambda name, _path: f"figures/{name}"))
+        return _json(sweep.page("", lambda d: sweep_view(d, lambda name, _: f"figures/{name}")))
 
     def api_run(request: Request) -> Response:
-        view = run_view(sweep.data(), request.path_params["run_id"])
-        return _json(view) if view else _missing("run")
+        run_id = request.path_params["run_id"]
+        return _json(sweep.page(f"run/{run_id}", lambda d: run_view(d, run_id)), "run")
 
     def api_question(request: Request) -> Response:
         qid = request.path_params["qid"]
         views = question_views(sweep.data(), request.path_params["run_id"], [qid])
-        return _json(views[qid]) if qid in views else _missing("question")
+        return _json(to_json(views[qid]) if qid in views else None, "question")
 
     def figure(request: Request) -> Response:
         path = sweep.data().figures.get(request.path_params["name"])
@@ -76,8 +93,10 @@ def viewer_app(root: Path) -> Starlette:
     ])
 
 
-def _json(view: object) -> Response:
-    return Response(to_json(view), media_type="application/json")
+def _json(text: str | None, what: str = "") -> Response:
+    if text is None:
+        return _missing(what)
+    return Response(text, media_type="application/json")
 
 
 async def _bad_data(_: Request, exc: Exception) -> Response:
@@ -87,3 +106,27 @@ async def _bad_data(_: Request, exc: Exception) -> Response:
 
 def _missing(what: str) -> Response:
     return Response(f"no such {what}", status_code=404, media_type="text/plain")
+
+
+class Background:
+    """The viewer of a sweep served on 127.0.0.1 (a free port) from a thread of this
+    process, for tests and benchmarks: `with Background(root) as url: ...`."""
+
+    def __init__(self, root: Path) -> None:
+        config = uvicorn.Config(viewer_app(root), host=HOST, port=0, log_level="warning")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self._thread.start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the viewer's server did not start")
+            time.sleep(0.01)
+        port = self._server.servers[0].sockets[0].getsockname()[1]
+        return f"http://{HOST}:{port}/"
+
+    def __exit__(self, *_: object) -> None:
+        self._server.should_exit = True
+        self._thread.join()

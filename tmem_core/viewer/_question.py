@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from tmem_core.methods._context import render_message
 from tmem_core.schema import Gold, Message
@@ -27,7 +26,7 @@ from tmem_core.viewer._evidence import (
     forest_view,
     timeline,
 )
-from tmem_core.viewer._views import QuestionRow, question_rows, run_rows
+from tmem_core.viewer._views import QuestionRow, data_dir, question_rows, run_rows
 
 CALL_STAGES = ("memory", *RECORD_STAGES)  # a call's `stage`, in pipeline order
 
@@ -111,10 +110,10 @@ def question_views(data: SweepData, run_id: str, qids: Collection[str]
     runs = {r.run_id: r for r in run_rows(data)}
     if run_id not in runs:
         return {}
-    rows = {r.qid: r for r in question_rows(data, run_id)}
+    rows = {r.qid: r for r in question_rows(data, run_id, qids)}
     wanted = [q for q in qids if q in rows]
     run = _Run(runs[run_id].label, runs[run_id].method, data.results.gold[run_id],
-               benchmark(Path(data.summary.runs.filter(run_id=run_id).item(0, "data_dir"))))
+               benchmark(data_dir(data, run_id)))
     records = question_records(data.run_dirs[run_id], wanted)
     return {q: _view(run_id, run, rows[q], records[q]) for q in wanted}
 

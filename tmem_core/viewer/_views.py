@@ -7,7 +7,7 @@ disagree on a question when its judge records (judges x repeats) do not all scor
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,8 +141,12 @@ def run_view(data: SweepData, run_id: str) -> RunView | None:
     return RunView(run, sorted({r.category for r in rows}), rows)
 
 
-def question_rows(data: SweepData, run_id: str) -> list[QuestionRow]:
+def question_rows(data: SweepData, run_id: str, qids: Collection[str] | None = None
+                  ) -> list[QuestionRow]:
+    """The run's question rows (only those of `qids`, when given)."""
     only = pl.col("run_id") == run_id
+    if qids is not None:
+        only &= pl.col("qid").is_in(list(qids))
     table = data.summary.questions.filter(only)
     judged = data.results.records["judge"].filter(only).group_by(_ID).agg(
         (pl.col("score").n_unique() > 1).alias("disagreement"),
@@ -150,11 +154,15 @@ def question_rows(data: SweepData, run_id: str) -> list[QuestionRow]:
     answers = data.results.records["answer"].filter(only).select(*_ID, "prediction")
     for facts in (judged, answers):
         table = table.join(facts, on=_ID, how="left", maintain_order="left")
-    run = data.summary.runs.filter(only).row(0, named=True)
-    questions = benchmark(Path(run["data_dir"])).questions
+    questions = benchmark(data_dir(data, run_id)).questions
     gold = data.results.gold[run_id]
     return [_question_row(r, questions[r["qid"]].question, gold[r["qid"]].answer)
             for r in table.iter_rows(named=True)]
+
+
+def data_dir(data: SweepData, run_id: str) -> Path:
+    """The prepared benchmark the run read."""
+    return Path(data.summary.runs.filter(run_id=run_id).item(0, "data_dir"))
 
 
 def _question_row(row: dict[str, Any], question: str, answer: str | None) -> QuestionRow:
