@@ -32,6 +32,16 @@ def test_sweep_run_question_side_by_side(forest_sweep: Path, serve: Callable[[Pa
     page.wait_for_selector("#run-page table.questions")
     shown = page.locator("a.question-link").all_inner_texts()
     assert sorted(shown) == sorted(records(tmem, "construct")["qid"])
+    judged = records(tmem, "judge")
+    for outcome, wanted in (("correct", judged["score"] >= 0.5), ("wrong", judged["score"] < 0.5)):
+        page.select_option("select[name=outcome]", outcome)
+        assert sorted(page.locator("a.question-link").all_inner_texts()) == sorted(
+            judged.filter(wanted)["qid"])
+    page.select_option("select[name=outcome]", "")
+    category = judged.filter(qid=qid)["category"].item()
+    page.select_option("select[name=category]", category)
+    assert sorted(page.locator("a.question-link").all_inner_texts()) == sorted(
+        judged.filter(category=category)["qid"])
     page.fill("input[name=text]", qid)  # search narrows the list to the question
     assert page.locator("a.question-link").all_inner_texts() == [qid]
 

@@ -83,7 +83,8 @@ const PAGES = [
 
 let refreshTimer = null;
 
-async function render() {
+// Draws the page the URL names; a refresh of the same page keeps the reader's place.
+async function render(refresh) {
   clearTimeout(refreshTimer);
   const { parts, params } = route();
   const app = document.getElementById("app");
@@ -93,7 +94,7 @@ async function render() {
   } catch (error) {
     app.replaceChildren(h("p", { class: "error" }, `error: ${error.message}`));
   }
-  window.scrollTo(0, 0);
+  if (!refresh) window.scrollTo(0, 0);
 }
 
 function setParams(params) {
@@ -106,7 +107,7 @@ function setParams(params) {
 async function sweepPage() {
   const sweep = await api.sweep();
   document.title = `sweep ${sweep.name}`;
-  if (sweep.running && !EMBEDDED) refreshTimer = setTimeout(render, 5000);
+  if (sweep.running && !EMBEDDED) refreshTimer = setTimeout(() => render(true), 5000);
   return h("div", { id: "sweep-page" },
     h("h1", {}, `Sweep ${sweep.name} `, sweep.running ? badge("running") : null),
     h("p", { class: "muted" }, sweep.root, sweep.running
@@ -439,5 +440,5 @@ async function sideBySidePage(aId, bId, qid) {
     h("div", { class: "columns" }, column(x), column(y)));
 }
 
-window.addEventListener("hashchange", render);
-render();
+window.addEventListener("hashchange", () => render(false));
+render(false);
