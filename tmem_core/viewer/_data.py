@@ -10,7 +10,7 @@ import json
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +47,19 @@ class QuestionRecords:
     failed: list[Record]  # failed attempts of every store, oldest first, with `store`
 
 
-@dataclass(frozen=True)
 class Benchmark:
-    questions: Mapping[str, Question]
-    messages: Mapping[str, Message]
+    """A prepared benchmark's questions and messages by id, each converted when first used."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._prepared = read_prepared(data_dir)
+
+    @cached_property
+    def questions(self) -> dict[str, Question]:
+        return {q.qid: q for q in questions_from_table(self._prepared.questions)}
+
+    @cached_property
+    def messages(self) -> dict[str, Message]:
+        return {m.msg_id: m for m in messages_from_table(self._prepared.messages)}
 
 
 def load_sweep(root: Path, report: Path | None = None) -> SweepData:
@@ -108,7 +117,5 @@ def _read(store: StageStore, qids: Collection[str]) -> pa.Table:
 
 @cache
 def benchmark(data_dir: Path) -> Benchmark:
-    """The prepared benchmark a run read (read once per process)."""
-    prepared = read_prepared(data_dir)
-    return Benchmark({q.qid: q for q in questions_from_table(prepared.questions)},
-                     {m.msg_id: m for m in messages_from_table(prepared.messages)})
+    """The prepared benchmark a run read (read once per process: it never changes)."""
+    return Benchmark(data_dir)

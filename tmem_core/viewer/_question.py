@@ -26,7 +26,7 @@ from tmem_core.viewer._evidence import (
     forest_view,
     timeline,
 )
-from tmem_core.viewer._views import QuestionRow, data_dir, question_rows, run_rows
+from tmem_core.viewer._views import QuestionRow, data_dir, question_rows, run_rows, verdict
 
 CALL_STAGES = ("memory", *RECORD_STAGES)  # a call's `stage`, in pipeline order
 
@@ -173,7 +173,7 @@ def _message(messages: Mapping[str, Message], msg_id: str) -> str:
 
 
 def _verdict(r: Record) -> Verdict:
-    return Verdict(r["judge"], r["repeat"], "correct" if r["score"] >= 0.5 else "wrong",
+    return Verdict(r["judge"], r["repeat"], verdict(r["score"]),
                    r["score"], r["scored_by"], r["raw"] or "", r["f1"], r["exact_match"],
                    r["prompt_name"])
 

@@ -3,6 +3,8 @@
 A question's outcome: `failed` (an unresolved failure), `pending` (no judge record yet),
 else `correct` when its mean judge score is at least 0.5, otherwise `wrong`. Judges
 disagree on a question when its judge records (judges x repeats) do not all score alike.
+EM is the share of judge records of text answers whose prediction matches the gold answer
+exactly (`exact_match`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import polars as pl
 from tmem_core.reports import run_labels
 from tmem_core.viewer._data import SweepData, benchmark
 
+CORRECT_AT = 0.5  # a mean judge score from which a question counts as correct
 SHOWN_TABLES_SKIP = ("runs", "questions")  # the sweep page's run table; the run pages
 _ID = ["run_id", "qid"]
 
@@ -167,13 +170,17 @@ def data_dir(data: SweepData, run_id: str) -> Path:
 
 def _question_row(row: dict[str, Any], question: str, answer: str | None) -> QuestionRow:
     return QuestionRow(
-        row["qid"], question, row["category"], outcome(row["status"], row["score"]),
+        row["qid"], question, row["category"], _outcome(row["status"], row["score"]),
         row["score"], row["judged"], bool(row["disagreement"]), row["f1"], row["exact_match"],
         row["recall"], row["context_tokens"], row["llm_tokens"], row["cost_usd"],
         row["prediction"], answer, row["error"])
 
 
-def outcome(status: str, score: float | None) -> str:
+def _outcome(status: str, score: float | None) -> str:
     if status != "judged" or score is None:
         return status
-    return "correct" if score >= 0.5 else "wrong"
+    return verdict(score)
+
+
+def verdict(score: float) -> str:
+    return "correct" if score >= CORRECT_AT else "wrong"
