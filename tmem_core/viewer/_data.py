@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
+import pyarrow.parquet as pq
 
 from tmem_core.benchmarks import read_prepared
 from tmem_core.pipeline import CONTRACT_FILE, STAGES, StageStore, calls_store, latest_of
@@ -89,8 +90,8 @@ def fingerprint(root: Path) -> tuple[tuple[str, int], ...]:
 
 
 def question_records(run_dir: Path, qids: Collection[str]) -> dict[str, QuestionRecords]:
-    """Every store's records of the questions `qids` (large columns included), read with a
-    filter so that only the parts holding them are scanned."""
+    """Every store's records of the questions `qids` (large columns included), read only
+    from the parts that hold them."""
     stores = {**{s.name: s.store_for(run_dir) for s in STAGES}, CALLS: calls_store(run_dir)}
     latest: dict[str, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     failed: dict[str, list[Record]] = defaultdict(list)
@@ -105,14 +106,22 @@ def question_records(run_dir: Path, qids: Collection[str]) -> dict[str, Question
 
 
 def _read(store: StageStore, qids: Collection[str]) -> pa.Table:
+    wanted = set(qids)
     parts = sorted(store.directory.glob("part-*.parquet")) if store.directory.exists() else []
-    if not parts:
-        return store.schema.empty_table()
     try:
-        dataset = pads.dataset([str(p) for p in parts], schema=store.schema, format="parquet")
-        return dataset.to_table(filter=pc.field("qid").isin(pa.array(list(qids), pa.string())))
+        holding = [str(p) for p in parts if _part_qids(p) & wanted]
+        if not holding:
+            return store.schema.empty_table()
+        dataset = pads.dataset(holding, schema=store.schema, format="parquet")
+        return dataset.to_table(filter=pc.field("qid").isin(pa.array(wanted, pa.string())))
     except (OSError, pa.ArrowException) as exc:
         raise DataError(f"unreadable records: {exc}", file=str(store.directory)) from exc
+
+
+@cache
+def _part_qids(part: Path) -> frozenset[str]:
+    """The questions a record part holds: parts are never rewritten, so read once."""
+    return frozenset(pq.read_table(part, columns=["qid"]).column("qid").to_pylist())
 
 
 @cache
