@@ -1,6 +1,6 @@
 # One command runs the main job, one runs the tests; both first install what is missing into
 # the project's own virtual environment (.venv), at exactly the versions requirements.lock pins.
-#   make run    run the default sweep on the embedded model, then its report
+#   make run    run the default sweep on the embedded model, then its report and viewer.html
 #   make test   lint, type-check and run the test suite (what CI runs)
 #   make lock   resolve pyproject.toml's dependencies again and rewrite requirements.lock
 PY ?= python3
@@ -9,7 +9,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha256sum | cut -c1-12)
 LOCK_VENV := .cache/lock-venv
 
-.PHONY: setup run test lint typecheck pytest bench lock
+.PHONY: setup browser run test lint typecheck pytest bench lock
 
 setup: $(STAMP)
 
@@ -23,9 +23,14 @@ $(STAMP): $(VPY) requirements.lock pyproject.toml
 	$(VPY) -m pip install --quiet --no-deps -e .
 	rm -f $(VENV)/.installed-* && touch $@
 
+# Debian's Chromium for the viewer's browser tests (tests/viewer): Playwright drives
+# /usr/bin/chromium and downloads no browser of its own. Needs root (CI and these machines).
+browser:
+	test -x /usr/bin/chromium || { apt-get update -qq && apt-get install -y -qq chromium; }
+
 run: setup
 	$(VPY) -m jobs.sweep jobs/configs/default.toml
-	$(VPY) -m jobs.report results/default
+	$(VPY) -m jobs.report results/default --html
 
 lint: setup
 	$(VPY) -m ruff check tmem_core jobs tests perf
@@ -33,7 +38,7 @@ lint: setup
 typecheck: setup
 	$(VPY) -m mypy
 
-pytest: setup
+pytest: setup browser
 	$(VPY) -m pytest
 
 test: lint typecheck pytest

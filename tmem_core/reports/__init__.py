@@ -7,7 +7,7 @@
 from tmem_core.reports._compare import Comparison, compare, compare_sweeps, comparisons
 from tmem_core.reports._markdown import Report
 from tmem_core.reports._plots import FIGURES, run_labels, write_figures
-from tmem_core.reports._report import REPORT_FILE, ReportFiles, write_report
+from tmem_core.reports._report import REPORT_DIR, REPORT_FILE, ReportFiles, write_report
 from tmem_core.reports._summary import Summary, summarise
 from tmem_core.results import (
     ALL_JUDGES,
@@ -22,6 +22,7 @@ __all__ = [
     "ALL_JUDGES",
     "FIGURES",
     "OVERALL",
+    "REPORT_DIR",
     "REPORT_FILE",
     "Comparison",
     "Report",

@@ -1,0 +1,61 @@
+"""What the pages show of a hand-written sweep whose every figure is known in advance
+(tests/reports/conftest.py: q1..q5, q5 failing at answer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.reports.conftest import locomo_run, write_locomo_data, write_run
+from tmem_core.viewer._data import SweepData, load_sweep
+from tmem_core.viewer._question import question_views
+from tmem_core.viewer._views import run_view, sweep_view
+
+RUN = locomo_run("hand")
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> SweepData:
+    write_locomo_data(tmp_path)
+    write_run(tmp_path, RUN)
+    return load_sweep(tmp_path)
+
+
+def test_question_rows_carry_outcome_disagreement_and_errors(data: SweepData) -> None:
+    view = run_view(data, RUN.run_id)
+    assert view is not None
+    rows = {q.qid: q for q in view.questions}
+    # q2's two repeats scored 1 and 0: a mean of 0.5 counts as correct, and the judges disagree
+    assert {q: r.outcome for q, r in rows.items()} == {
+        "q1": "correct", "q2": "correct", "q3": "wrong", "q4": "correct", "q5": "failed"}
+    assert [q for q, r in rows.items() if r.disagreement] == ["q2"]
+    assert rows["q5"].error == "answer: boom" and rows["q5"].prediction is None
+    assert (rows["q1"].question, rows["q1"].answer) == ("question q1?", "an answer")
+    assert view.categories == ["adversarial", "multi-hop", "single-hop", "temporal"]
+
+
+def test_run_row_headline(data: SweepData) -> None:
+    (run,) = sweep_view(data, lambda name, _path: name).runs
+    assert (run.questions, run.judged, run.failed, run.pending) == (5, 4, 1, 0)
+    assert run.accuracy == pytest.approx(0.5) and not run.running
+    assert (run.errors, run.failed_attempts) == (2, 3)  # q5's answer and call; q1's retry
+    # successful calls: q1's memory call, four answers (q5's timed out), eight judge calls
+    assert run.cost_per_question == pytest.approx((0.01 + 0.001 * 4 + 0.0005 * 8) / 5)
+
+
+def test_question_page_records(data: SweepData) -> None:
+    views = question_views(data, RUN.run_id, ["q1", "q2", "nope"])
+    assert set(views) == {"q1", "q2"}
+    q1, q2 = views["q1"], views["q2"]
+    assert [c.stage for c in q1.calls] == ["memory", "answer", "judge", "judge"]
+    assert [c.prompt_tokens for c in q1.calls] == [1000, 100, 50, 50]
+    assert [(f.store, f.error) for f in q1.failures] == [("retrieve", "retrieve: transient")]
+    assert [(v.repeat, v.verdict) for v in q2.verdicts] == [(0, "correct"), (1, "wrong")]
+    assert [(e.id, e.in_context) for e in q2.evidence] == [("m2", True), ("m3", False)]
+    assert q1.context is not None and q1.context.forest is None and q1.context.timeline is None
+
+
+def test_unknown_run(data: SweepData) -> None:
+    assert run_view(data, "nope") is None
+    assert question_views(data, "nope", ["q1"]) == {}
