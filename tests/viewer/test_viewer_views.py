@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.reports.conftest import locomo_run, write_locomo_data, write_run
+from tmem_core.results import calibration_store, stage_store
 from tmem_core.viewer._data import SweepData, load_sweep
 from tmem_core.viewer._question import question_views
 from tmem_core.viewer._views import run_view, sweep_view
@@ -59,3 +60,19 @@ def test_question_page_records(data: SweepData) -> None:
 def test_unknown_run(data: SweepData) -> None:
     assert run_view(data, "nope") is None
     assert question_views(data, "nope", ["q1"]) == {}
+
+
+def test_run_row_flags_an_unreliable_judge_and_a_degraded_method(tmp_path: Path) -> None:
+    write_locomo_data(tmp_path)
+    run_dir = write_run(tmp_path, RUN)
+    calibration_store(run_dir).append([  # a judge that calls the gold answer wrong
+        {"run_id": RUN.run_id, "key": f"q1|{judge}|gold", "qid": "q1", "conv_id": "c",
+         "ok": True, "judge": judge, "control": "gold", "score": 0.0, "expected": 1.0}
+        for judge in RUN.judges])
+    stage_store(run_dir, "construct").append([
+        {"run_id": RUN.run_id, "key": "q1", "qid": "q1", "conv_id": "c", "ok": True,
+         "kind": "flat", "context_ids": [], "tokens": 10,
+         "degradation": '{"selection_fallback_batches": 2, "admitted_total": 5}'}])
+    (run,) = sweep_view(load_sweep(tmp_path), lambda name, _path: name).runs
+    assert run.unreliable_judges == sorted(RUN.judges)
+    assert run.degraded == {"selection_fallback_batches": 2}

@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from tmem_core.reports import run_labels
+from tmem_core.results import degraded
 from tmem_core.viewer._data import SweepData, benchmark
 
 CORRECT_AT = 0.5  # a mean judge score from which a question counts as correct
@@ -63,6 +64,8 @@ class RunRow:
     wall_s: float | None
     errors: int  # failed records whose key never succeeded
     failed_attempts: int
+    unreliable_judges: list[str]  # judges that failed their calibration on this run
+    degraded: dict[str, int]  # the method's non-zero fallback and repair counters
 
 
 @dataclass(frozen=True)
@@ -119,10 +122,14 @@ def run_rows(data: SweepData) -> list[RunRow]:
     errors = data.summary.error_counts.group_by("run_id").agg(
         pl.col("unresolved").sum().alias("errors"), pl.col("failed_attempts").sum())
     table = runs.join(em, on="run_id", how="left").join(errors, on="run_id", how="left")
-    return [_run_row(row) for row in table.iter_rows(named=True)]
+    degradation = {r["run_id"]: degraded({k: int(v or 0) for k, v in r.items()
+                                          if k not in ("run_id", "questions")})
+                   for r in data.summary.degradation.iter_rows(named=True)}
+    return [_run_row(row, degradation.get(row["run_id"], {}))
+            for row in table.iter_rows(named=True)]
 
 
-def _run_row(row: dict[str, Any]) -> RunRow:
+def _run_row(row: dict[str, Any], worse: dict[str, int]) -> RunRow:
     questions = row["questions"] or 0
     cost = row["cost_usd"]
     return RunRow(
@@ -132,7 +139,8 @@ def _run_row(row: dict[str, Any]) -> RunRow:
         row["accuracy_std"], row["f1"], row["exact_match"], row["recall"],
         row["context_tokens"], row["tokens_per_question"],
         None if cost is None or not questions else cost / questions,
-        row["wall_s"], row["errors"] or 0, row["failed_attempts"] or 0)
+        row["wall_s"], row["errors"] or 0, row["failed_attempts"] or 0,
+        list(row.get("unreliable_judges") or []), worse)
 
 
 def run_view(data: SweepData, run_id: str) -> RunView | None:

@@ -130,7 +130,12 @@ function runTable(runs) {
     h("td", { class: "num" }, int(r.questions)),
     h("td", { class: "num" }, `${r.judged} / ${r.failed} / ${r.pending}`),
     h("td", { class: "num" }, pct(r.accuracy),
-      r.accuracy_std !== null ? h("span", { class: "muted" }, ` ± ${pct(r.accuracy_std)}`) : null),
+      r.accuracy_std !== null ? h("span", { class: "muted" }, ` ± ${pct(r.accuracy_std)}`) : null,
+      r.unreliable_judges.length
+        ? [" ", badge(`unreliable judge: ${r.unreliable_judges.join(", ")}`, "failed")] : null,
+      Object.keys(r.degraded).length
+        ? [" ", badge(`degraded: ${Object.entries(r.degraded).map(([k, v]) => `${k} ${v}`)
+          .join(", ")}`, "failed")] : null),
     h("td", { class: "num" }, fixed(r.f1, 3)),
     h("td", { class: "num" }, pct(r.exact_match)),
     h("td", { class: "num" }, pct(r.recall)),
