@@ -27,6 +27,7 @@ CALLS_SCHEMA = pa.schema(
         pa.field("error", pa.string()),
         pa.field("error_kind", pa.string()),
         pa.field("finished_at", pa.float64()),  # Unix time the response came back
+        pa.field("replica", pa.int64()),  # engine replica that answered; null: cache hit
     ]
 )
 
@@ -48,10 +49,12 @@ class CallRecord:
     error: str | None
     error_kind: str | None
     finished_at: float | None = None
+    replica: int | None = None
 
     @classmethod
     def of(
-        cls, backbone: BackboneConfig, request: ChatRequest, response: ChatResponse
+        cls, backbone: BackboneConfig, request: ChatRequest, response: ChatResponse,
+        replica: int | None = None,
     ) -> CallRecord:
         return cls(
             backbone=backbone.name,
@@ -67,6 +70,7 @@ class CallRecord:
             error=response.error,
             error_kind=response.error_kind,
             finished_at=time.time(),
+            replica=None if response.cached else replica,
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -21,7 +22,7 @@ from tmem_core.benchmarks import LoadRequest, get_protocol, prepare, read_prepar
 from tmem_core.llm import BackboneConfig, get_backend, load_backbones
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
 from tmem_core.pipeline._contract import Contract
-from tmem_core.pipeline._engine import close_local_engines, engine_handle
+from tmem_core.pipeline._engine import close_local_engines, engine_handles
 from tmem_core.pipeline._stages import (
     FLOW_SCHEMA,
     STAGES,
@@ -104,7 +105,8 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     is logged as soon as its last question is out. `local` runs the stages in this process."""
     if not local:
         init_ray()
-    backbones = load_backbones(config.backbones_file)
+    backbones = {name: with_replicas(b, config.resources)
+                 for name, b in load_backbones(config.backbones_file).items()}
     root = Path(config.results_dir) / config.name
     root.mkdir(parents=True, exist_ok=True)
     (root / SWEEP_FILE).write_text(json.dumps(_sweep_json(config), indent=2, default=str))
@@ -118,18 +120,23 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
         summaries.append(finish_run(plan, time.time() - started))
         log(summaries[-1].line())
 
-    engines: dict[str, Any] = {}  # the driver holds every engine for the whole sweep
+    engines: list[Any] = []  # the driver holds every replica for the whole sweep
     try:
         if not local:
             for backbone in {b.name: b for plan in plans for b in plan.backbones}.values():
-                engines[backbone.name] = engine_handle(backbone,
-                                                       config.resources.gpus_per_engine)
+                engines += engine_handles(backbone, config.resources.gpus_per_engine)
         started = time.time()
         (_run_plain if local else _stream)(plans, config.resources, log, finished)
     finally:
-        close_engines(engines.values())
+        close_engines(engines)
         close_local_engines()
     return summaries
+
+
+def with_replicas(backbone: BackboneConfig, resources: Resources) -> BackboneConfig:
+    """The backbone with its number of engine replicas resolved (its own, or the sweep's)."""
+    return dataclasses.replace(backbone,
+                               replicas=backbone.replicas or resources.engine_replicas)
 
 
 def close_engines(handles: Iterable[Any]) -> None:

@@ -160,7 +160,8 @@ class Stage:
         stage = stage or self.name
         broken = (self.fault is not None and self.fault.kind == "llm_error"
                   and self.fault.hits(stage, qid))
-        return (FailingProxy if broken else EngineProxy)(call, backbone, stage, qid)
+        conv_id = self.questions[qid].conv_id if qid in self.questions else ""
+        return (FailingProxy if broken else EngineProxy)(call, backbone, stage, qid, conv_id)
 
     def _engine(self, backbone: BackboneConfig) -> EngineCall:
         """The backbone's engine, looked up once per stage process."""
