@@ -101,7 +101,7 @@ def test_free_text_length_follows_the_config_and_max_tokens() -> None:
     short = ChatRequest.from_prompt(words, sampling=Sampling(max_tokens=8))
     with open_backend(backbone) as engine:
         long_answer, short_answer = engine.generate([ChatRequest.from_prompt(words), short])
-    assert 20 <= long_answer.usage.completion_tokens
+    assert long_answer.usage.completion_tokens >= 20
     assert short_answer.usage.completion_tokens <= 8
 
 

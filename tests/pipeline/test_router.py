@@ -81,9 +81,9 @@ def test_a_dead_replica_is_avoided_and_its_call_resent() -> None:
     replicas.dead.add(preferred)
     router(_ask("c0"))
     router(_ask("c0"))
-    assert [name for name, _ in replicas.asked][0] == preferred
-    assert [name for name, _ in replicas.asked][1:] == [replica_name(
-        BACKBONE, router.ranking("c0")[1])] * 2  # resent, then avoided while it restarts
+    names = [name for name, _ in replicas.asked]
+    # resent, then avoided while it restarts
+    assert names == [preferred, *[replica_name(BACKBONE, router.ranking("c0")[1])] * 2]
 
 
 def test_when_every_attempt_fails_the_error_is_raised() -> None:
