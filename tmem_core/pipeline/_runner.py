@@ -6,6 +6,9 @@ import dataclasses
 import hashlib
 import json
 import os
+import socket
+import sys
+import threading
 import time
 import warnings
 from collections import Counter
@@ -126,7 +129,11 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
             for backbone in {b.name: b for plan in plans for b in plan.backbones}.values():
                 engines += engine_handles(backbone, config.resources.gpus_per_engine)
         started = time.time()
-        (_run_plain if local else _stream)(plans, config.resources, log, finished)
+        if local:
+            _run_plain(plans, config.resources, log, finished)
+        else:
+            with ClusterWatch(plans):
+                _stream(plans, config.resources, log, finished)
     finally:
         close_engines(engines)
         close_local_engines()
@@ -137,6 +144,48 @@ def with_replicas(backbone: BackboneConfig, resources: Resources) -> BackboneCon
     """The backbone with its number of engine replicas resolved (its own, or the sweep's)."""
     return dataclasses.replace(backbone,
                                replicas=backbone.replicas or resources.engine_replicas)
+
+
+class ClusterWatch:
+    """Ends the driver when the cluster goes away mid-sweep, with one `error:` line saying how
+    many questions of each run landed (Ray itself would end it a minute later, silently).
+
+    The cluster is gone when its GCS refuses connections `misses` checks in a row."""
+
+    def __init__(self, plans: list[RunPlan], interval_s: float = 2.0, misses: int = 3) -> None:
+        host, _, port = ray.get_runtime_context().gcs_address.rpartition(":")
+        self.address = (host, int(port))
+        self.plans, self.interval_s, self.misses = plans, interval_s, misses
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="cluster-watch", daemon=True)
+
+    def __enter__(self) -> ClusterWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        missed = 0
+        while not self._stop.wait(self.interval_s):
+            missed = 0 if self._reachable() else missed + 1
+            if missed >= self.misses and not self._stop.is_set():
+                print(lost_cluster_line(self.plans), file=sys.stderr, flush=True)
+                os._exit(1)  # the Ray core would otherwise end the process without a word
+
+    def _reachable(self) -> bool:
+        try:
+            socket.create_connection(self.address, timeout=self.interval_s).close()
+        except OSError:
+            return False
+        return True
+
+
+def lost_cluster_line(plans: list[RunPlan]) -> str:
+    landed = ", ".join(f"{p.job.run.run_id} {p.done}/{len(p.questions)}" for p in plans)
+    return (f"error: the Ray cluster went away mid-sweep; questions landed: {landed}; "
+            "run the same command again to resume (landed questions are kept)")
 
 
 def close_engines(handles: Iterable[Any]) -> None:
