@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import ROOT, sweep_config, sweep_env, wait_for
+from tests.pipeline.conftest import ROOT, cluster_env, sweep_config, sweep_env, wait_for
 
 pytestmark = pytest.mark.slow
 PORTS = {"RAY_DASHBOARD_PORT": "8395", "RAY_GCS_PORT": "6499", "RAY_AGENT_PORT": "52495"}
@@ -21,8 +20,7 @@ def test_lost_cluster_ends_the_driver_with_one_error_line(tmp_path: Path) -> Non
                          'engine = { step_s = 0.3, max_output_tokens = 24 }\n')
     config = sweep_config(tmp_path, "lost", limit=6, backbones='["slow-sim"]',
                           extra=f'backbones_file = "{backbones}"')
-    env = {**os.environ, **PORTS, "PY": sys.executable}
-    env.pop("RAY_ADDRESS", None)
+    env = cluster_env(PORTS)
     subprocess.run([str(ROOT / "cluster" / "start-local.sh")], env=env, check=True, timeout=180)
     try:
         log, err = tmp_path / "driver.log", tmp_path / "driver.err"

@@ -8,14 +8,22 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from ray.util.state import list_actors
 
-from tests.pipeline.conftest import ROOT, gcs, run_sweep, sweep_config, sweep_env, wait_for
+from tests.pipeline.conftest import (
+    ROOT,
+    TOKEN_PATH,
+    gcs,
+    run_sweep,
+    sweep_config,
+    sweep_env,
+    wait_for,
+)
 from tmem_core.pipeline import STAGES
 from tmem_core.results import calls_store
 
@@ -67,6 +75,17 @@ def test_two_backbones_of_four_replicas(ray_address: str, tmp_path: Path) -> Non
             assert len(replicas) > 1 and set(replicas) <= {0, 1, 2, 3}
 
 
+def _alive_actor_pid(address: str, name: str) -> int:
+    """The process of a live actor, from the state API (which asks for the token too)."""
+    request = urllib.request.Request(
+        f"{address}/api/v0/actors?limit=1000",
+        headers={"Authorization": f"Bearer {TOKEN_PATH.read_text().strip()}"})
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        actors = json.load(reply)["data"]["result"]["result"]
+    (pid,) = [a["pid"] for a in actors if a["name"] == name and a["state"] == "ALIVE"]
+    return int(pid)
+
+
 def test_a_killed_replica_loses_and_repeats_nothing(ray_address: str, tmp_path: Path) -> None:
     backbones = _sim_backbones(tmp_path, 0.2, ("sim-k",), replicas=2)
     config = sweep_config(tmp_path, "kill-replica", limit=6, backbones='["sim-k"]',
@@ -81,9 +100,7 @@ def test_a_killed_replica_loses_and_repeats_nothing(ray_address: str, tmp_path: 
     # the first batch's answers are in: the engines are busy with the rest
     wait_for(lambda: any(answers.glob("*/answer/part-*.parquet")) or driver.poll() is not None,
              300, "first answers")
-    (victim,) = [a for a in list_actors(address=ray_address, filters=[("state", "=", "ALIVE")])
-                 if a.name == "tmem-llm-sim-k-0"]
-    os.kill(victim.pid, signal.SIGKILL)
+    os.kill(_alive_actor_pid(ray_address, "tmem-llm-sim-k-0"), signal.SIGKILL)
     assert driver.wait(timeout=600) == 0, log.read_text()[-3000:]
     output = log.read_text()
     (run_dir,) = _runs(tmp_path, "kill-replica")

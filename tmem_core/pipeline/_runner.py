@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import secrets
 import socket
 import sys
 import threading
@@ -50,14 +51,16 @@ from tmem_core.results import SWEEP_FILE, calls_store, failures_of, latest_of, o
 from tmem_core.schema import gold_from_table, questions_from_table
 
 Log = Callable[[str], None]
-LOCAL_RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
-                 "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+LOCAL_RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+TOKEN_SOURCES = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 FAULT_ENV = "TMEM_FAULT"
 PROPAGATED_ENV = ("TMEM_CACHE_DIR", "HF_HUB_OFFLINE", "HF_HOME")
 
 
 def init_ray(num_cpus: int | None = None) -> None:
-    """Join the cluster named by RAY_ADDRESS, or start a local one on loopback."""
+    """Join the cluster named by RAY_ADDRESS (with the token authentication settings of the
+    environment, see cluster/env.sh), or start a local one on loopback with a token of its
+    own."""
     if ray.is_initialized():
         return
     for key, value in LOCAL_RAY_ENV.items():
@@ -73,7 +76,11 @@ def init_ray(num_cpus: int | None = None) -> None:
     elif address:
         ray.init(address=address, log_to_driver=True, runtime_env=runtime_env)
     else:
-        # address="local": a new cluster even when another one runs on this machine
+        # address="local": a new cluster even when another one runs on this machine, which
+        # only holders of its token (this process and its children) can join
+        os.environ.setdefault("RAY_AUTH_MODE", "token")
+        if not any(key in os.environ for key in TOKEN_SOURCES):
+            os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
         ray.init(address="local", num_cpus=num_cpus, object_store_memory=256 * 1024**2,
                  include_dashboard=False, log_to_driver=True, runtime_env=runtime_env)
     context = ray.data.DataContext.get_current()
