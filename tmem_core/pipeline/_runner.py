@@ -6,7 +6,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import secrets
 import socket
 import sys
 import threading
@@ -52,15 +51,13 @@ from tmem_core.schema import gold_from_table, questions_from_table
 
 Log = Callable[[str], None]
 LOCAL_RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-TOKEN_SOURCES = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 FAULT_ENV = "TMEM_FAULT"
 PROPAGATED_ENV = ("TMEM_CACHE_DIR", "HF_HUB_OFFLINE", "HF_HOME")
 
 
 def init_ray(num_cpus: int | None = None) -> None:
     """Join the cluster named by RAY_ADDRESS (with the token authentication settings of the
-    environment, see cluster/env.sh), or start a local one on loopback with a token of its
-    own."""
+    environment, see cluster/env.sh), or start a local one on loopback."""
     if ray.is_initialized():
         return
     for key, value in LOCAL_RAY_ENV.items():
@@ -76,11 +73,10 @@ def init_ray(num_cpus: int | None = None) -> None:
     elif address:
         ray.init(address=address, log_to_driver=True, runtime_env=runtime_env)
     else:
-        # address="local": a new cluster even when another one runs on this machine, which
-        # only holders of its token (this process and its children) can join
-        os.environ.setdefault("RAY_AUTH_MODE", "token")
-        if not any(key in os.environ for key in TOKEN_SOURCES):
-            os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+        # address="local": a new cluster even when another one runs on this machine; it has
+        # no job server, and token authentication is on if the environment turned it on
+        # before Ray was imported (Ray reads it once)
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         ray.init(address="local", num_cpus=num_cpus, object_store_memory=256 * 1024**2,
                  include_dashboard=False, log_to_driver=True, runtime_env=runtime_env)
     context = ray.data.DataContext.get_current()
