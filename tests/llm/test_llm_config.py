@@ -82,7 +82,7 @@ def test_yaml_file_and_backend_change_replaces_the_entry(tmp_path: Path) -> None
     [
         (
             {"backend": "vlm", "model": "m"},
-            "backbones.x.backend: unknown backend 'vlm'; allowed: embedded, openai, vllm",
+            "backbones.x.backend: unknown backend 'vlm'; allowed: embedded, openai, sim, vllm",
         ),
         (
             {"backend": "vllm", "model": "m", "engine": {"n_parallel": 4}},

@@ -1,10 +1,12 @@
-"""A local Ray head (started with the cluster/ scripts) and helpers to run sweeps on it."""
+"""A local Ray head (started with the cluster/ scripts, token authentication on) and helpers to
+run sweeps on it."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -14,12 +16,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PORTS = {"RAY_DASHBOARD_PORT": "8365", "RAY_GCS_PORT": "6479", "RAY_AGENT_PORT": "52465"}
+TOKEN_PATH = Path(tempfile.gettempdir()) / f"tmem-eval-test-{os.getpid()}" / "token"
+"""The test clusters' token file (start-local.sh creates it)."""
+
+
+def cluster_env(ports: dict[str, str]) -> dict[str, str]:
+    """The environment of cluster/start-local.sh and stop-local.sh for a test cluster."""
+    env = {**os.environ, **ports, "PY": sys.executable, "RAY_AUTH_TOKEN_PATH": str(TOKEN_PATH)}
+    env.pop("RAY_ADDRESS", None)
+    return env
 
 
 @pytest.fixture(scope="session")
 def ray_address() -> Iterator[str]:
-    env = {**os.environ, **PORTS, "PY": sys.executable}
-    env.pop("RAY_ADDRESS", None)
+    env = cluster_env(PORTS)
     subprocess.run([str(ROOT / "cluster" / "start-local.sh")], env=env, check=True,
                    timeout=180)
     address = f"http://127.0.0.1:{PORTS['RAY_DASHBOARD_PORT']}"
@@ -59,10 +69,11 @@ def sweep_config(tmp: Path, name: str, *, methods: str = '["bm25"]', limit: int 
 
 
 def sweep_env(address: str, **extra: str) -> dict[str, str]:
-    """A driver's environment: `ray job submit` takes the job server's HTTP address, a driver
-    run directly takes the head's GCS address."""
-    return {**os.environ, "RAY_ADDRESS": address, "RAY_AUTH_MODE": "disabled",
-            "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", **extra}
+    """A driver's environment, with the clusters' token: `ray job submit` takes the job
+    server's HTTP address, a driver run directly takes the head's GCS address."""
+    return {**os.environ, "RAY_ADDRESS": address, "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": str(TOKEN_PATH), "RAY_USAGE_STATS_ENABLED": "0",
+            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", **extra}
 
 
 def run_sweep(config: Path, address: str, timeout: float = 900, **env: str

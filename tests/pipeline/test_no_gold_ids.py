@@ -52,7 +52,8 @@ def test_the_guard_flags_a_prompt_in_the_source_naming() -> None:
         return ([ChatResponse("ok") for _ in requests],
                 [CallRecord.of(backbone, r, ChatResponse("ok")) for r in requests])
 
-    proxy = EngineProxy(engine, backbone, "answer", "e47becba", _forbidden()[evidence.conv_id])
+    proxy = EngineProxy(engine, backbone, "answer", "e47becba",
+                        forbidden=_forbidden()[evidence.conv_id])
     proxy.generate([request])
     assert "answer_280352e9" in proxy.records[0].leaks
 

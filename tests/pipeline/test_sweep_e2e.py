@@ -1,14 +1,18 @@
-"""End to end: `ray job submit` of a sweep to a head started by cluster/start-local.sh."""
+"""End to end: `ray job submit` of a sweep to a head started by cluster/start-local.sh, which
+takes jobs only from holders of its token."""
 
 from __future__ import annotations
 
 import json
+import stat
 import subprocess
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import ROOT, sweep_config, sweep_env
+from tests.pipeline.conftest import ROOT, TOKEN_PATH, sweep_config, sweep_env
 from tmem_core.pipeline import STAGES
 from tmem_core.results import calls_store
 
@@ -41,3 +45,20 @@ def test_ray_job_submit_runs_a_sweep(ray_address: str, tmp_path: Path) -> None:
         calls = calls_store(run_dir).read_all().to_pylist()
         assert {c["stage"] for c in calls} >= {"answer", "judge"}
         assert all(c["backbone"] == "smollm2" and c["prompt_tokens"] > 0 for c in calls)
+
+
+def test_the_job_server_refuses_a_client_without_the_token(ray_address: str,
+                                                           tmp_path: Path) -> None:
+    for headers, status in (({}, 401), ({"Authorization": "Bearer not-the-token"}, 403)):
+        request = urllib.request.Request(f"{ray_address}/api/jobs/", headers=headers)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == status
+    marker = tmp_path / "ran"
+    env = {**sweep_env(ray_address), "RAY_AUTH_TOKEN": "not-the-token"}
+    env.pop("RAY_AUTH_TOKEN_PATH")
+    done = subprocess.run(["ray", "job", "submit", "--", "touch", str(marker)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode != 0 and "token is invalid" in done.stdout + done.stderr
+    assert not marker.exists()
+    assert stat.S_IMODE(TOKEN_PATH.stat().st_mode) == 0o600

@@ -6,7 +6,9 @@ raising for one request's failure:
   server (xllamacpp) in a child process on 127.0.0.1, restarted when it dies; its Q4_1
   weights are served re-encoded as Q8_0 (once, cached), which batches parallel slots better;
 - `openai`: any OpenAI-compatible endpoint (vLLM or llama.cpp server, hosted API);
-- `vllm`: an in-process vLLM engine, meant for a Ray actor that owns a GPU.
+- `vllm`: an in-process vLLM engine, meant for a Ray actor that owns a GPU;
+- `sim`: a simulated engine (deterministic answers after a continuous-batching delay model),
+  for capacity planning and cluster-scale tests on a CPU box.
 
 `LLMClient` (`open_client`) adds the persistent request cache, resampling of invalid output
 and per-call `CallRecord`s. Backbones (name -> backend, model, tokenizer, prices, sampling)
@@ -44,6 +46,7 @@ from tmem_core.llm._http import (
 from tmem_core.llm._models import bundled_gguf, hf_model_path
 from tmem_core.llm._request_cache import RequestCache, request_hash
 from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
+from tmem_core.llm._sim import BatchModel, SimBackend, SimCounters, SimEngineConfig
 from tmem_core.llm._tokens import TokenCounter, count_chat_tokens, count_tokens, counter_for
 from tmem_core.llm._types import (
     Backend,
@@ -64,6 +67,7 @@ __all__ = [
     "BackboneConfig",
     "Backend",
     "BackendSpec",
+    "BatchModel",
     "CallRecord",
     "ChatMessage",
     "ChatRequest",
@@ -84,6 +88,9 @@ __all__ = [
     "RequestCache",
     "Sampling",
     "SharedEngine",
+    "SimBackend",
+    "SimCounters",
+    "SimEngineConfig",
     "StaticEndpoint",
     "TokenCounter",
     "Usage",

@@ -31,6 +31,7 @@ CALLS_SCHEMA = pa.schema(
         pa.field("leaks", pa.list_(pa.string())),  # gold-derived strings found in the prompt
         pa.field("reused", pa.bool_()),  # a memory built earlier: its original call, not rerun
         pa.field("method_cost_usd", pa.float64()),  # priced as if run, cache hit or not
+        pa.field("replica", pa.int64()),  # engine replica that answered; null: cache hit
     ]
 )
 
@@ -56,10 +57,12 @@ class CallRecord:
     leaks: tuple[str, ...] = ()
     reused: bool = False
     method_cost_usd: float = 0.0
+    replica: int | None = None
 
     @classmethod
     def of(
-        cls, backbone: BackboneConfig, request: ChatRequest, response: ChatResponse
+        cls, backbone: BackboneConfig, request: ChatRequest, response: ChatResponse,
+        replica: int | None = None,
     ) -> CallRecord:
         return cls(
             backbone=backbone.name,
@@ -76,6 +79,7 @@ class CallRecord:
             error_kind=response.error_kind,
             finished_at=time.time(),
             method_cost_usd=backbone.prices.cost(response.usage),
+            replica=None if response.cached else replica,
         )
 
     @classmethod

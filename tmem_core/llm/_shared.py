@@ -9,6 +9,7 @@ caller replays hits itself and only misses travel to the engine.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from tmem_core.llm._accounting import CallRecord
 from tmem_core.llm._client import LazyBackend, LLMClient, cache_hits
@@ -22,16 +23,24 @@ EngineCall = Callable[[list[ChatRequest]], Answered]
 
 
 class SharedEngine:
-    """A backbone's client whose backend starts at the first request that needs it."""
+    """A backbone's client whose backend starts at the first request that needs it; one of
+    the backbone's `replica`s, which its call records name."""
 
-    def __init__(self, backbone: BackboneConfig) -> None:
-        self.client = LLMClient(backbone, LazyBackend(backbone), RequestCache())
+    def __init__(self, backbone: BackboneConfig, replica: int = 0) -> None:
+        self.replica = replica
+        self.backend = LazyBackend(backbone)
+        self.client = LLMClient(backbone, self.backend, RequestCache())
 
     async def generate(self, requests: Sequence[ChatRequest]) -> Answered:
         responses = await self.client.agenerate(requests)
         self.client.records.clear()  # the caller keeps its own records
-        return responses, [CallRecord.of(self.client.backbone, q, r)
+        return responses, [CallRecord.of(self.client.backbone, q, r, self.replica)
                            for q, r in zip(requests, responses, strict=True)]
+
+    def counters(self) -> Any:
+        """The backend's own counters (e.g. `SimCounters`), None if it keeps none or has not
+        started."""
+        return getattr(self.backend.get(), "counters", None) if self.backend.started else None
 
     def close(self) -> None:
         self.client.backend.close()

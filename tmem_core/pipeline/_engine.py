@@ -1,18 +1,23 @@
-"""One LLM engine per backbone, shared by every stage and run through a named Ray actor.
+"""A backbone's engine replicas, shared by every stage and run through named Ray actors.
 
-The actor owns the backend (the embedded llama.cpp server, an in-process vLLM engine or an
-HTTP client) and the request cache; it is async, so requests from many stage actors are in
-flight together and the engine batches them. Stage actors talk to it through `EngineProxy`,
-which stamps every request with its stage and question and keeps the call records. They read
-the request cache themselves first, so a cache hit costs no trip to the engine actor (on a
-node that does not share the cache folder, the lookup misses and the actor answers it).
+Each replica actor owns a backend (the embedded llama.cpp server, an in-process vLLM engine,
+an HTTP client or a simulated engine) and the request cache; it is async, so requests from
+many stage actors are in flight together and the engine batches them. Stage actors talk to
+the replicas through `ReplicaRouter` (a conversation's requests go to the same replica where
+its load allows, so its prefix cache hits; a request whose replica died is sent to another)
+behind `EngineProxy`, which stamps every request with its stage, question and conversation
+and keeps the call records. They read the request cache themselves first, so a cache hit
+costs no trip to an engine (on a node that does not share the cache folder, the lookup
+misses and a replica answers it).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-from collections.abc import Sequence
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import ray
@@ -33,24 +38,105 @@ from tmem_core.llm._types import error_response, run_sync
 
 ENGINE_PREFIX = "tmem-llm-"
 MAX_IN_FLIGHT = 256
+ROUTE_SLACK = 2
+"""A conversation's preferred replica is skipped once it has this many more of the caller's
+requests in flight than the least loaded replica."""
+DOWN_S = 10.0  # a replica that failed a call is avoided this long (it is being restarted)
+RETRY_WAIT_S = 1.0  # pause before resending when every replica has failed recently
 
 
-def engine_handle(backbone: BackboneConfig, gpus: float = 0.0) -> Any:
-    """The backbone's engine actor, created on first use and found by name afterwards."""
+def replica_name(backbone: BackboneConfig, index: int) -> str:
+    return f"{ENGINE_PREFIX}{backbone.name}-{index}"
+
+
+def engine_handles(backbone: BackboneConfig, gpus: float = 0.0) -> list[Any]:
+    """The backbone's replica actors (`backbone.replicas` of them), created on first use and
+    found by name afterwards. Ray restarts a replica that dies; its calls are not retried on
+    it: the router resends them to another replica."""
     needs_gpu = get_backend(backbone.backend).uses_gpus and gpus > 0
-    actor = ray.remote(SharedEngine).options(
-        name=f"{ENGINE_PREFIX}{backbone.name}", get_if_exists=True,
+    return [ray.remote(SharedEngine).options(
+        name=replica_name(backbone, index), get_if_exists=True,
         max_concurrency=MAX_IN_FLIGHT, num_cpus=0, num_gpus=gpus if needs_gpu else 0,
-        max_restarts=2, max_task_retries=2)
-    return actor.remote(backbone)
+        max_restarts=-1, max_task_retries=0).remote(backbone, index)
+        for index in range(max(1, backbone.replicas))]
+
+
+def _send(handle: Any, misses: list[ChatRequest]) -> Answered:
+    return cast(Answered, ray.get(handle.generate.remote(misses)))
+
+
+class ReplicaRouter:
+    """Sends each batch of misses to one of the backbone's replicas.
+
+    Replicas are ranked per conversation by rendezvous hashing; a batch goes to the first one
+    whose in-flight count (this caller's) is within `ROUTE_SLACK` of the least loaded healthy
+    replica. A replica that dies mid-call is avoided for `DOWN_S` and the batch is resent to
+    another, at most `attempts` times in all: the dead call never answered, so nothing is
+    recorded twice."""
+
+    def __init__(self, backbone: BackboneConfig,
+                 lookup: Callable[[str], Any] = ray.get_actor,
+                 send: Callable[[Any, list[ChatRequest]], Answered] = _send) -> None:
+        self.names = [replica_name(backbone, i) for i in range(max(1, backbone.replicas))]
+        self.attempts = len(self.names) + 3
+        self._lookup, self._send = lookup, send
+        self._handles: dict[int, Any] = {}
+        self._in_flight = [0] * len(self.names)
+        self._down_until = [0.0] * len(self.names)
+        self._lock = threading.Lock()
+
+    def __call__(self, misses: list[ChatRequest]) -> Answered:
+        key = misses[0].conv_id or misses[0].qid
+        for attempt in range(1, self.attempts + 1):
+            index = self._choose(key)
+            try:
+                return self._send(self._handle(index), misses)
+            except (ray.exceptions.RayActorError, ValueError) as exc:  # died, or gone by name
+                if attempt == self.attempts:
+                    raise
+                print(f"[router] {self.names[index]} failed ({type(exc).__name__}); "
+                      f"resending {len(misses)} requests", flush=True)
+                self._failed(index)
+            finally:
+                with self._lock:
+                    self._in_flight[index] -= 1
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def ranking(self, key: str) -> list[int]:
+        """The replicas in the order `key` prefers them."""
+        return sorted(range(len(self.names)), reverse=True, key=lambda i: hashlib.blake2b(
+            f"{key}|{i}".encode(), digest_size=8).digest())
+
+    def _choose(self, key: str) -> int:
+        ranked = self.ranking(key)
+        pause = 0.0
+        with self._lock:
+            now = time.monotonic()
+            healthy = [i for i in ranked if self._down_until[i] <= now]
+            if not healthy:  # all failed lately: the one back soonest, after a pause
+                healthy, pause = [min(ranked, key=lambda i: self._down_until[i])], RETRY_WAIT_S
+            least = min(self._in_flight[i] for i in healthy)
+            index = next(i for i in healthy if self._in_flight[i] <= least + ROUTE_SLACK)
+            self._in_flight[index] += 1
+        time.sleep(pause)
+        return index
+
+    def _failed(self, index: int) -> None:
+        with self._lock:
+            self._down_until[index] = time.monotonic() + DOWN_S
+            self._handles.pop(index, None)  # looked up again: it may have been replaced
+
+    def _handle(self, index: int) -> Any:
+        with self._lock:
+            if index not in self._handles:
+                self._handles[index] = self._lookup(self.names[index])
+            return self._handles[index]
 
 
 def ray_engine(backbone: BackboneConfig, cache: RequestCache | None) -> EngineCall:
-    """The backbone's named engine actor behind `cache`."""
-    # looked up at the first miss: a run served from the cache never needs the engine actor
-    handle = functools.cache(lambda: ray.get_actor(f"{ENGINE_PREFIX}{backbone.name}"))
-    return cache_first(backbone, cache, lambda misses: cast(
-        Answered, ray.get(handle().generate.remote(misses))))
+    """The backbone's replicas behind `cache`."""
+    # the replicas are looked up at the first miss: a run served from the cache needs none
+    return cache_first(backbone, cache, ReplicaRouter(backbone))
 
 
 _LOCAL: dict[str, SharedEngine] = {}
@@ -73,11 +159,11 @@ class EngineProxy:
     """The `LLM` a method sees inside a stage actor: one question of one stage."""
 
     def __init__(self, call: EngineCall, backbone: BackboneConfig, stage: str, qid: str,
-                 forbidden: tuple[str, ...] = ()) -> None:
+                 conv_id: str = "", forbidden: tuple[str, ...] = ()) -> None:
         """`forbidden`: gold-derived strings no prompt of this question may contain (each
         call records those it finds, for the run's validator)."""
         self._call, self._backbone, self.stage, self.qid = call, backbone, stage, qid
-        self.forbidden = forbidden
+        self.conv_id, self.forbidden = conv_id, forbidden
         self.records: list[CallRecord] = []
 
     @property
@@ -86,16 +172,22 @@ class EngineProxy:
 
     def for_stage(self, stage: str) -> EngineProxy:
         """The same engine, with calls attributed to another stage of the same question."""
-        other = EngineProxy(self._call, self._backbone, stage, self.qid, self.forbidden)
+        other = EngineProxy(self._call, self._backbone, stage, self.qid, self.conv_id,
+                            self.forbidden)
         other.records = self.records
         return other
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        stamped = [dataclasses.replace(r, stage=self.stage, qid=self.qid) for r in requests]
+        stamped = self.stamped(requests)
         responses, records = self._call(stamped)
         self.records.extend(dataclasses.replace(record, leaks=found) if (found := self._leaks(
             request)) else record for request, record in zip(stamped, records, strict=True))
         return list(responses)
+
+    def stamped(self, requests: Sequence[ChatRequest]) -> list[ChatRequest]:
+        """The requests marked with this proxy's stage, question and conversation."""
+        return [dataclasses.replace(r, stage=self.stage, qid=self.qid, conv_id=self.conv_id)
+                for r in requests]
 
     def _leaks(self, request: ChatRequest) -> tuple[str, ...]:
         text = "\n".join(m.content for m in request.messages)
@@ -107,7 +199,6 @@ class FailingProxy(EngineProxy):
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
         responses = [error_response("engine", "injected fault") for _ in requests]
-        self.records.extend(CallRecord.of(self.backbone, dataclasses.replace(
-            r, stage=self.stage, qid=self.qid), x) for r, x in zip(requests, responses,
-                                                                  strict=True))
+        self.records.extend(CallRecord.of(self.backbone, r, x)
+                            for r, x in zip(self.stamped(requests), responses, strict=True))
         return responses

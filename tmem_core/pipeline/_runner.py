@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import socket
+import sys
+import threading
 import time
 import warnings
 from collections import Counter
@@ -21,7 +25,7 @@ from tmem_core.benchmarks import LoadRequest, get_protocol, prepare, read_prepar
 from tmem_core.llm import BackboneConfig, get_backend, load_backbones
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
 from tmem_core.pipeline._contract import Contract
-from tmem_core.pipeline._engine import close_local_engines, engine_handle
+from tmem_core.pipeline._engine import close_local_engines, engine_handles
 from tmem_core.pipeline._stages import (
     FLOW_SCHEMA,
     STAGES,
@@ -60,14 +64,14 @@ from tmem_core.results import (
 from tmem_core.schema import gold_from_table, questions_from_table
 
 Log = Callable[[str], None]
-LOCAL_RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
-                 "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+LOCAL_RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 FAULT_ENV = "TMEM_FAULT"
 PROPAGATED_ENV = ("TMEM_CACHE_DIR", "HF_HUB_OFFLINE", "HF_HOME")
 
 
 def init_ray(num_cpus: int | None = None) -> None:
-    """Join the cluster named by RAY_ADDRESS, or start a local one on loopback."""
+    """Join the cluster named by RAY_ADDRESS (with the token authentication settings of the
+    environment, see cluster/env.sh), or start a local one on loopback."""
     if ray.is_initialized():
         return
     for key, value in LOCAL_RAY_ENV.items():
@@ -83,7 +87,10 @@ def init_ray(num_cpus: int | None = None) -> None:
     elif address:
         ray.init(address=address, log_to_driver=True, runtime_env=runtime_env)
     else:
-        # address="local": a new cluster even when another one runs on this machine
+        # address="local": a new cluster even when another one runs on this machine; it has
+        # no job server, and token authentication is on if the environment turned it on
+        # before Ray was imported (Ray reads it once)
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         ray.init(address="local", num_cpus=num_cpus, object_store_memory=256 * 1024**2,
                  include_dashboard=False, log_to_driver=True, runtime_env=runtime_env)
     context = ray.data.DataContext.get_current()
@@ -129,7 +136,8 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     is logged as soon as its last question is out. `local` runs the stages in this process."""
     if not local:
         init_ray()
-    backbones = load_backbones(config.backbones_file)
+    backbones = {name: with_replicas(b, config.resources)
+                 for name, b in load_backbones(config.backbones_file).items()}
     root = Path(config.results_dir) / config.name
     root.mkdir(parents=True, exist_ok=True)
     (root / SWEEP_FILE).write_text(json.dumps(_sweep_json(config), indent=2, default=str))
@@ -143,18 +151,69 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
         summaries.append(finish_run(plan, time.time() - started))
         log(summaries[-1].line())
 
-    engines: dict[str, Any] = {}  # the driver holds every engine for the whole sweep
+    engines: list[Any] = []  # the driver holds every replica for the whole sweep
     try:
         if not local:
             for backbone in {b.name: b for plan in plans for b in plan.backbones}.values():
-                engines[backbone.name] = engine_handle(backbone,
-                                                       config.resources.gpus_per_engine)
+                engines += engine_handles(backbone, config.resources.gpus_per_engine)
         started = time.time()
-        (_run_plain if local else _stream)(plans, config.resources, log, finished)
+        if local:
+            _run_plain(plans, config.resources, log, finished)
+        else:
+            with ClusterWatch(plans):
+                _stream(plans, config.resources, log, finished)
     finally:
-        close_engines(engines.values())
+        close_engines(engines)
         close_local_engines()
     return summaries
+
+
+def with_replicas(backbone: BackboneConfig, resources: Resources) -> BackboneConfig:
+    """The backbone with its number of engine replicas resolved (its own, or the sweep's)."""
+    return dataclasses.replace(backbone,
+                               replicas=backbone.replicas or resources.engine_replicas)
+
+
+class ClusterWatch:
+    """Ends the driver when the cluster goes away mid-sweep, with one `error:` line saying how
+    many questions of each run landed (Ray itself would end it a minute later, silently).
+
+    The cluster is gone when its GCS refuses connections `misses` checks in a row."""
+
+    def __init__(self, plans: list[RunPlan], interval_s: float = 2.0, misses: int = 3) -> None:
+        host, _, port = ray.get_runtime_context().gcs_address.rpartition(":")
+        self.address = (host, int(port))
+        self.plans, self.interval_s, self.misses = plans, interval_s, misses
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="cluster-watch", daemon=True)
+
+    def __enter__(self) -> ClusterWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+
+    def _watch(self) -> None:
+        missed = 0
+        while not self._stop.wait(self.interval_s):
+            missed = 0 if self._reachable() else missed + 1
+            if missed >= self.misses and not self._stop.is_set():
+                print(lost_cluster_line(self.plans), file=sys.stderr, flush=True)
+                os._exit(1)  # the Ray core would otherwise end the process without a word
+
+    def _reachable(self) -> bool:
+        try:
+            socket.create_connection(self.address, timeout=self.interval_s).close()
+        except OSError:
+            return False
+        return True
+
+
+def lost_cluster_line(plans: list[RunPlan]) -> str:
+    landed = ", ".join(f"{p.job.run.run_id} {p.done}/{len(p.questions)}" for p in plans)
+    return (f"error: the Ray cluster went away mid-sweep; questions landed: {landed}; "
+            "run the same command again to resume (landed questions are kept)")
 
 
 def close_engines(handles: Iterable[Any]) -> None:

@@ -179,8 +179,9 @@ class Stage:
         stage = stage or self.name
         broken = (self.fault is not None and self.fault.kind == "llm_error"
                   and self.fault.hits(stage, qid))
-        forbidden = self.forbidden.get(self.questions[qid].conv_id, ())
-        return (FailingProxy if broken else EngineProxy)(call, backbone, stage, qid, forbidden)
+        conv_id = self.questions[qid].conv_id if qid in self.questions else ""
+        return (FailingProxy if broken else EngineProxy)(call, backbone, stage, qid, conv_id,
+                                                         self.forbidden.get(conv_id, ()))
 
     @cached_property
     def forbidden(self) -> dict[str, tuple[str, ...]]:

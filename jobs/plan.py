@@ -1,0 +1,59 @@
+"""Dry run of a sweep: expected LLM calls, tokens, USD and wall time, before launching it.
+
+    python -m jobs.plan jobs/configs/gpu_sweep.toml --replicas 8
+
+A few questions of each run go through the real stages here, on simulated twins of the
+backbones (nothing is sent to an engine); their calls, repeated to each run's size, flow
+through the continuous-batching model of the simulated engine (`sim` backend) on the given
+number of replicas per backbone. Times use each simulated backbone's own engine settings and
+the built-in `sim` engine's for the others (or those of `--timing BACKBONE`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from jobs._cli import run_main
+from tmem_core.llm import SimEngineConfig, load_backbones
+from tmem_core.pipeline import ConfigError, load_sweep
+from tmem_core.pipeline._plan import plan_sweep
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m jobs.plan", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("config", type=Path, help="sweep config (TOML or YAML)")
+    parser.add_argument("--replicas", type=int, default=0,
+                        help="engine replicas per backbone (default: the config's)")
+    parser.add_argument("--sample", type=int, default=4, help="questions run per run")
+    parser.add_argument("--timing", help="a sim backbone whose engine settings time all calls")
+    args = parser.parse_args()
+    try:
+        config = load_sweep(args.config)
+        timing = _timing(args.timing, config.backbones_file)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.replicas < 0 or args.sample < 1:
+        print("error: --replicas must be 0 or more and --sample 1 or more", file=sys.stderr)
+        return 2
+    plan = plan_sweep(config, args.replicas or config.resources.engine_replicas, args.sample,
+                      timing)
+    for line in plan.lines():
+        print(line)
+    return 0
+
+
+def _timing(name: str | None, backbones_file: str | None) -> SimEngineConfig | None:
+    if name is None:
+        return None
+    backbone = load_backbones(backbones_file).get(name)
+    if backbone is None or not isinstance(backbone.engine, SimEngineConfig):
+        raise ConfigError("--timing", f"{name!r} is not a sim backbone")
+    return backbone.engine
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,41 @@
+"""A sweep whose cluster goes away ends with one error line and a non-zero status."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.conftest import ROOT, cluster_env, sweep_config, sweep_env, wait_for
+
+pytestmark = pytest.mark.slow
+PORTS = {"RAY_DASHBOARD_PORT": "8395", "RAY_GCS_PORT": "6499", "RAY_AGENT_PORT": "52495"}
+
+
+def test_lost_cluster_ends_the_driver_with_one_error_line(tmp_path: Path) -> None:
+    backbones = tmp_path / "backbones.toml"
+    backbones.write_text('[backbones.slow-sim]\nbackend = "sim"\nmodel = "sim"\n'
+                         'engine = { step_s = 0.3, max_output_tokens = 24 }\n')
+    config = sweep_config(tmp_path, "lost", limit=6, backbones='["slow-sim"]',
+                          extra=f'backbones_file = "{backbones}"')
+    env = cluster_env(PORTS)
+    subprocess.run([str(ROOT / "cluster" / "start-local.sh")], env=env, check=True, timeout=180)
+    try:
+        log, err = tmp_path / "driver.log", tmp_path / "driver.err"
+        with log.open("w") as out, err.open("w") as errors:
+            driver = subprocess.Popen(
+                [sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
+                env=sweep_env(f"127.0.0.1:{PORTS['RAY_GCS_PORT']}", **PORTS), stdout=out,
+                stderr=errors)
+        wait_for(lambda: "[progress]" in log.read_text() or driver.poll() is not None, 300,
+                 "the first batch")
+    finally:
+        subprocess.run([str(ROOT / "cluster" / "stop-local.sh")], env=env, timeout=120,
+                       check=False)
+    assert driver.wait(timeout=120) != 0
+    stderr = err.read_text()
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, stderr[-3000:]
+    assert "went away mid-sweep" in errors[0] and "/6" in errors[0] and "resume" in errors[0]

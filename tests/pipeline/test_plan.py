@@ -1,0 +1,54 @@
+"""The dry run: calls, tokens and USD from a sample of the real stages, wall time from the
+batching model."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.conftest import ROOT, sweep_config
+from tmem_core.llm import BatchModel, SimEngineConfig
+from tmem_core.pipeline import load_sweep
+from tmem_core.pipeline._plan import Call, plan_sweep, simulate
+
+TIMING = SimEngineConfig(ttft_s=0.0, prefill_tokens_per_s=1e12, step_s=0.01, step_s_per_seq=0.0,
+                         step_s_per_ktok=0.0, max_num_seqs=4)
+
+
+def test_chains_run_their_calls_in_order_and_share_replicas() -> None:
+    chain = [Call("b", 10, 5), Call("b", 10, 10)]  # 0.05 s then 0.10 s alone
+    one = {"b": [BatchModel(TIMING)]}
+    assert simulate(one, iter([chain]), slots=1) == pytest.approx(0.15)
+    # two chains at once share the steps of one replica; four slots for eight chains: twice
+    assert simulate({"b": [BatchModel(TIMING)]}, iter([chain] * 2), 2) == pytest.approx(0.15)
+    assert simulate({"b": [BatchModel(TIMING)]}, iter([chain] * 8), 4) == pytest.approx(0.30)
+    two = {"b": [BatchModel(TIMING), BatchModel(TIMING)]}
+    assert simulate(two, iter([chain] * 8), 8) == pytest.approx(0.15)  # four on each
+
+
+def test_plan_counts_calls_and_prices_them(tmp_path: Path) -> None:
+    backbones = tmp_path / "backbones.toml"
+    backbones.write_text('[backbones.priced]\nbackend = "sim"\nmodel = "m"\n'
+                         'prices = { input_per_mtok = 1000.0, output_per_mtok = 2000.0 }\n')
+    config = load_sweep(sweep_config(tmp_path, "plan", limit=6, backbones='["priced"]',
+                                     extra=f'backbones_file = "{backbones}"'))
+    plan = plan_sweep(config, replicas=2, sample=2, timing=TIMING)
+    (run,) = plan.runs
+    assert run.questions == 6 and run.calls == 12  # an answer and a judgement each
+    assert run.cost_usd == pytest.approx((run.prompt_tokens + 2 * run.completion_tokens)
+                                         * 1000 / 1e6)
+    assert plan.wall_s > 0 and not (tmp_path / "results" / "plan").exists()  # nothing written
+    slower = plan_sweep(config, replicas=1, sample=2, timing=TIMING)
+    assert slower.runs[0].calls == run.calls and slower.wall_s >= plan.wall_s
+
+
+def test_bad_input_is_one_error_line(tmp_path: Path) -> None:
+    config = sweep_config(tmp_path, "plan-bad")
+    done = subprocess.run([sys.executable, "-m", "jobs.plan", str(config), "--timing", "smollm2"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: config key '--timing': 'smollm2' is not a sim backbone"]

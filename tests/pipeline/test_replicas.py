@@ -1,0 +1,109 @@
+"""Engine replicas on the local head: two simulated backbones of four replicas each, and a
+replica killed mid-sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.conftest import (
+    ROOT,
+    TOKEN_PATH,
+    gcs,
+    run_sweep,
+    sweep_config,
+    sweep_env,
+    wait_for,
+)
+from tmem_core.pipeline import STAGES
+from tmem_core.results import calls_store
+
+pytestmark = pytest.mark.slow
+
+
+def _sim_backbones(tmp: Path, step_s: float, names: tuple[str, ...], replicas: int) -> Path:
+    """Simulated backbones of `replicas` replicas each (a fresh seed: nothing cached)."""
+    seed = uuid.uuid4().int % 10**6
+    path = tmp / "backbones.toml"
+    path.write_text("".join(
+        f'[backbones.{name}]\nbackend = "sim"\nmodel = "sim"\nreplicas = {replicas}\n'
+        f'engine = {{ seed = {seed}, step_s = {step_s}, max_output_tokens = 24 }}\n'
+        for name in names))
+    return path
+
+
+def _runs(tmp: Path, sweep: str) -> list[Path]:
+    runs = json.loads((tmp / "results" / sweep / "sweep.json").read_text())["runs"]
+    return [tmp / "results" / sweep / r for r in runs]
+
+
+def _assert_complete_once(run_dir: Path, questions: int) -> list[dict[str, object]]:
+    """Every stage holds each question exactly once; the run's fresh calls, once each."""
+    for stage in STAGES:
+        keys = [r["key"] for r in stage.store_for(run_dir).read_all().to_pylist() if r["ok"]]
+        assert len(keys) == len(set(keys)) == questions, stage.name
+    calls = [c for c in calls_store(run_dir).read_all().to_pylist() if not c["cached"]]
+    keys = [c["key"] for c in calls]
+    assert len(keys) == len(set(keys))
+    return calls
+
+
+def test_two_backbones_of_four_replicas(ray_address: str, tmp_path: Path) -> None:
+    names = ("sim-a", "sim-b")
+    backbones = _sim_backbones(tmp_path, 0.002, names, replicas=4)
+    # the six questions of the small synthetic chat in flight at once
+    config = sweep_config(tmp_path, "replicas", limit=6, backbones='["sim-a", "sim-b"]',
+                          extra=f'backbones_file = "{backbones}"')
+    config.write_text(config.read_text().replace("batch_size = 2", "batch_size = 6"))
+    run_sweep(config, ray_address)
+    for run_dir in _runs(tmp_path, "replicas"):
+        calls = _assert_complete_once(run_dir, 6)
+        by_backbone: dict[object, Counter[object]] = {}
+        for call in calls:
+            by_backbone.setdefault(call["backbone"], Counter())[call["replica"]] += 1
+        # the run's answers on its backbone, the judgements on the first one; each spread
+        for replicas in by_backbone.values():
+            assert len(replicas) > 1 and set(replicas) <= {0, 1, 2, 3}
+
+
+def _alive_actor_pid(address: str, name: str) -> int:
+    """The process of a live actor, from the state API (which asks for the token too)."""
+    request = urllib.request.Request(
+        f"{address}/api/v0/actors?limit=1000",
+        headers={"Authorization": f"Bearer {TOKEN_PATH.read_text().strip()}"})
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        actors = json.load(reply)["data"]["result"]["result"]
+    (pid,) = [a["pid"] for a in actors if a["name"] == name and a["state"] == "ALIVE"]
+    return int(pid)
+
+
+def test_a_killed_replica_loses_and_repeats_nothing(ray_address: str, tmp_path: Path) -> None:
+    backbones = _sim_backbones(tmp_path, 0.2, ("sim-k",), replicas=2)
+    config = sweep_config(tmp_path, "kill-replica", limit=6, backbones='["sim-k"]',
+                          extra=f'backbones_file = "{backbones}"')
+    config.write_text(config.read_text().replace("batch_size = 2", "batch_size = 3"))
+    log = tmp_path / "driver.log"
+    with log.open("w") as out:
+        driver = subprocess.Popen([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
+                                  env=sweep_env(gcs(ray_address)), stdout=out,
+                                  stderr=subprocess.STDOUT)
+    answers = tmp_path / "results" / "kill-replica"
+    # the first batch's answers are in: the engines are busy with the rest
+    wait_for(lambda: any(answers.glob("*/answer/part-*.parquet")) or driver.poll() is not None,
+             300, "first answers")
+    os.kill(_alive_actor_pid(ray_address, "tmem-llm-sim-k-0"), signal.SIGKILL)
+    assert driver.wait(timeout=600) == 0, log.read_text()[-3000:]
+    output = log.read_text()
+    (run_dir,) = _runs(tmp_path, "kill-replica")
+    calls = _assert_complete_once(run_dir, 6)
+    assert {c["replica"] for c in calls} == {0, 1}
+    assert "[router] tmem-llm-sim-k-0 failed" in output  # its calls were resent

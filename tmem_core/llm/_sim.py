@@ -1,0 +1,347 @@
+"""A simulated engine (`sim`): deterministic answers after the delay of a continuous-batching
+model, for capacity planning and for running the pipeline at cluster scale on a CPU box.
+
+`BatchModel` runs in virtual time. A request reaches the scheduler `ttft_s` after it is sent
+and joins the running batch at the next step boundary (at most `max_num_seqs` run at once, the
+others wait in arrival order). A decode step costs `step_s`, plus `step_s_per_seq` for each
+running sequence, plus `step_s_per_ktok` for each thousand tokens the batch holds (prompts and
+outputs so far); the step that admits requests also prefills their prompt tokens that the
+prefix cache does not hold, at `prefill_tokens_per_s`. Every step adds one output token to each
+running sequence, so one sequence alone decodes at 1 / step time tokens/s. The live backend
+sleeps on an asyncio timer until the model's next completion (no CPU while it waits); the
+planner (`jobs.plan`) runs the same model without sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import json
+import math
+import random
+import re
+import time
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tmem_core._typed import ConfigError
+from tmem_core.llm._backends import backend
+from tmem_core.llm._config import BackboneConfig, _require_non_negative, _require_positive
+from tmem_core.llm._request_cache import request_hash
+from tmem_core.llm._tokens import count_chat_tokens, count_tokens
+from tmem_core.llm._types import (
+    Backend,
+    ChatRequest,
+    ChatResponse,
+    Usage,
+    _background_loop,
+    output_response,
+    run_sync,
+)
+
+BLOCK_CHARS = 256  # prefix-cache granularity: full blocks of the prompt's text
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]{2,}")
+_FALLBACK_WORDS = ("the", "team", "decided", "on", "after", "review", "no", "information")
+
+
+@dataclass(frozen=True)
+class SimEngineConfig:
+    """A simulated engine; the defaults are close to a ~30B model on one large GPU."""
+
+    seed: int = 0
+    ttft_s: float = 0.005  # from sending to reaching the scheduler
+    prefill_tokens_per_s: float = 10_000.0
+    step_s: float = 0.02
+    step_s_per_seq: float = 0.00005
+    step_s_per_ktok: float = 0.0001
+    max_num_seqs: int = 128
+    min_output_tokens: int = 4  # free-text answers: a length drawn in [min, max]
+    max_output_tokens: int = 64
+    prefix_cache_blocks: int = 65536  # of BLOCK_CHARS characters; 0 = no prefix cache
+
+    def __post_init__(self) -> None:
+        _require_positive(self, "prefill_tokens_per_s", "step_s", "max_num_seqs",
+                          "min_output_tokens")
+        _require_non_negative(self, "ttft_s", "step_s_per_seq", "step_s_per_ktok",
+                              "prefix_cache_blocks")
+        if self.max_output_tokens < self.min_output_tokens:
+            raise ConfigError("max_output_tokens must be at least min_output_tokens, got "
+                              f"{self.max_output_tokens!r}")
+
+    def weights_identity(self) -> str:
+        """What changes the answers (the timing does not)."""
+        return f"sim:{self.seed}:{self.min_output_tokens}-{self.max_output_tokens}"
+
+
+@dataclass
+class SimCounters:
+    """What a simulated engine did since it started (busy: a batch was running)."""
+
+    requests: int = 0
+    steps: int = 0
+    busy_s: float = 0.0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0  # of them, found in the prefix cache
+    completion_tokens: int = 0
+    max_batch: int = 0  # most sequences in one step
+    shared_steps: int = 0  # steps that ran more than one sequence
+
+
+@dataclass(eq=False)
+class Seq:
+    """One request inside the model."""
+
+    prompt_tokens: int
+    output_tokens: int
+    cached_tokens: int = 0
+    arrived: float = 0.0
+    done: int = 0  # output tokens so far
+    finished_at: float | None = None
+    tag: Any = None  # the caller's handle (the live backend's future)
+
+
+class BatchModel:
+    """Continuous batching in virtual time: `submit` requests, `advance` the clock, collect
+    the finished sequences; `next_event` is when the next one finishes if nothing arrives."""
+
+    def __init__(self, config: SimEngineConfig, now: float = 0.0) -> None:
+        self.config = config
+        self.clock = now
+        self.waiting: deque[Seq] = deque()
+        self.running: list[Seq] = []
+        self.counters = SimCounters()
+        self._prefill_s = 0.0  # owed by the next step
+        self._held = 0  # tokens of the running batch
+
+    def submit(self, seq: Seq, now: float) -> None:
+        seq.arrived = now
+        self.waiting.append(seq)
+
+    def advance(self, now: float) -> list[Seq]:
+        """Run the model up to `now`; the sequences that finished meanwhile."""
+        finished: list[Seq] = []
+        while True:
+            self._admit()
+            if not self.running:
+                if self.waiting and self.waiting[0].arrived <= now:
+                    self.clock = max(self.clock, self.waiting[0].arrived)
+                    continue
+                self.clock = max(self.clock, now)
+                return finished
+            step = self._step_s()
+            steps = self._steps_to_event(step)
+            if self.clock + self._prefill_s + steps * step > now:
+                fit = math.floor((now - self.clock - self._prefill_s) / step)
+                if fit > 0:
+                    self._run(fit, step)
+                return finished
+            self._run(steps, step)
+            finished.extend(self._retire())
+
+    def next_event(self) -> float | None:
+        """When the next sequence finishes (or the next waiting one can join), if no other
+        request arrives; None when idle. Call after `advance`."""
+        if self.running:
+            step = self._step_s()
+            return self.clock + self._prefill_s + self._steps_to_event(step) * step
+        return self.waiting[0].arrived if self.waiting else None
+
+    def _admit(self) -> None:
+        config = self.config
+        while (self.waiting and len(self.running) < config.max_num_seqs
+               and self.waiting[0].arrived <= self.clock):
+            seq = self.waiting.popleft()
+            self._prefill_s += (seq.prompt_tokens - seq.cached_tokens) / config.prefill_tokens_per_s
+            self._held += seq.prompt_tokens
+            self.running.append(seq)
+            self.counters.requests += 1
+            self.counters.prompt_tokens += seq.prompt_tokens
+            self.counters.cached_tokens += seq.cached_tokens
+        self.counters.max_batch = max(self.counters.max_batch, len(self.running))
+
+    def _step_s(self) -> float:
+        config = self.config
+        return (config.step_s + config.step_s_per_seq * len(self.running)
+                + config.step_s_per_ktok * self._held / 1000)
+
+    def _steps_to_event(self, step: float) -> int:
+        steps = min(s.output_tokens - s.done for s in self.running)
+        if self.waiting and len(self.running) < self.config.max_num_seqs:
+            until = self.waiting[0].arrived - self.clock - self._prefill_s
+            steps = min(steps, max(1, math.ceil(until / step)))
+        return steps
+
+    def _run(self, steps: int, step: float) -> None:
+        elapsed = self._prefill_s + steps * step
+        self.clock += elapsed
+        self._prefill_s = 0.0
+        counters = self.counters
+        counters.busy_s += elapsed
+        counters.steps += steps
+        counters.completion_tokens += steps * len(self.running)
+        if len(self.running) > 1:
+            counters.shared_steps += steps
+        for seq in self.running:
+            seq.done += steps
+        self._held += steps * len(self.running)
+
+    def _retire(self) -> list[Seq]:
+        done = [s for s in self.running if s.done >= s.output_tokens]
+        for seq in done:
+            seq.finished_at = self.clock
+            self._held -= seq.prompt_tokens + seq.done
+        self.running = [s for s in self.running if s.done < s.output_tokens]
+        return done
+
+
+class PrefixCache:
+    """Which full text blocks of earlier prompts an engine holds (least recently used out)."""
+
+    def __init__(self, blocks: int) -> None:
+        self.blocks = blocks
+        self._lru: OrderedDict[bytes, None] = OrderedDict()
+
+    def cached_share(self, text: str) -> float:
+        """The share of `text` found as a cached prefix; its blocks are cached from now on."""
+        digest, hits, matching = b"", 0, True
+        full = len(text) // BLOCK_CHARS
+        for index in range(full):
+            block = text[index * BLOCK_CHARS:(index + 1) * BLOCK_CHARS].encode()
+            digest = hashlib.blake2b(digest + block, digest_size=16).digest()
+            if matching and digest in self._lru:
+                hits += 1
+                self._lru.move_to_end(digest)
+            else:
+                matching = False
+                self._lru[digest] = None
+        while len(self._lru) > self.blocks:
+            self._lru.popitem(last=False)
+        return hits * BLOCK_CHARS / len(text) if text else 0.0
+
+
+class SimBackend:
+    """Deterministic answers (valid JSON for schema requests) after the model's delay.
+
+    Answers depend on the request and `seed` only. Usage counts the prompt and the answer
+    with the backbone's tokenizer, as a real engine reports them; `counters` tells what the
+    engine did. The scheduler runs on the process's background event loop."""
+
+    def __init__(self, backbone: BackboneConfig, config: SimEngineConfig) -> None:
+        self.backbone, self.config = backbone, config
+        self._cache = PrefixCache(config.prefix_cache_blocks)
+        self._model = BatchModel(config, time.monotonic())
+        self._loop = _background_loop()
+        self._wake = asyncio.Event()
+        self._serving: asyncio.Future[None] | None = None
+
+    @property
+    def counters(self) -> SimCounters:
+        return self._model.counters
+
+    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        answers = [self._answer(r) for r in requests]
+        future = asyncio.run_coroutine_threadsafe(self._delay(answers), self._loop)
+        return await asyncio.wrap_future(future)
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        return run_sync(self.agenerate(requests))
+
+    def close(self) -> None:
+        if self._serving is not None:
+            self._loop.call_soon_threadsafe(self._serving.cancel)
+
+    def _answer(self, request: ChatRequest) -> tuple[ChatResponse, Seq]:
+        text = reply_text(request, self.backbone, self.config)
+        sampling = request.sampling or self.backbone.sampling
+        completion = count_tokens(self.backbone, text)
+        if request.schema is None:
+            completion = min(completion, sampling.max_tokens)
+        usage = Usage(count_chat_tokens(self.backbone, request.messages), max(1, completion))
+        prompt = "\n".join(m.content for m in request.messages)
+        cached = int(usage.prompt_tokens * self._cache.cached_share(prompt))
+        response = output_response(text, usage, 0.0, request.schema)
+        return response, Seq(usage.prompt_tokens, usage.completion_tokens, cached)
+
+    async def _delay(self, answers: list[tuple[ChatResponse, Seq]]) -> list[ChatResponse]:
+        """On the scheduler's loop: each answer once the model has finished its sequence."""
+        started = time.monotonic()
+        if self._serving is None:
+            self._serving = asyncio.ensure_future(self._serve())
+        await asyncio.sleep(self.config.ttft_s)
+        futures = []
+        for _, seq in answers:
+            seq.tag = asyncio.get_running_loop().create_future()
+            self._model.submit(seq, time.monotonic())
+            futures.append(seq.tag)
+        self._wake.set()
+        await asyncio.gather(*futures)
+        return [dataclasses.replace(response, latency_s=(seq.finished_at or started) - started)
+                for response, seq in answers]
+
+    async def _serve(self) -> None:
+        while True:
+            for seq in self._model.advance(time.monotonic()):
+                seq.tag.set_result(None)
+            wake_at = self._model.next_event()
+            self._wake.clear()
+            timeout = None if wake_at is None else max(0.0, wake_at - time.monotonic())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+
+def reply_text(request: ChatRequest, backbone: BackboneConfig, config: SimEngineConfig) -> str:
+    """The simulated answer: a JSON instance of the schema, or words of the last message."""
+    rng = random.Random(f"{config.seed}:{request_hash(backbone, request)}")
+    words = _WORD.findall(request.messages[-1].content)[:4000] or list(_FALLBACK_WORDS)
+    if request.schema is not None:
+        return json.dumps(schema_instance(request.schema, rng, words))
+    sampling = request.sampling or backbone.sampling
+    top = max(config.min_output_tokens, min(config.max_output_tokens, sampling.max_tokens))
+    count = max(1, rng.randint(config.min_output_tokens, top) * 3 // 4)
+    return " ".join(rng.choice(words) for _ in range(count)).capitalize() + "."
+
+
+def schema_instance(schema: dict[str, Any], rng: random.Random, words: Sequence[str]) -> Any:
+    """A value valid against `schema` (the subset the project's prompts use)."""
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return schema_instance(rng.choice(schema[key]), rng, words)
+    kind = schema.get("type", "object" if "properties" in schema else "string")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object":
+        return {k: schema_instance(v, rng, words) for k, v in schema.get("properties", {}).items()}
+    if kind == "array":
+        low = schema.get("minItems", 0)
+        high = max(low, min(schema.get("maxItems", low + 3), low + 3))
+        return [schema_instance(schema.get("items", {}), rng, words)
+                for _ in range(rng.randint(max(low, min(1, high)), high))]
+    if kind in ("integer", "number"):
+        value = rng.randint(int(schema.get("minimum", 0)), int(schema.get("maximum", 10)))
+        return value if kind == "integer" else float(value)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "null":
+        return None
+    return _string(schema, rng, words)
+
+
+def _string(schema: dict[str, Any], rng: random.Random, words: Sequence[str]) -> str:
+    low, high = schema.get("minLength", 0), schema.get("maxLength", 120)
+    target = rng.randint(min(max(low, 1), high), max(min(high, 60), low, 1))
+    text = ""
+    while len(text) < target:
+        text = f"{text} {rng.choice(words)}".strip()
+    return text[:high].strip().ljust(low, "x")
+
+
+@backend("sim", engine=SimEngineConfig)
+def _start_sim(backbone: BackboneConfig, engine: SimEngineConfig) -> Backend:
+    return SimBackend(backbone, engine)
