@@ -17,9 +17,9 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=int, default=2000, help="synthetic: number of messages")
     parser.add_argument("--seed", type=int, default=0, help="synthetic: random seed")
     parser.add_argument("--variant", default="base",
-                        help="synthetic: base, revisions, no-metadata (join with '+'); "
-                             "evermembench: the upstream shape, eval or dynamic (default: "
-                             "detected from the files)")
+                        help="synthetic: base, revisions, no-metadata, interleaved[=N] "
+                             "(join with '+'); evermembench: the upstream shape, eval or "
+                             "dynamic (default: detected from the files)")
 
 
 def load_request(args: argparse.Namespace) -> LoadRequest:

@@ -1,13 +1,21 @@
-"""Temporal Evidence Discovery, step by step, on a hand-built group chat."""
+"""Temporal Evidence Discovery: the density test on a hand-built chat, then through real
+MiniLM + BM25 indexes on the LoCoMo development file and on the interleaved synthetic set."""
 
 from __future__ import annotations
 
+import math
+import statistics
+from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+from pathlib import Path
 
-import numpy as np
+import pytest
 
+from tmem_core.benchmarks import LoadRequest, PreparedBenchmark, build
+from tmem_core.evaluation import evidence_recall, recall_scorable
 from tmem_core.methods import MethodEnv, build_method
 from tmem_core.methods.tmem import (
     Candidate,
@@ -15,60 +23,91 @@ from tmem_core.methods.tmem import (
     DiscoveryConfig,
     TemporalDiscovery,
     Timeline,
+    discover,
     find_interval,
     group_anchors,
     group_key,
+    interval_density,
     padded_members,
     temporal_clusters,
 )
-from tmem_core.retrieval import Budget, Conversation, IndexStore
-from tmem_core.schema import Message, Question
+from tmem_core.retrieval import Budget, Conversation, IndexStore, MiniLMEmbedder
+from tmem_core.retrieval import conversations_from_table as conversations
+from tmem_core.schema import Gold, Message, Question, gold_from_table, questions_from_table
 
 T0 = datetime(2025, 3, 3, tzinfo=UTC)
 CONFIG = DiscoveryConfig()
 EPISODE, CORRECTION, STRAY = [10, 11, 13], 12, 34
 QUESTION = Question("c", "q1", "What is the current retry limit for Atlas checkout?", "ku")
+POSITION_GAP = 8  # the former limit: conversation positions between neighbouring group messages
 
 
-def _intervals(chat: Conversation, anchors: list[int], matched: np.ndarray | None = None,
-               config: DiscoveryConfig = CONFIG) -> list[tuple[tuple[str, ...], bool]]:
+def _interval(chat: Conversation, cluster: list[int], config: DiscoveryConfig = CONFIG
+              ) -> tuple[float, bool, tuple[str, ...]]:
+    iv = find_interval(cluster, chat, Timeline.of(chat), config)
+    return iv.density, iv.kept, iv.members
+
+
+# -- the test itself, on the hand-built chat (conftest) -----------------------------------
+
+def test_density_is_seeds_per_hour_of_the_floored_span() -> None:
+    assert interval_density(3, 0.0, CONFIG) == 3.0  # a burst counts as one hour, not zero
+    assert interval_density(3, 1800.0, CONFIG) == 3.0
+    assert interval_density(3, 2 * 3600.0, CONFIG) == 1.5  # the same seeds, spread: diluted
+    assert interval_density(2, 4 * 3600.0, CONFIG) == 0.5 < CONFIG.min_density
+
+
+def test_a_burst_is_kept_and_the_same_seeds_spread_over_days_are_not(chat: Conversation) -> None:
+    density, kept, members = _interval(chat, EPISODE)  # 3 seeds within 6 minutes
+    assert (density, kept) == (3.0, True) and f"c:{CORRECTION}" in members
+    wide = replace(CONFIG, max_gap_seconds=30 * 86400)  # 10 and 34, 19 days apart, chain
+    density, kept, members = _interval(chat, [10, STRAY], wide)
+    assert density < 0.01 and not kept and members == ()
+
+
+def test_a_lone_seed_qualifies_but_pads_only_within_the_gap(chat: Conversation) -> None:
+    assert _interval(chat, [STRAY]) == (1.0, True, (f"c:{STRAY}",))  # no neighbour in 2 h
+    assert _interval(chat, [STRAY], replace(CONFIG, min_density=2.0))[1] is False
+    assert _interval(chat, [10])[2] == ("c:10", "c:11", "c:12")  # padding 2 after it
+
+
+def test_clusters_split_by_time_not_by_conversation_positions(chat: Conversation) -> None:
     timeline = Timeline.of(chat)
-    flags = np.zeros(len(chat), bool) if matched is None else matched
-    out = []
-    for positions in group_anchors(anchors, timeline).values():
-        for cluster in temporal_clusters(positions, timeline, config):
-            iv = find_interval(cluster, chat, timeline, flags, config)
-            out.append((iv.anchors, iv.kept))
-    return out
-
-
-def test_a_dense_episode_is_found_and_a_lone_distant_anchor_is_not(chat: Conversation) -> None:
-    found = _intervals(chat, [*EPISODE, STRAY])
-    assert (("c:10", "c:11", "c:13"), True) in found
-    assert (("c:34",), False) in found
-
-
-def test_gap_splits_a_group_into_temporal_clusters(chat: Conversation) -> None:
-    timeline = Timeline.of(chat)
-    assert temporal_clusters([10, 11, 13, 34], timeline, CONFIG) == [[10, 11, 13], [34]]
+    assert temporal_clusters([10, 11, 13, STRAY], timeline, CONFIG) == [EPISODE, [STRAY]]
     tight = replace(CONFIG, max_gap_seconds=60)  # episode messages are 2 minutes apart
     assert temporal_clusters([10, 11], timeline, tight) == [[10], [11]]
+    crowded = _crowded(chat, between=3 * POSITION_GAP)
+    episode = [p for p, m in enumerate(crowded.messages) if m.topic == chat.messages[10].topic]
+    assert min(b - a for a, b in pairwise(episode)) > POSITION_GAP
+    clusters = temporal_clusters(episode[:-1], Timeline.of(crowded), CONFIG)  # not the stray
+    assert clusters == [episode[:-1]]
 
 
-def test_diffuse_span_fails_the_density_threshold(chat: Conversation) -> None:
-    wide = replace(CONFIG, padding=0, max_gap=100, max_gap_seconds=1e9)
-    # 10 and 34 chain under huge gap limits, but only they are seeds among 5 group messages
-    assert _intervals(chat, [10, 34], config=wide) == [(("c:10", "c:34"), False)]
-    matched = np.zeros(len(chat), bool)
-    matched[[11, 12, 13]] = True  # every member matches the query: a dense span
-    assert _intervals(chat, [10, 34], matched, config=wide) == [(("c:10", "c:34"), True)]
+def _crowded(chat: Conversation, between: int) -> Conversation:
+    """The chat with `between` messages of another channel after each episode message, in
+    the same minute: the episode's neighbours are far apart in the conversation."""
+    rows: list[Message] = []
+    for m in chat.messages:
+        rows.append(m)
+        if m.topic == chat.messages[10].topic and m.seq < STRAY:
+            rows += [replace(m, msg_id=f"{m.msg_id}x{k}", text="Lunch at noon?", topic="social",
+                             channel="#random", timestamp=m.timestamp + timedelta(seconds=k))
+                     for k in range(between)]
+    return Conversation("c", tuple(replace(m, seq=n) for n, m in enumerate(rows)))
 
 
 def test_padding_takes_in_the_correction_right_after_an_anchor(chat: Conversation) -> None:
     members = padded_members([10, 11], Timeline.of(chat), CONFIG)
     assert CORRECTION in members and 13 in members
-    assert STRAY not in members  # the next group message is beyond the gap limits
+    assert STRAY not in members  # the next group message is beyond the gap
     assert padded_members([10, 11], Timeline.of(chat), replace(CONFIG, padding=0)) == [10, 11]
+
+
+def test_bad_parameters_are_refused() -> None:
+    with pytest.raises(ValueError, match="min_span_seconds must be positive"):
+        DiscoveryConfig(min_span_seconds=0)
+    with pytest.raises(ValueError, match="max_gap_seconds must not be negative"):
+        DiscoveryConfig(max_gap_seconds=-1)
 
 
 def test_topic_falls_back_to_channel_session_and_conversation() -> None:
@@ -86,6 +125,8 @@ def test_null_topics_group_by_channel_in_discovery(chat: Conversation) -> None:
     assert groups == {"channel:#eng": [3], "channel:#ops": [11, 34]}
 
 
+# -- the method on the hand-built chat (hashed embeddings) ---------------------------------
+
 def test_reranked_tmem_recovers_the_wordless_correction(store: IndexStore) -> None:
     plain = build_method("bm25", MethodEnv(store.conversations, 3, 512, store)).retrieve(QUESTION)
     assert "c:12" not in plain.ids
@@ -94,7 +135,7 @@ def test_reranked_tmem_recovers_the_wordless_correction(store: IndexStore) -> No
     trace = found.trace
     assert isinstance(trace, Discovery) and trace.selected == found.ids
     assert any(iv.kept and "c:12" in iv.members for iv in trace.intervals)
-    assert not any(iv.kept and "c:34" in iv.anchors for iv in trace.intervals)
+    assert all(iv.members in ((), ("c:34",)) for iv in trace.intervals if "c:34" in iv.anchors)
     assert len(trace.anchors) == 3  # anchors follow the Top-k budget by default
     assert list(found.ids) == sorted(found.ids, key=lambda i: int(i.split(":")[1]))
 
@@ -135,3 +176,144 @@ def test_unlimited_budget_falls_back_to_the_token_budget(store: IndexStore) -> N
     config = DiscoveryConfig(evidence_tokens=12)
     found = TemporalDiscovery(store, config)(QUESTION, Budget(count_tokens=lambda t: 5))
     assert len(found.ids) == 2  # 2 x 5 tokens fit in 12, a third would not
+
+
+# -- through real indexes on real text -----------------------------------------------------
+
+@dataclass(frozen=True)
+class Bench:
+    store: IndexStore
+    questions: list[Question]
+    gold: dict[str, Gold]
+
+    def discover(self, question: Question, depth: int,
+                 config: DiscoveryConfig = CONFIG) -> Discovery:
+        index = self.store.index(question.conv_id, config.metadata)
+        return discover(question, index, Timeline.of(index.conversation), config, depth)
+
+    def recall(self, method: TemporalDiscovery, k: int) -> float:
+        return statistics.mean(evidence_recall(method(q, Budget.top_k(k)).ids, self.gold[q.qid])
+                               for q in self.questions)
+
+
+def _bench(prepared: PreparedBenchmark, root: Path, conv_id: str) -> Bench:
+    store = IndexStore({conv_id: conversations(prepared.messages)[conv_id]}, MiniLMEmbedder(),
+                       root)
+    gold = gold_from_table(prepared.questions)
+    return Bench(store, [q for q in questions_from_table(prepared.questions)
+                         if q.conv_id == conv_id and recall_scorable(gold[q.qid])], gold)
+
+
+@pytest.fixture(scope="module")
+def locomo(locomo_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Bench:
+    prepared = build("locomo", LoadRequest(source=locomo_path))
+    return _bench(prepared, tmp_path_factory.mktemp("locomo"), "conv-26")
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Bench]:
+    root = tmp_path_factory.mktemp("synthetic")
+    return {v: _bench(build("synthetic", LoadRequest(size=2000, variant=v)), root, "syn-0-0")
+            for v in ("base", "interleaved")}
+
+
+def _check_density_test(found: Discovery, conversation: Conversation,
+                        config: DiscoveryConfig) -> None:
+    """Every interval against the definition, from the messages' own timestamps."""
+    timeline = Timeline.of(conversation)
+    assert sorted(s for iv in found.intervals for s in iv.anchors) == sorted(found.anchors)
+    by_group: dict[str, list[list[datetime]]] = defaultdict(list)
+    for iv in found.intervals:
+        seeds = [conversation.position[i] for i in iv.anchors]
+        assert {timeline.keys[p] for p in seeds} == {iv.group}
+        times = [conversation.messages[p].timestamp for p in seeds]
+        assert all(0 <= (b - a).total_seconds() <= config.max_gap_seconds
+                   for a, b in pairwise(times))
+        span = (times[-1] - times[0]).total_seconds()
+        assert iv.span_seconds == span
+        assert iv.density == pytest.approx(len(seeds) * 3600 / max(span, config.min_span_seconds))
+        assert iv.kept == (iv.density >= config.min_density) == bool(iv.members)
+        by_group[iv.group].append(times)
+    for clusters in by_group.values():  # one group's clusters: apart by more than the gap
+        assert all((b[0] - a[-1]).total_seconds() > config.max_gap_seconds
+                   for a, b in pairwise(clusters))
+
+
+@pytest.mark.parametrize("min_density", [CONFIG.min_density, 2.0])
+def test_density_test_on_locomo_sessions(locomo: Bench, min_density: float) -> None:
+    config = replace(CONFIG, min_density=min_density)
+    conversation = locomo.store.conversations["conv-26"]
+    lone = 0
+    for q in locomo.questions[::3]:
+        found = locomo.discover(q, 36, config)
+        _check_density_test(found, conversation, config)
+        # a session's turns share its date: one cluster per session, a burst of span 0
+        assert len({iv.group for iv in found.intervals}) == len(found.intervals)
+        assert all(iv.span_seconds == 0 and iv.kept == (len(iv.anchors) >= min_density)
+                   for iv in found.intervals)
+        lone += sum(len(iv.anchors) == 1 for iv in found.intervals)
+    assert lone > 0  # at 2 per hour these sessions are dropped
+
+
+def test_discovery_beats_its_own_seeds_on_locomo(locomo: Bench) -> None:
+    full, off = TemporalDiscovery(locomo.store), TemporalDiscovery(
+        locomo.store, replace(CONFIG, min_density=math.inf))
+    hybrid = build_method("hybrid_meta", MethodEnv(locomo.store.conversations, 10, 8192,
+                                                   locomo.store))
+    for q in locomo.questions[::5]:  # without discovery, the seeds are the evidence
+        assert set(off(q, Budget.top_k(10)).ids) == set(hybrid.retrieve(q).ids)
+    for k in (10, 36):
+        assert locomo.recall(full, k) > locomo.recall(off, k) + 0.05
+
+
+def test_density_test_on_the_interleaved_synthetic(synthetic: dict[str, Bench]) -> None:
+    bench = synthetic["interleaved"]
+    for q in bench.questions:
+        for depth in (10, 36):
+            _check_density_test(bench.discover(q, depth), bench.store.conversations["syn-0-0"],
+                                CONFIG)
+    full, off = TemporalDiscovery(bench.store), TemporalDiscovery(
+        bench.store, replace(CONFIG, min_density=math.inf))
+    for k in (10, 36):
+        assert bench.recall(full, k) > bench.recall(off, k) + 0.2
+
+
+def _out_of_position_reach(bench: Bench, depth: int) -> list[tuple[bool, bool]]:
+    """Evidence that is no seed and that no seed of its episode reaches through neighbouring
+    group messages at most POSITION_GAP conversation positions apart (what clustering and
+    padding by positions needed): (in a kept interval, selected) for each."""
+    conversation = bench.store.conversations["syn-0-0"]
+    timeline = Timeline.of(conversation)
+    method = TemporalDiscovery(bench.store)
+    out = []
+    for q in bench.questions:
+        evidence = method(q, Budget.top_k(depth))
+        found = evidence.trace
+        assert isinstance(found, Discovery)
+        seeds = {conversation.position[a] for a in found.anchors}
+        for gold_id in bench.gold[q.qid].evidence_ids:
+            target = conversation.position[gold_id]
+            members = [int(p) for p in timeline.members[timeline.keys[target]]]
+            episode = [s for s in seeds if timeline.keys[s] == timeline.keys[target]
+                       and timeline.within(s, target, CONFIG.max_gap_seconds)]
+            if target in seeds or not episode:
+                continue
+            if all(_steps_apart(members, s, target) > POSITION_GAP for s in episode):
+                out.append((any(iv.kept and gold_id in iv.members for iv in found.intervals),
+                            gold_id in evidence.ids))
+    return out
+
+
+def _steps_apart(members: list[int], a: int, b: int) -> int:
+    """The widest step, in conversation positions, between group neighbours from a to b."""
+    lo, hi = sorted((members.index(a), members.index(b)))
+    return max(y - x for x, y in pairwise(members[lo:hi + 1]))
+
+
+def test_interleaving_breaks_position_gaps_and_time_clusters_recover_the_episode(
+        synthetic: dict[str, Bench]) -> None:
+    assert _out_of_position_reach(synthetic["base"], 10) == []
+    stranded = _out_of_position_reach(synthetic["interleaved"], 10)
+    assert len(stranded) >= 3  # interleaving puts other channels between an episode's turns
+    assert all(kept for kept, _ in stranded)  # each is in its episode's kept interval
+    assert sum(selected for _, selected in stranded) * 2 >= len(stranded)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -41,6 +42,13 @@ def test_inspect_shows_every_step_of_tmem(monkeypatch: pytest.MonkeyPatch, tmp_p
                  "== forest (", "ROOT m", "== context (forest, ", "== LLM select: ",
                  "== gold (for the reader"):
         assert part in out, part
+    assert "clusters split at gaps over 2h; density = seeds per hour of the span (floor 1h); " \
+           "kept at >= 1.00/h" in out
+    clusters = re.findall(r"^  (kept|drop) topic:[^:]+: (\d+) seeds? (?:at|\S+ \S+ to) .*"
+                          r"density (\d+\.\d\d)/h (>=|<) 1\.00, padded to \d+ messages?$", out,
+                          re.MULTILINE)
+    assert clusters and all((verdict == "kept") == (sign == ">=") == (float(d) >= 1.0)
+                            for verdict, _, d, sign in clusters)
     tokens = int(out.split("== context (forest, ")[1].split(" tokens")[0])
     assert 0 < tokens <= 600
 

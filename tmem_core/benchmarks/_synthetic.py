@@ -8,13 +8,18 @@ their episode ties them to the question. Distractors share words with the questi
 question kinds (GroupMemBench's) carry gold answers and gold evidence ids.
 
 Variants (`--variant`, joined with '+'): `revisions` injects 1-3 revisions then a rollback
-into every knowledge-update chain; `no-metadata` withholds topic and phase.
+into every knowledge-update chain; `no-metadata` withholds topic and phase; `interleaved`
+(or `interleaved=N`, N from 2 to 6, default 4) makes channels and topics interleave: episodes
+start together in busy windows of N channels (each episode of a topic in whichever channel its
+window has free, so topics recur across channels), and half the noise falls in those windows,
+so the evidence of an answer lies in a burst of one channel while the others carry unrelated
+traffic. Without it each topic keeps one channel and episodes start independently.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -22,7 +27,11 @@ from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchma
 from tmem_core.evaluation import Protocol, one_judge
 from tmem_core.schema import DataError, Gold, Message, Question
 
-VARIANT_FLAGS = ("base", "revisions", "no-metadata")
+VARIANT_FLAGS = ("base", "revisions", "no-metadata", "interleaved")
+INTERLEAVE_DEFAULT, INTERLEAVE_MAX = 4, 6  # channels active at once in a busy window
+WINDOW_JOIN_MINUTES = 10  # episodes of a window start within this many minutes of it
+WINDOW_NOISE_SHARE = 0.5  # share of the noise that falls in busy windows (interleaved)
+WINDOW_NOISE_SECONDS = 3600  # ... within this long after a window starts
 MESSAGES_PER_CONVERSATION = 30_000  # a GroupMemBench domain
 MIN_SIZE, MAX_SIZE = 200, 200_000
 TOPIC_SHARE_MAX = 0.8  # at most this share of a workspace is topic discussion
@@ -67,11 +76,19 @@ class _Event:
 
 
 @dataclass
+class _Window:
+    """A busy window: episodes of different topics starting together, one channel each."""
+
+    start: datetime
+    channels: list[str] = field(default_factory=list)
+
+
+@dataclass
 class _Topic:
     project: str
     system: str
     attribute: str
-    channel: str
+    channel: str  # of the episode under way (interleaved: each episode its window's channel)
     owner: str
     values: list[str]
     scope: str
@@ -95,7 +112,7 @@ SYNTHETIC = Protocol(one_judge("judge/synthetic"), ("judge/synthetic",),
            description="Seeded multi-party group-chat benchmark (generated)",
            needs_source=False)
 def load_synthetic(request: LoadRequest) -> LoadedBenchmark:
-    flags = _parse_variant(request.variant)
+    flags, interleave = _parse_variant(request.variant)
     if not MIN_SIZE <= request.size <= MAX_SIZE:
         raise DataError(f"--size must be between {MIN_SIZE} and {MAX_SIZE}, got {request.size}")
     out = LoadedBenchmark(messages=[], questions=[])
@@ -103,24 +120,43 @@ def load_synthetic(request: LoadRequest) -> LoadedBenchmark:
     sizes = [request.size // n_conv + (i < request.size % n_conv) for i in range(n_conv)]
     for index, size in enumerate(sizes):
         conv = _Conversation(f"syn-{request.seed}-{index}", size,
-                             random.Random(f"{request.seed}:{index}"), flags)
+                             random.Random(f"{request.seed}:{index}"), flags, interleave)
         conv.generate(out)
     out.details["variant"] = sorted(flags)
+    if interleave:
+        out.details["interleave"] = interleave
     return out
 
 
-def _parse_variant(variant: str) -> set[str]:
+def _parse_variant(variant: str) -> tuple[set[str], int]:
+    """The variant's flags (without `base`) and its interleaving degree (0: off)."""
     flags = set(variant.split("+")) if variant else {"base"}
+    degrees = sorted(f for f in flags if f.startswith("interleaved="))
+    if len(degrees) > 1:
+        raise DataError(f"variant {variant!r}: more than one interleaving degree")
+    interleave = 0
+    for flag in degrees:
+        degree = flag.removeprefix("interleaved=")
+        if not degree.isdigit() or not 2 <= int(degree) <= INTERLEAVE_MAX:
+            raise DataError(f"variant {flag!r}: the degree must be an integer from 2 to "
+                            f"{INTERLEAVE_MAX}")
+        flags = flags - {flag} | {"interleaved"}
+        interleave = int(degree)
     unknown = flags - set(VARIANT_FLAGS)
     if unknown:
         raise DataError(f"unknown variant {sorted(unknown)}; allowed: {', '.join(VARIANT_FLAGS)} "
-                        "(join several with '+')")
-    return flags - {"base"}
+                        "(join several with '+'; interleaved=N sets the degree)")
+    if "interleaved" in flags and not interleave:
+        interleave = INTERLEAVE_DEFAULT
+    return flags - {"base"}, interleave
 
 
 class _Conversation:
-    def __init__(self, conv_id: str, size: int, rng: random.Random, flags: set[str]) -> None:
+    def __init__(self, conv_id: str, size: int, rng: random.Random, flags: set[str],
+                 interleave: int) -> None:
         self.conv_id, self.size, self.rng, self.flags = conv_id, size, rng, flags
+        self.interleave = interleave
+        self.windows: dict[int, list[_Window]] = {}  # episode day -> its busy windows
         self.authors = [f"User_{i}" for i in range(1, 5 + min(20, size // 1500) + 1)]
         self.roles = {a: ROLES[i % len(ROLES)] for i, a in enumerate(self.authors)}
         self.start = datetime(2025, 1, 6, 9, 0, tzinfo=UTC) + timedelta(days=rng.randrange(60))
@@ -156,11 +192,35 @@ class _Conversation:
                                   self.rng.choice(self.authors), values, self.rng.choice(SCOPES)))
         return topics
 
-    def _episode_times(self, count: int) -> list[datetime]:
-        """Episode starts spread over the timeline with gaps of at least four days."""
-        slots = sorted(self.rng.sample(range(0, self.days - 2, 4), count))
-        return [self.start + timedelta(days=d, hours=self.rng.randrange(9),
-                                       minutes=self.rng.randrange(60)) for d in slots]
+    def _episode_slots(self, topic: _Topic, count: int) -> list[tuple[datetime, str]]:
+        """Episode starts and channels, spread over the timeline with gaps of at least four
+        days: independent starts in the topic's channel, or places in busy windows."""
+        days = sorted(self.rng.sample(range(0, self.days - 2, 4), count))
+        if self.interleave:
+            return [self._join_window(d) for d in days]
+        return [(self._day_start(d), topic.channel) for d in days]
+
+    def _day_start(self, day: int) -> datetime:
+        return self.start + timedelta(days=day, hours=self.rng.randrange(9),
+                                      minutes=self.rng.randrange(60))
+
+    def _join_window(self, day: int) -> tuple[datetime, str]:
+        """A start in the day's open busy window (a new one when it is full) and a channel
+        that window does not use yet."""
+        windows = self.windows.setdefault(day, [])
+        if not windows or len(windows[-1].channels) >= self.interleave:
+            windows.append(_Window(self._day_start(day)))
+        window = windows[-1]
+        channel = self.rng.choice([c for c in CHANNELS if c not in window.channels])
+        window.channels.append(channel)
+        return window.start + timedelta(minutes=self.rng.randrange(WINDOW_JOIN_MINUTES)), channel
+
+    @staticmethod
+    def _clock(topic: _Topic, slots: list[tuple[datetime, str]]) -> Iterator[tuple[int, datetime]]:
+        """(episode index, start) in turn, moving the topic to each episode's channel."""
+        for i, (when, channel) in enumerate(slots):
+            topic.channel = channel
+            yield i, when
 
     def _phase_at(self, when: datetime) -> str:
         """Project phases follow the timeline: planning first, launch last."""
@@ -172,9 +232,9 @@ class _Conversation:
         revisions = self.rng.randint(1, 3) if "revisions" in self.flags else 0
         rollback = revisions > 0 or self.rng.random() < 0.2
         n_episodes = 2 + n_updates + (1 if revisions else 0) + int(rollback)
-        times = self._episode_times(min(n_episodes, (self.days - 2) // 4))
-        phase_of = {i: self._phase_at(when) for i, when in enumerate(times)}
-        clock = iter(enumerate(times))
+        slots = self._episode_slots(topic, min(n_episodes, (self.days - 2) // 4))
+        phase_of = {i: self._phase_at(when) for i, (when, _) in enumerate(slots)}
+        clock = self._clock(topic, slots)
         self._opening_episode(topic, *next(clock), phase_of)
         for step in range(n_updates):
             if (slot := next(clock, None)) is not None:
@@ -257,9 +317,9 @@ class _Conversation:
 
     # -- noise ---------------------------------------------------------------------------
     def _noise(self, topics: list[_Topic], count: int) -> None:
-        span = self.days * 86400
+        windows = [w for day in self.windows.values() for w in day]
         for _ in range(count):
-            when = self.start + timedelta(seconds=self.rng.randrange(span))
+            when = self._noise_time(windows)
             if self.rng.random() < 0.25 and topics:
                 t = self.rng.choice(topics)
                 text = self.rng.choice(_DISTRACTORS).format(t=t, v=self.rng.choice(t.values))
@@ -269,6 +329,13 @@ class _Conversation:
                 topic, channel = self.rng.choice(NOISE_TOPICS), self.rng.choice(CHANNELS)
             self.events.append(_Event(when, self.rng.choice(self.authors), channel, text, topic,
                                       self._phase_at(when)))
+
+    def _noise_time(self, windows: list[_Window]) -> datetime:
+        """Anywhere on the timeline, or (interleaved, for a share of it) in a busy window."""
+        if windows and self.rng.random() < WINDOW_NOISE_SHARE:
+            window = self.rng.choice(windows)
+            return window.start + timedelta(seconds=self.rng.randrange(WINDOW_NOISE_SECONDS))
+        return self.start + timedelta(seconds=self.rng.randrange(self.days * 86400))
 
     def _finalise(self, out: LoadedBenchmark) -> None:
         order = sorted(range(len(self.events)), key=lambda k: (self.events[k].when, k))

@@ -6,23 +6,32 @@ from dataclasses import dataclass
 from typing import Literal
 
 Scope = Literal["interval", "global"]
+HOUR = 3600.0
 
 
 @dataclass(frozen=True)
 class DiscoveryConfig:
     """Paper defaults (§C.1): 36 anchors, at most 100 candidates, 8,192 evidence tokens.
 
-    Our defaults for the temporal steps (documented, not from the paper):
-    - A cluster breaks where consecutive anchors of a group are more than `max_gap` messages
-      (conversation positions) or `max_gap_seconds` apart.
-    - Each cluster spans its group's messages from the first to the last anchor, padded by
-      `padding` group messages on either side (only those chained within the gap limits), to
-      take in confirmations, corrections and updates next to its anchors.
-    - Density = seeds / (group messages in the padded span + `span_penalty`), where seeds are
-      the anchors and the members matching the query lexically; the cluster becomes an
-      interval when density >= `min_density`. With 3 and 0.3 a lone mention with no activity
-      of its group nearby (1/4) never qualifies; an anchor amid matching group messages does,
-      while a span where few members match (diffuse activity) does not.
+    The density test (§4.2, appendix F.1); the paper gives no values, ours are chosen on the
+    LoCoMo development file and the synthetic set (interleaved and not):
+    - Seeds are the seed-retrieval anchors. They are grouped by topic (else channel, session,
+      conversation), and each group's seeds, on the group's own timeline, split into clusters
+      wherever consecutive seeds are more than `max_gap_seconds` apart (time only: messages
+      of other groups in between do not count).
+    - A cluster's density is its seeds per hour of its span in time (first to last seed), the
+      span floored at `min_span_seconds` so that a burst is not infinitely dense: the same
+      seeds spread over a longer span score lower (the span penalises diffuse activity). The
+      cluster becomes an interval when density >= `min_density` seeds per hour, a threshold
+      between the background rate of seeds (about 0.02 per hour of the conversation outside
+      the episodes that hold evidence, at 36 anchors) and their rate in a relevant episode (a
+      median of three per hour). With 1 per hour and a 1-hour floor, one seed in a burst
+      qualifies and a cluster needs a seed per hour of its span; at 2 per hour lone seeds
+      fail, and with them a tenth to a half of the clusters that hold evidence (the fewer
+      the anchors, the more).
+    - A kept interval spans its group's messages from the first to the last seed, padded by
+      `padding` group messages on either side (each within `max_gap_seconds` of the previous
+      one), to take in confirmations, corrections and updates next to its seeds.
     - Candidates (anchors and interval members) are cut to `max_candidates` by relevance.
     """
 
@@ -32,14 +41,22 @@ class DiscoveryConfig:
     evidence_tokens: int = 8192  # budget used when the caller sets no limit
     metadata: bool = True  # metadata-expanded indexes and query (asking user)
     scope: Scope = "interval"  # "global": whole anchor groups instead of intervals (ablation)
-    max_gap: int = 8
-    max_gap_seconds: float = 6 * 3600
-    span_penalty: float = 3.0
-    min_density: float = 0.3
+    max_gap_seconds: float = 2 * HOUR
+    min_span_seconds: float = HOUR
+    min_density: float = 1.0  # seeds per hour
     padding: int = 2
     lexical_weight: float = 1.0  # relevance = cosine + lexical_weight * BM25 / max BM25
     support_window: int = 2  # group neighbours on either side that lend support
     support_decay: float = 0.6  # weight of a neighbour at distance d: decay ** (d - 1)
+
+    def __post_init__(self) -> None:
+        if self.min_span_seconds <= 0:
+            raise ValueError(f"DiscoveryConfig.min_span_seconds must be positive, got "
+                             f"{self.min_span_seconds}")
+        for name in ("max_gap_seconds", "min_density", "padding"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"DiscoveryConfig.{name} must not be negative, got "
+                                 f"{getattr(self, name)}")
 
     def anchor_depth(self, budget_messages: int | None) -> int:
         if self.anchors_follow_budget and budget_messages:

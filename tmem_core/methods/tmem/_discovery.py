@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tmem_core.methods.tmem._config import DiscoveryConfig
+from tmem_core.methods.tmem._config import HOUR, DiscoveryConfig
 from tmem_core.methods.tmem._timeline import Timeline
 from tmem_core.retrieval import Conversation, ConversationIndex, query_text
 from tmem_core.schema import Message, Question
@@ -16,12 +16,13 @@ from tmem_core.schema import Message, Question
 
 @dataclass(frozen=True)
 class Interval:
-    """A temporal cluster of one group's anchors; `members` are its padded messages if kept."""
+    """A temporal cluster of one group's seeds; `members` are its padded messages if kept."""
 
     group: str
-    anchors: tuple[str, ...]
-    span: int  # group messages in the padded interval
-    density: float
+    anchors: tuple[str, ...]  # its seeds, in time order
+    span_seconds: float  # from the first seed to the last
+    size: int  # group messages in the padded interval
+    density: float  # seeds per hour of the span (floored)
     kept: bool
     members: tuple[str, ...]
 
@@ -44,6 +45,7 @@ class Discovery:
     anchors: tuple[str, ...]  # seed ids, best first
     groups: dict[str, tuple[str, ...]]  # group key -> its anchor ids, in time order
     intervals: tuple[Interval, ...]  # every cluster, kept or not
+    config: DiscoveryConfig  # the parameters in effect (the density test's among them)
     candidates: tuple[Candidate, ...]  # most relevant first
     selected: tuple[str, ...] = ()  # filled in by the method after selection
 
@@ -53,15 +55,15 @@ def discover(question: Question, index: ConversationIndex, timeline: Timeline,
     """Seed `depth` anchors, find their dense intervals and filter the candidates."""
     query = query_text(question, config.metadata)
     anchors = index.ranking(query, "hybrid", depth)
-    lexical = index.bm25_scores(query)
-    relevance = query_relevance(index.dense_scores(query), lexical, config.lexical_weight)
+    relevance = query_relevance(index.dense_scores(query), index.bm25_scores(query),
+                                config.lexical_weight)
     groups = group_anchors(anchors, timeline)
     ids = index.conversation.ids
     if config.scope == "global":
         intervals: list[Interval] = []
         region = {int(p) for key in groups for p in timeline.members[key]}
     else:
-        intervals = [find_interval(c, index.conversation, timeline, lexical > 0, config)
+        intervals = [find_interval(c, index.conversation, timeline, config)
                      for positions in groups.values()
                      for c in temporal_clusters(positions, timeline, config)]
         region = {index.conversation.position[i] for iv in intervals for i in iv.members}
@@ -71,7 +73,7 @@ def discover(question: Question, index: ConversationIndex, timeline: Timeline,
         Candidate(index.conversation.messages[p], float(relevance[p]),
                   support(p, relevance, timeline, config), rank.get(p)) for p in pool)
     return Discovery(query, ids(anchors), {k: ids(v) for k, v in groups.items()},
-                     tuple(intervals), candidates)
+                     tuple(intervals), config, candidates)
 
 
 def query_relevance(dense: np.ndarray, lexical: np.ndarray, lexical_weight: float) -> np.ndarray:
@@ -91,34 +93,26 @@ def group_anchors(anchors: Sequence[int], timeline: Timeline) -> dict[str, list[
 
 def temporal_clusters(positions: Sequence[int], timeline: Timeline,
                       config: DiscoveryConfig) -> list[list[int]]:
-    """Split a group's anchors (ascending) wherever consecutive ones are beyond the gap limits."""
+    """Split a group's seeds (ascending) wherever consecutive ones are more than
+    `max_gap_seconds` apart."""
     clusters: list[list[int]] = []
     for p in positions:
-        if clusters and timeline.near(clusters[-1][-1], p, config.max_gap,
-                                      config.max_gap_seconds):
+        if clusters and timeline.within(clusters[-1][-1], p, config.max_gap_seconds):
             clusters[-1].append(p)
         else:
             clusters.append([p])
     return clusters
 
 
-def interval_density(members: Sequence[int], anchors: Sequence[int], matched: np.ndarray,
-                     config: DiscoveryConfig) -> float:
-    """Seeds per group message of the padded interval, with the span penalty.
-
-    Seeds are the anchors and every other member that matches the query lexically (with
-    metadata expansion: shares its topic, author or words). A lone mention far from any
-    activity of its group spans one message and never reaches the threshold; an anchor inside
-    a burst of its topic does.
-    """
-    seeds = set(anchors) | {p for p in members if matched[p]}
-    return len(seeds) / (len(members) + config.span_penalty)
+def interval_density(seeds: int, span_seconds: float, config: DiscoveryConfig) -> float:
+    """Seeds per hour of the span, the span floored at `min_span_seconds`."""
+    return seeds * HOUR / max(span_seconds, config.min_span_seconds)
 
 
 def padded_members(cluster: Sequence[int], timeline: Timeline,
                    config: DiscoveryConfig) -> list[int]:
-    """The group's messages from the first to the last anchor, plus `padding` on either side
-    (only those within the gap limits of the interval's ends)."""
+    """The group's messages from the first to the last seed, plus `padding` on either side
+    (each within `max_gap_seconds` of its neighbour towards the interval)."""
     first, last = cluster[0], cluster[-1]
     members = timeline.members[timeline.keys[first]]
     lo, hi = int(timeline.ordinal[first]), int(timeline.ordinal[last])
@@ -131,33 +125,32 @@ def padded_members(cluster: Sequence[int], timeline: Timeline,
 
 
 def find_interval(cluster: Sequence[int], conversation: Conversation, timeline: Timeline,
-                  matched: np.ndarray, config: DiscoveryConfig) -> Interval:
-    """The padded interval of a cluster, kept when its seed density passes the threshold."""
-    members = padded_members(cluster, timeline, config)
-    density = interval_density(members, cluster, matched, config)
+                  config: DiscoveryConfig) -> Interval:
+    """The cluster's density test; a kept cluster's padded interval."""
+    span = timeline.span(cluster[0], cluster[-1])
+    density = interval_density(len(cluster), span, config)
     kept = density >= config.min_density
+    members = padded_members(cluster, timeline, config)
     ids = conversation.ids
-    return Interval(timeline.keys[cluster[0]], ids(cluster), len(members), density, kept,
+    return Interval(timeline.keys[cluster[0]], ids(cluster), span, len(members), density, kept,
                     ids(members) if kept else ())
 
 
 def support(position: int, relevance: np.ndarray, timeline: Timeline,
             config: DiscoveryConfig) -> float:
-    """Decayed relevance of the nearest group neighbours within the gap limits."""
+    """Decayed relevance of the nearest group neighbours within `max_gap_seconds`."""
     members = timeline.members[timeline.keys[position]]
     own = int(timeline.ordinal[position])
     total = 0.0
     for distance in range(1, config.support_window + 1):
         for o in (own - distance, own + distance):
-            if 0 <= o < len(members) and _near(timeline, int(members[o]), position, config):
+            if (0 <= o < len(members)
+                    and timeline.within(int(members[o]), position, config.max_gap_seconds)):
                 total += config.support_decay ** (distance - 1) * float(relevance[members[o]])
     return total
 
 
-def _near(timeline: Timeline, a: int, b: int, config: DiscoveryConfig) -> bool:
-    return timeline.near(a, b, config.max_gap, config.max_gap_seconds)
-
-
 def _chained(timeline: Timeline, positions: Sequence[int], config: DiscoveryConfig) -> bool:
-    """Whether each consecutive pair of `positions` is within the gap limits."""
-    return all(_near(timeline, a, b, config) for a, b in itertools.pairwise(positions))
+    """Whether each consecutive pair of `positions` is within `max_gap_seconds`."""
+    return all(timeline.within(a, b, config.max_gap_seconds)
+               for a, b in itertools.pairwise(positions))

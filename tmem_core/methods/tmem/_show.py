@@ -21,7 +21,7 @@ def describe(evidence: Evidence, context: Context, messages: Mapping[str, Messag
     return "\n".join([
         f"== discovery (query: {found['query']!r})",
         f"anchors ({len(found['anchors'])}): {' '.join(found['anchors'])}",
-        *_intervals(found["intervals"]),
+        *_intervals(found["intervals"], found["config"], messages),
         f"-- candidates ({len(found['candidates'])}, most relevant first)",
         *(_candidate(c, labels.get(c["id"], "-"), messages) for c in found["candidates"]),
         *_selection(trace, labels),
@@ -53,11 +53,47 @@ def tree(forest: Forest, messages: Mapping[str, Message]) -> list[str]:
     return lines
 
 
-def _intervals(intervals: list[dict[str, Any]]) -> list[str]:
+def _intervals(intervals: list[dict[str, Any]], config: Mapping[str, Any],
+               messages: Mapping[str, Message]) -> list[str]:
+    """One line per cluster: its seeds, when, how dense, and the verdict of the test."""
     kept = sum(iv["kept"] for iv in intervals)
-    return [f"-- intervals ({kept} kept of {len(intervals)})",
-            *(f"  {'kept' if iv['kept'] else 'drop'} {iv['group']}: {len(iv['anchors'])} anchors,"
-              f" span {iv['span']}, density {iv['density']:.2f}" for iv in intervals)]
+    threshold = config["min_density"]
+    return [f"-- intervals ({kept} kept of {len(intervals)}): clusters split at gaps over "
+            f"{_duration(config['max_gap_seconds'])}; density = seeds per hour of the span "
+            f"(floor {_duration(config['min_span_seconds'])}); kept at >= {threshold:.2f}/h",
+            *(f"  {'kept' if iv['kept'] else 'drop'} {iv['group']}: "
+              f"{_count(len(iv['anchors']), 'seed')} "
+              f"{_when(messages[iv['anchors'][0]], messages[iv['anchors'][-1]])} "
+              f"({_duration(iv['span_seconds'])}), density {iv['density']:.2f}/h "
+              f"{'>=' if iv['kept'] else '<'} {threshold:.2f}, padded to "
+              f"{_count(iv['size'], 'message')}"
+              for iv in intervals)]
+
+
+def _duration(seconds: float) -> str:
+    """A time span for a reader: 0s, 42m, 6h10m, 3d2h."""
+    minutes = round(seconds / 60)
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m" if minutes else f"{hours}h"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours}h" if hours else f"{days}d"
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _when(first: Message, last: Message) -> str:
+    start, end = first.timestamp, last.timestamp
+    if start == end:
+        return f"at {start:%Y-%m-%d %H:%M}"
+    end_format = "%H:%M" if start.date() == end.date() else "%Y-%m-%d %H:%M"
+    return f"{start:%Y-%m-%d %H:%M} to {end:{end_format}}"
 
 
 def _candidate(c: Mapping[str, Any], label: str, messages: Mapping[str, Message]) -> str:

@@ -42,7 +42,10 @@ class Timeline:
         seconds = np.asarray([m.timestamp.timestamp() for m in conversation.messages])
         return cls(keys, members, ordinal, seconds)
 
-    def near(self, a: int, b: int, max_gap: int, max_gap_seconds: float) -> bool:
-        """Whether positions a and b are within the gap limits of each other."""
-        return (abs(a - b) <= max_gap
-                and abs(float(self.seconds[a] - self.seconds[b])) <= max_gap_seconds)
+    def span(self, a: int, b: int) -> float:
+        """Seconds between the messages at positions a and b."""
+        return abs(float(self.seconds[b] - self.seconds[a]))
+
+    def within(self, a: int, b: int, seconds: float) -> bool:
+        """Whether the messages at positions a and b are at most `seconds` apart."""
+        return self.span(a, b) <= seconds

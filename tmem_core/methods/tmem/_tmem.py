@@ -244,6 +244,7 @@ def discovery_json(found: Discovery) -> dict[str, Any]:
         "groups": {k: list(v) for k, v in found.groups.items()},
         "intervals": [{**dataclasses.asdict(iv), "anchors": list(iv.anchors),
                        "members": list(iv.members)} for iv in found.intervals],
+        "config": dataclasses.asdict(found.config),
         "candidates": [{"id": c.message.msg_id, "relevance": c.relevance, "support": c.support,
                         "anchor_rank": c.anchor_rank} for c in found.candidates],
     }
@@ -256,8 +257,9 @@ def candidates_from_json(found: Mapping[str, Any], conversation: Conversation
 
 
 def intervals_from_json(found: Mapping[str, Any]) -> list[Interval]:
-    return [Interval(iv["group"], tuple(iv["anchors"]), iv["span"], iv["density"], iv["kept"],
-                     tuple(iv["members"])) for iv in found["intervals"]]
+    return [Interval(iv["group"], tuple(iv["anchors"]), iv["span_seconds"], iv["size"],
+                     iv["density"], iv["kept"], tuple(iv["members"]))
+            for iv in found["intervals"]]
 
 
 def _trace(selection: Selection, admitted: Sequence[Message], structured: Structured,
