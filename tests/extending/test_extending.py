@@ -44,7 +44,7 @@ def test_a_toy_method_and_benchmark_run_through_the_sweep(
     assert summary.questions == 2 and not any(summary.stage_errors.values())
     retrieved = {r["qid"]: r["evidence_ids"]
                  for r in stage_store(summary.run_dir, "retrieve").read_all().to_pylist()}
-    assert retrieved == {"toy:q0": ["toy:2"], "toy:q1": ["toy:2"]}  # keep = 1: the newest
+    assert retrieved == {"toy:q0": ["m2"], "toy:q1": ["m2"]}  # keep = 1: the newest (harness ids)
     judged = pq.read_table(next(summary.run_dir.glob("judge/*.parquet"))).to_pylist()
     assert {r["qid"] for r in judged} == {"toy:q0", "toy:q1"}
     assert {c["stage"] for c in calls_store(summary.run_dir).read_all().to_pylist()} == {

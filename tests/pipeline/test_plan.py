@@ -37,7 +37,7 @@ def test_plan_counts_calls_and_prices_them(tmp_path: Path) -> None:
                                      extra=f'backbones_file = "{backbones}"'))
     plan = plan_sweep(config, replicas=2, sample=2, timing=TIMING)
     (run,) = plan.runs
-    assert run.questions == 6 and run.calls == 12  # an answer and a judgement each
+    assert run.questions == 6 and run.calls == 24  # answer, judgement, two judge controls
     assert run.cost_usd == pytest.approx((run.prompt_tokens + 2 * run.completion_tokens)
                                          * 1000 / 1e6)
     assert plan.wall_s > 0 and not (tmp_path / "results" / "plan").exists()  # nothing written

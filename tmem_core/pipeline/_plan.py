@@ -23,8 +23,7 @@ from tmem_core.llm import BackboneConfig, BatchModel, SimEngineConfig, load_back
 from tmem_core.llm._sim import Seq
 from tmem_core.pipeline._config import SweepConfig
 from tmem_core.pipeline._runner import prepare_benchmark, run_sweep, select_questions
-from tmem_core.pipeline._stages import RetrieveStage
-from tmem_core.results import calls_store
+from tmem_core.results import calls_store, conversation_of
 
 INSTANT = SimEngineConfig(ttft_s=0.0, prefill_tokens_per_s=1e12, step_s=1e-9,
                           step_s_per_seq=0.0, step_s_per_ktok=0.0)
@@ -134,8 +133,6 @@ class Sampled:
 
 
 def _sampled(run_dir: Path) -> Sampled:
-    conv_of = {r["qid"]: r["conv_id"] for r in RetrieveStage.store_for(run_dir).read_all()
-               .to_pylist()}
     by_question: dict[str, list[tuple[float, Call]]] = defaultdict(list)
     by_conv: dict[str, list[tuple[float, Call]]] = defaultdict(list)
     for c in calls_store(run_dir).read_all().to_pylist():
@@ -143,7 +140,7 @@ def _sampled(run_dir: Path) -> Sampled:
             sent = c["finished_at"] - c["latency_s"]
             call = Call(c["backbone"], c["prompt_tokens"], c["completion_tokens"])
             if c["stage"] == "memory":
-                by_conv[conv_of.get(c["qid"], "")].append((sent, call))
+                by_conv[conversation_of(c["qid"])].append((sent, call))
             else:
                 by_question[c["qid"]].append((sent, call))
     return Sampled([_in_order(v) for _, v in sorted(by_question.items())],
