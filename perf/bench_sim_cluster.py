@@ -6,8 +6,9 @@
 One sweep per replica count on the synthetic benchmark (120,000 messages: 4 conversations,
 GroupMemBench's size), every backbone a simulated engine (`sim` backend) with GPU-like
 timing, a fresh seed per sweep so that nothing comes from the request cache. Per sweep:
-questions/s from the start of the stages to the last run summary, and each replica's busy
-time (a batch running) over that wall time. Ratios against the 1-replica sweep of the same
+questions/s over the window of its LLM calls (first sent to last answered: the stage actors'
+start-up and index loading come before it), and each replica's busy time (a batch running)
+over that window. Ratios against the 1-replica sweep of the same
 run: throughput at N replicas / (N x throughput at 1), the target being >= 0.8 at 16.
 """
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,7 @@ import ray
 from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.pipeline._engine import ENGINE_PREFIX
 from tmem_core.pipeline._runner import init_ray
+from tmem_core.results import calls_store, run_dirs
 
 ENGINE = "{ seed = %d, step_s = 0.02, max_num_seqs = 128, max_output_tokens = 64 }"
 
@@ -62,17 +63,25 @@ def sweep(args: argparse.Namespace, replicas: int, work: Path) -> Measured:
                       "batch_size": args.batch_size, "engine_replicas": replicas},
     })
     measured = Measured(replicas)
-    started = time.time()
 
     def log(line: str) -> None:
         if line.startswith("run "):
             measured.questions += int(line.split(": ", 1)[1].split(" ", 1)[0])
-            measured.wall_s = time.time() - started
             measured.busy_s = [_busy(f"{ENGINE_PREFIX}sim-{i}") for i in range(replicas)]
             print(f"  {line}", flush=True)
 
     run_sweep(config, log=log)
+    measured.wall_s = _calls_window(work / "results" / config.name)
     return measured
+
+
+def _calls_window(sweep_dir: Path) -> float:
+    """Seconds from the sweep's first LLM call sent to its last answered (the actors' start-up,
+    index loading included, comes before it)."""
+    calls = [c for run_dir in run_dirs(sweep_dir)
+             for c in calls_store(run_dir).read_all().to_pylist()]
+    return (max(c["finished_at"] for c in calls)
+            - min(c["finished_at"] - c["latency_s"] for c in calls))
 
 
 def _busy(name: str) -> float:
