@@ -6,6 +6,8 @@
 PY ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
+# the environment's commands (ray, and the python a Ray job runs) come first on the PATH
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha256sum | cut -c1-12)
 LOCK_VENV := .cache/lock-venv
 

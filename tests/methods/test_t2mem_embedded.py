@@ -90,8 +90,9 @@ def test_extraction_and_loop_on_smollm2(
     assert all(r.stage == STEP_STAGE and r.qid == question.qid
                for r in client.records[before:])
     assert all(s["prompt_tokens"] > 0 for s in steps) and context.trace["stop"]
-    assert set(found.ids) <= set(context.ids) <= {m.msg_id for m in
-                                                  store.conversations[conv_id].messages}
+    read = {i for e in context.trace["read"] for i in method._memory(conv_id).index
+            .by_episode[e].ids}
+    assert set(context.ids) <= read  # only lines its ReadRaw steps showed count as evidence
     assert "step 1 [search, read, answer]" in render_trace(context)
 
 

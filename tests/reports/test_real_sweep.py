@@ -70,7 +70,8 @@ def test_counts_and_sums_match_the_raw_records(real_sweep: Path, summary: Summar
         run = runs[run_dir.name]
         qids = {r["qid"] for s in RECORD_STAGES for r in _raw(run_dir, s)}
         assert run["questions"] == len(qids) == 4
-        calls = _latest_ok(_raw(run_dir, "calls"))
+        calls = [c for c in _latest_ok(_raw(run_dir, "calls"))
+                 if c["stage"] != "calibration"]  # the judges' controls: not the method's
         assert run["tokens"] == sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls)
         assert run["cost_usd"] == pytest.approx(sum(c["cost_usd"] for c in calls))
         tokens = summary.tokens.filter(run_id=run_dir.name, stage="judge").row(0, named=True)
@@ -84,7 +85,8 @@ def test_counts_and_sums_match_the_raw_records(real_sweep: Path, summary: Summar
 def test_the_sweeps_summary_lines_give_the_reports_accuracy(real_sweep: Path,
                                                             summary: Summary) -> None:
     log = (real_sweep.parents[1] / "sweep.log").read_text()
-    found = re.findall(r"run (\S+): \d+ questions, accuracy (\S+) \((\d+) judged", log)
+    found = re.findall(r"run (\S+): \d+ questions, accuracy (\S+) (?:UNRELIABLE \(.*?\) )?"
+                       r"\((\d+) judged", log)
     lines = {run_id: (accuracy, int(judged)) for run_id, accuracy, judged in found}
     runs = summary.runs.to_dicts()
     assert len(lines) == len(runs) == 2

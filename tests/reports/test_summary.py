@@ -44,7 +44,7 @@ def test_failed_question_is_listed_as_an_error(summary: Summary) -> None:
     counts = {r["store"]: (r["failed_attempts"], r["unresolved"])
               for r in summary.error_counts.to_dicts()}
     assert counts == {"retrieve": (1, 0), "construct": (0, 0), "answer": (1, 1),
-                      "judge": (0, 0), "calls": (1, 1)}
+                      "judge": (0, 0), "calibration": (0, 0), "calls": (1, 1)}
     errors = summary.errors.select("store", "stage", "qid", "resolved", "error_kind").rows()
     assert sorted(errors, key=str) == sorted([("retrieve", "retrieve", "q1", True, None),
                                               ("answer", "answer", "q5", False, None),
