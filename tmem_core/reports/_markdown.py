@@ -165,11 +165,11 @@ class Report:
                 if (worse := degraded({k: int(row[k]) for k in counters}))]
 
     def calibration(self) -> list[str]:
-        note = (f"Each judge scored control answers built from the run's own questions: the "
-                f"gold answer as prediction (must be correct: TPR) and another question's gold "
-                f"answer of the same category (must be wrong: TNR). A judge below "
-                f"{RELIABLE_RATE} on either is **unreliable** and its accuracy is not a "
-                f"measurement.")
+        note = ("Each judge scored control answers built from the run's own questions: the "
+                "gold answer as prediction (must be correct: TPR) and another question's "
+                "differing gold answer, of the same category where there is one (must be "
+                f"wrong: TNR). A judge below {RELIABLE_RATE} on either is **unreliable** and "
+                "its accuracy is not a measurement.")
         return [note, "", *markdown_table(self._with_run(self.summary.calibration))]
 
     def agreement(self) -> list[str]:
