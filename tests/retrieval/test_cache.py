@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -139,3 +141,31 @@ def test_failed_build_leaves_nothing_behind(tmp_path: Path) -> None:
         build_once(tmp_path / "artifact", broken)
     assert not (tmp_path / "artifact").exists()
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")] == []
+
+
+class SlowHashEmbedder(HashEmbedder):
+    """Takes a while per batch, so that concurrent callers overlap inside `encode`."""
+
+    def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        time.sleep(0.05)
+        return super().encode(texts, progress)
+
+
+def test_threads_of_one_process_share_a_store_without_embedding_twice(tmp_path: Path) -> None:
+    warm = EmbeddingStore(HashEmbedder(), tmp_path)
+    for i in range(12):  # shards on disk, loaded (np.load) by every thread at first use
+        warm.embed([f"old text {i}"])
+    embedder = SlowHashEmbedder()
+    store = EmbeddingStore(embedder, tmp_path)
+    queries = [[f"old text {i % 12}", f"new text {i % 4}"] for i in range(16)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda q: store.embed(q, persist=persisted(q)), queries))
+    assert embedder.calls == 4  # the four new texts, each embedded once
+    reference = HashEmbedder()
+    for query, vectors in zip(queries, results, strict=True):
+        assert np.allclose(vectors, reference.encode(query))
+
+
+def persisted(query: list[str]) -> bool:
+    """Half the callers keep their new vectors, half ask one-off (as queries do)."""
+    return query[1] in {"new text 0", "new text 1"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import threading
 import uuid
 from collections.abc import Sequence
 from functools import cached_property
@@ -74,7 +75,9 @@ class EmbeddingStore:
 
     Identical texts are embedded once, whatever conversation or index variant asks for them.
     Each batch of new vectors becomes a new shard, written to a temporary file and renamed;
-    a lock serialises embedding so that concurrent processes never embed the same text twice.
+    a file lock serialises embedding so that concurrent processes never embed the same text
+    twice, and a thread lock does the same for the threads of one process (a stage actor's
+    concurrent questions share its store).
     """
 
     def __init__(self, embedder: Embedder, directory: Path) -> None:
@@ -84,6 +87,7 @@ class EmbeddingStore:
         self._vectors: dict[str, np.ndarray] = {}
         self._shards: set[str] = set()
         self.embedded = 0  # texts this store had to embed (not found in the cache)
+        self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str], progress: bool = False,
               persist: bool = True) -> Vectors:
@@ -91,6 +95,10 @@ class EmbeddingStore:
 
         New vectors are written to disk when `persist` (use False for one-off queries).
         """
+        with self._lock:
+            return self._embed(texts, progress, persist)
+
+    def _embed(self, texts: Sequence[str], progress: bool, persist: bool) -> Vectors:
         keys = [text_key(t) for t in texts]
         if self._missing(keys):
             self._load_shards()
