@@ -4,17 +4,19 @@
     ray job submit --working-dir . -- python -m jobs.sweep jobs/configs/default.toml
 
 With no RAY_ADDRESS a local Ray starts; with one the sweep joins that cluster. A re-run of
-the same config skips what already succeeded and retries what failed.
+the same config skips what already succeeded and retries what failed. However the driver
+ends (its cluster lost, a signal), its last line says which questions landed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from jobs._cli import run_main
-from tmem_core.pipeline import ConfigError, load_sweep, run_sweep
+from tmem_core.pipeline import STATUS_ENV, ConfigError, load_sweep, run_sweep, supervise
 
 
 def main() -> int:
@@ -29,6 +31,8 @@ def main() -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if not args.local and STATUS_ENV not in os.environ:  # this process watches the driver
+        return supervise([sys.executable, "-m", "jobs.sweep", *sys.argv[1:]])
     print(f"sweep {config.name}: {len(config.runs())} runs -> "
           f"{Path(config.results_dir) / config.name}", flush=True)
     summaries = run_sweep(config, log=lambda line: print(line, flush=True), local=args.local)

@@ -27,9 +27,11 @@ from tmem_core.pipeline._runner import (
     select_questions,
 )
 from tmem_core.pipeline._stages import STAGES, StageJob
+from tmem_core.pipeline._watch import STATUS_ENV, supervise
 
 __all__ = [
     "STAGES",
+    "STATUS_ENV",
     "Allowed",
     "BenchmarkConfig",
     "ConfigError",
@@ -49,4 +51,5 @@ __all__ = [
     "registered",
     "run_sweep",
     "select_questions",
+    "supervise",
 ]

@@ -6,9 +6,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import socket
-import sys
-import threading
 import time
 import warnings
 from collections import Counter
@@ -46,6 +43,7 @@ from tmem_core.pipeline._validators import (
     no_gold_in_prompts,
     question_counts,
 )
+from tmem_core.pipeline._watch import ClusterWatch, Landed
 from tmem_core.prompts import load_prompt, prompt_names
 from tmem_core.results import (
     CALIBRATION_STAGE,
@@ -160,7 +158,7 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
         if local:
             _run_plain(plans, config.resources, log, finished)
         else:
-            with ClusterWatch(plans):
+            with ClusterWatch(ray.get_runtime_context().gcs_address, lambda: landed(plans)):
                 _stream(plans, config.resources, log, finished)
     finally:
         close_engines(engines)
@@ -174,46 +172,8 @@ def with_replicas(backbone: BackboneConfig, resources: Resources) -> BackboneCon
                                replicas=backbone.replicas or resources.engine_replicas)
 
 
-class ClusterWatch:
-    """Ends the driver when the cluster goes away mid-sweep, with one `error:` line saying how
-    many questions of each run landed (Ray itself would end it a minute later, silently).
-
-    The cluster is gone when its GCS refuses connections `misses` checks in a row."""
-
-    def __init__(self, plans: list[RunPlan], interval_s: float = 2.0, misses: int = 3) -> None:
-        host, _, port = ray.get_runtime_context().gcs_address.rpartition(":")
-        self.address = (host, int(port))
-        self.plans, self.interval_s, self.misses = plans, interval_s, misses
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="cluster-watch", daemon=True)
-
-    def __enter__(self) -> ClusterWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-
-    def _watch(self) -> None:
-        missed = 0
-        while not self._stop.wait(self.interval_s):
-            missed = 0 if self._reachable() else missed + 1
-            if missed >= self.misses and not self._stop.is_set():
-                print(lost_cluster_line(self.plans), file=sys.stderr, flush=True)
-                os._exit(1)  # the Ray core would otherwise end the process without a word
-
-    def _reachable(self) -> bool:
-        try:
-            socket.create_connection(self.address, timeout=self.interval_s).close()
-        except OSError:
-            return False
-        return True
-
-
-def lost_cluster_line(plans: list[RunPlan]) -> str:
-    landed = ", ".join(f"{p.job.run.run_id} {p.done}/{len(p.questions)}" for p in plans)
-    return (f"error: the Ray cluster went away mid-sweep; questions landed: {landed}; "
-            "run the same command again to resume (landed questions are kept)")
+def landed(plans: list[RunPlan]) -> tuple[Landed, ...]:
+    return tuple(Landed(p.job.run.run_id, p.done, len(p.questions)) for p in plans)
 
 
 def close_engines(handles: Iterable[Any]) -> None:
