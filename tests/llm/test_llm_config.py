@@ -106,6 +106,11 @@ def test_yaml_file_and_backend_change_replaces_the_entry(tmp_path: Path) -> None
             "backbones.x.engine: n_threads_batch must be 0 or more, got -1",
         ),
         ({"backend": "openai"}, "backbones.x: missing key 'model'"),
+        (
+            {"backend": "openai", "model": "m", "replicas": 3,
+             "engine": {"base_urls": ["http://a:8000/v1", "http://b:8000/v1"]}},
+            "backbones.x.replicas: 3, but its engine names 2 servers (one replica each)",
+        ),
         ({"backend": "openai", "model": "m", "tokenizer": "bpe"}, "unknown tokenizer 'bpe'"),
     ],
 )
@@ -128,3 +133,14 @@ def test_missing_api_key_env_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(ConfigError, match="environment variable OPENAI_API_KEY is not set"):
         make_backend(get_backbone("gpt-5.5"))
+
+
+def test_a_fleet_gives_each_replica_its_own_server() -> None:
+    urls = ["http://gpu-0:8000/v1", "http://gpu-1:8000/v1", "http://gpu-2:8000/v1"]
+    fleet = parse_backbones({"f": {"backend": "openai", "model": "m",
+                                   "engine": {"base_urls": urls}}})["f"]
+    assert fleet.fleet == 3
+    servers = [fleet.for_replica(i).engine for i in range(3)]
+    assert [s.base_url for s in servers] == urls and all(s.fleet == 0 for s in servers)
+    single = get_backbone("smollm2")
+    assert single.fleet == 0 and single.for_replica(1) == single

@@ -4,6 +4,7 @@ run sweeps on it."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -15,7 +16,27 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PORTS = {"RAY_DASHBOARD_PORT": "8365", "RAY_GCS_PORT": "6479", "RAY_AGENT_PORT": "52465"}
+
+
+PORT_NAMES = ("RAY_DASHBOARD_PORT", "RAY_GCS_PORT", "RAY_AGENT_PORT")
+
+
+def free_ports() -> dict[str, str]:
+    """Ports for one test head that nothing on this machine listens on now (so test runs
+    side by side, and a head left over by another run, get in nobody's way)."""
+    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in PORT_NAMES]
+    try:
+        return {name: str(s.getsockname()[1]) for name, s in zip(PORT_NAMES, sockets,
+                                                                 strict=True)}
+    finally:
+        for s in sockets:
+            s.close()
+
+
+# kept in the environment: pytest may import this module twice (as conftest and as
+# tests.pipeline.conftest), and both must name the same head
+os.environ.setdefault("TMEM_TEST_RAY_PORTS", ",".join(free_ports().values()))
+PORTS = dict(zip(PORT_NAMES, os.environ["TMEM_TEST_RAY_PORTS"].split(","), strict=True))
 TOKEN_PATH = Path(tempfile.gettempdir()) / f"tmem-eval-test-{os.getpid()}" / "token"
 """The test clusters' token file (start-local.sh creates it)."""
 

@@ -8,10 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import ROOT, cluster_env, sweep_config, sweep_env, wait_for
+from tests.pipeline.conftest import (
+    ROOT,
+    cluster_env,
+    free_ports,
+    sweep_config,
+    sweep_env,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
-PORTS = {"RAY_DASHBOARD_PORT": "8395", "RAY_GCS_PORT": "6499", "RAY_AGENT_PORT": "52495"}
+PORTS = free_ports()  # a head of its own, which the test stops
 
 
 def test_lost_cluster_ends_the_driver_with_one_error_line(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ replica killed mid-sweep."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import Step
 from tests.pipeline.conftest import (
     ROOT,
     TOKEN_PATH,
@@ -24,7 +26,10 @@ from tests.pipeline.conftest import (
     sweep_env,
     wait_for,
 )
+from tests.pipeline.test_memory_cost import ShapedServer
+from tmem_core.llm import OpenAIEngineConfig, get_backbone
 from tmem_core.pipeline import STAGES
+from tmem_core.pipeline._engine import ReplicaRouter
 from tmem_core.results import calls_store
 
 pytestmark = pytest.mark.slow
@@ -59,8 +64,9 @@ def _assert_complete_once(run_dir: Path, questions: int) -> list[dict[str, objec
 
 def test_two_backbones_of_four_replicas(ray_address: str, tmp_path: Path) -> None:
     names = ("sim-a", "sim-b")
-    backbones = _sim_backbones(tmp_path, 0.002, names, replicas=4)
-    # the six questions of the small synthetic chat in flight at once
+    # slow enough that the six questions of the small synthetic chat (one conversation, so
+    # one preferred replica) are in flight together however busy the machine, and spill
+    backbones = _sim_backbones(tmp_path, 0.5, names, replicas=4)
     config = sweep_config(tmp_path, "replicas", limit=6, backbones='["sim-a", "sim-b"]',
                           extra=f'backbones_file = "{backbones}"')
     config.write_text(config.read_text().replace("batch_size = 2", "batch_size = 6"))
@@ -107,3 +113,32 @@ def test_a_killed_replica_loses_and_repeats_nothing(ray_address: str, tmp_path: 
     calls = _assert_complete_once(run_dir, 6)
     assert {c["replica"] for c in calls} == {0, 1}
     assert "[router] tmem-llm-sim-k-0 failed" in output  # its calls were resent
+
+
+def test_a_fleet_server_that_is_down_leaves_the_sweep_to_the_others(ray_address: str,
+                                                                     tmp_path: Path) -> None:
+    live = [ShapedServer([Step()]) for _ in range(2)]
+    down = ShapedServer([Step()])
+    down.close()  # a server of the fleet that is not there
+    fleet = dataclasses.replace(get_backbone("sim"), backend="openai", replicas=3,
+                                engine=OpenAIEngineConfig(base_urls=("a", "b", "c")))
+    # the small synthetic chat is one conversation: its calls prefer one server, the down one
+    preferred = ReplicaRouter(fleet).ranking("syn-0-0")[0]
+    urls = [s.base_url for s in live]
+    urls.insert(preferred, down.base_url)
+    backbones = tmp_path / "backbones.toml"
+    backbones.write_text(f'[backbones.fleet]\nbackend = "openai"\nmodel = "m-{uuid.uuid4().hex}"\n'
+                         f'engine = {{ base_urls = {json.dumps(urls)}, max_attempts = 2, '
+                         'backoff_base_s = 0.05 }\n')
+    config = sweep_config(tmp_path, "fleet", limit=4, backbones='["fleet"]',
+                          extra=f'backbones_file = "{backbones}"')
+    try:
+        done = run_sweep(config, ray_address)
+    finally:
+        for server in live:
+            server.close()
+    (run_dir,) = _runs(tmp_path, "fleet")
+    calls = _assert_complete_once(run_dir, 4)
+    assert all(c["ok"] for c in calls) and preferred not in {c["replica"] for c in calls}
+    assert sum(s.calls for s in live) == len(calls)
+    assert f"[router] tmem-llm-fleet-{preferred} failed" in done.stdout

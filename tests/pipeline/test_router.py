@@ -8,8 +8,9 @@ import threading
 import pytest
 from ray.exceptions import RayActorError
 
-from tmem_core.llm import Answered, ChatRequest, get_backbone
-from tmem_core.pipeline._engine import ROUTE_SLACK, ReplicaRouter, replica_name
+from tmem_core.llm import Answered, ChatRequest, ChatResponse, get_backbone
+from tmem_core.llm._types import error_response
+from tmem_core.pipeline._engine import ROUTE_SLACK, ReplicaRouter, replica_gpus, replica_name
 
 BACKBONE = dataclasses.replace(get_backbone("sim"), replicas=4)
 
@@ -20,6 +21,7 @@ class Replicas:
     def __init__(self) -> None:
         self.asked: list[tuple[str, str]] = []
         self.dead: set[str] = set()
+        self.unreachable: set[str] = set()  # alive, but their engine answers nothing
         self.hold = threading.Event()
         self.hold.set()
 
@@ -28,7 +30,10 @@ class Replicas:
         if name in self.dead:
             raise RayActorError()
         self.hold.wait()
-        return [], []
+        if name in self.unreachable:
+            failed = error_response("connection", "Connection error.")
+            return [failed] * len(misses), []
+        return [ChatResponse(text=name) for _ in misses], []
 
 
 def _router(replicas: Replicas) -> ReplicaRouter:
@@ -94,3 +99,36 @@ def test_when_every_attempt_fails_the_error_is_raised() -> None:
     with pytest.raises(RayActorError):
         router(_ask("c0"))
     assert len(replicas.asked) == 5
+
+
+def test_a_replica_whose_engine_is_unreachable_is_avoided_and_its_batch_resent() -> None:
+    replicas = Replicas()
+    router = _router(replicas)
+    preferred, second = (replica_name(BACKBONE, i) for i in router.ranking("c0")[:2])
+    replicas.unreachable.add(preferred)  # a fleet's server that went down
+    first = router(_ask("c0") * 2)
+    later = router(_ask("c0"))
+    assert [r.text for r in first[0]] == [second, second] and later[0][0].text == second
+    assert [name for name, _ in replicas.asked] == [preferred, second, second]
+
+
+def test_a_request_error_is_the_requests_own_and_is_not_resent() -> None:
+    refused = error_response("request", "400 Bad Request")
+    asked: list[str] = []
+
+    def send(name: str, misses: list[ChatRequest]) -> Answered:
+        asked.append(name)
+        return [refused] * len(misses), []
+
+    router = ReplicaRouter(BACKBONE, lookup=lambda name: name, send=send)
+    assert router(_ask("c0"))[0] == [refused]
+    assert len(asked) == 1
+
+
+def test_a_sharded_replica_holds_all_its_shards_gpus() -> None:
+    qwen = get_backbone("qwen3.5-27b")
+    sharded = dataclasses.replace(qwen, engine=dataclasses.replace(
+        qwen.engine, tensor_parallel_size=2, pipeline_parallel_size=2))
+    assert replica_gpus(sharded, 1) == 4 and replica_gpus(qwen, 1) == 1
+    assert replica_gpus(sharded, 0) == 0  # a CPU sweep asks for no GPU
+    assert replica_gpus(get_backbone("smollm2"), 1) == 0  # nor does a CPU backend

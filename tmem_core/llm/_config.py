@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -73,6 +73,9 @@ class BackboneConfig:
 
     def __post_init__(self) -> None:
         _require_non_negative(self, "replicas")
+        if self.fleet and self.replicas not in (0, self.fleet):
+            raise ConfigError(f"backbones.{self.name}.replicas: {self.replicas}, but its engine "
+                              f"names {self.fleet} servers (one replica each)")
         if not isinstance(self.engine, get_backend(self.backend).engine):
             raise ConfigError(f"backbones.{self.name}.engine: not a {self.backend} engine config")
         if not self.tokenizer.startswith(TOKENIZER_PREFIXES):
@@ -80,6 +83,16 @@ class BackboneConfig:
                 f"backbones.{self.name}.tokenizer: unknown tokenizer {self.tokenizer!r}; "
                 f"allowed forms: {', '.join(p + '...' for p in TOKENIZER_PREFIXES)}"
             )
+
+    @property
+    def fleet(self) -> int:
+        """Servers its engine config names (an OpenAI-compatible fleet), 0 if it names none."""
+        return int(getattr(self.engine, "fleet", 0))
+
+    def for_replica(self, index: int) -> BackboneConfig:
+        """The backbone as its `index`-th replica runs it (its own server of a fleet)."""
+        pick = getattr(self.engine, "for_replica", None)
+        return self if pick is None else replace(self, engine=pick(index))
 
     @property
     def request_context(self) -> int:

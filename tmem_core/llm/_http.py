@@ -34,11 +34,30 @@ if TYPE_CHECKING:  # imported where used: stage processes load this module but n
 
 @dataclass(frozen=True)
 class OpenAIEngineConfig(HttpConfig):
-    """Any OpenAI-compatible endpoint: a vLLM or llama.cpp server, a hosted API."""
+    """Any OpenAI-compatible endpoint: a vLLM or llama.cpp server, a hosted API.
+
+    `base_urls` names a fleet of servers of the same model instead of one `base_url`: each is
+    one of the backbone's replicas, so the pipeline routes among them as among its own
+    engines (a conversation to the same server where load allows, a server that stops
+    answering avoided and its requests resent to another).
+    """
 
     base_url: str = "http://127.0.0.1:8000/v1"
+    base_urls: tuple[str, ...] = ()
     api_key_env: str = ""  # name of the environment variable holding the key; "" = no key
     extra_body: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fleet(self) -> int:
+        """Servers the backbone has (0: one, `base_url`)."""
+        return len(self.base_urls)
+
+    def for_replica(self, index: int) -> OpenAIEngineConfig:
+        """The config of the replica that talks to the fleet's `index`-th server."""
+        if not self.base_urls:
+            return self
+        return dataclasses.replace(self, base_url=self.base_urls[index % len(self.base_urls)],
+                                   base_urls=())
 
     def weights_identity(self) -> str:
         return ""  # the endpoint's model name (the backbone's `model`) is all we know

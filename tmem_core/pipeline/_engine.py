@@ -43,6 +43,8 @@ ROUTE_SLACK = 2
 requests in flight than the least loaded replica."""
 DOWN_S = 10.0  # a replica that failed a call is avoided this long (it is being restarted)
 RETRY_WAIT_S = 1.0  # pause before resending when every replica has failed recently
+UNREACHABLE = ("connection", "engine")
+"""Error kinds that mean a replica's engine could not be reached (not the request's fault)."""
 
 
 def replica_name(backbone: BackboneConfig, index: int) -> str:
@@ -50,15 +52,23 @@ def replica_name(backbone: BackboneConfig, index: int) -> str:
 
 
 def engine_handles(backbone: BackboneConfig, gpus: float = 0.0) -> list[Any]:
-    """The backbone's replica actors (`backbone.replicas` of them), created on first use and
+    """The backbone's replica actors (`backbone.replicas` of them, each with `gpus` GPUs for a
+    GPU backend, or its engine's shard count if that is more), created on first use and
     found by name afterwards. Ray restarts a replica that dies; its calls are not retried on
     it: the router resends them to another replica."""
-    needs_gpu = get_backend(backbone.backend).uses_gpus and gpus > 0
     return [ray.remote(SharedEngine).options(
         name=replica_name(backbone, index), get_if_exists=True,
-        max_concurrency=MAX_IN_FLIGHT, num_cpus=0, num_gpus=gpus if needs_gpu else 0,
+        max_concurrency=MAX_IN_FLIGHT, num_cpus=0, num_gpus=replica_gpus(backbone, gpus),
         max_restarts=-1, max_task_retries=0).remote(backbone, index)
         for index in range(max(1, backbone.replicas))]
+
+
+def replica_gpus(backbone: BackboneConfig, gpus: float) -> float:
+    """GPUs of one replica: none for a CPU backend or a CPU sweep (`gpus` 0); else `gpus`, or
+    all its shards' (tensor x pipeline parallel) if that is more, in one actor on one node."""
+    if not get_backend(backbone.backend).uses_gpus or gpus <= 0:
+        return 0.0
+    return max(gpus, float(getattr(backbone.engine, "shards", 1)))
 
 
 def _send(handle: Any, misses: list[ChatRequest]) -> Answered:
@@ -70,9 +80,10 @@ class ReplicaRouter:
 
     Replicas are ranked per conversation by rendezvous hashing; a batch goes to the first one
     whose in-flight count (this caller's) is within `ROUTE_SLACK` of the least loaded healthy
-    replica. A replica that dies mid-call is avoided for `DOWN_S` and the batch is resent to
-    another, at most `attempts` times in all: the dead call never answered, so nothing is
-    recorded twice."""
+    replica. A replica that dies mid-call, or whose engine answers none of a batch for being
+    unreachable (a fleet's server that is down), is avoided for `DOWN_S` and the batch is
+    resent to another, at most `attempts` times in all: the failed call's answers are
+    dropped, so nothing is recorded twice."""
 
     def __init__(self, backbone: BackboneConfig,
                  lookup: Callable[[str], Any] = ray.get_actor,
@@ -90,17 +101,28 @@ class ReplicaRouter:
         for attempt in range(1, self.attempts + 1):
             index = self._choose(key)
             try:
-                return self._send(self._handle(index), misses)
+                answered = self._send(self._handle(index), misses)
+                if attempt == self.attempts or not self._unreachable(answered):
+                    return answered
+                self._resend(index, "its engine did not answer", misses)
             except (ray.exceptions.RayActorError, ValueError) as exc:  # died, or gone by name
                 if attempt == self.attempts:
                     raise
-                print(f"[router] {self.names[index]} failed ({type(exc).__name__}); "
-                      f"resending {len(misses)} requests", flush=True)
-                self._failed(index)
+                self._resend(index, type(exc).__name__, misses)
             finally:
                 with self._lock:
                     self._in_flight[index] -= 1
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _unreachable(self, answered: Answered) -> bool:
+        """Every request failed to reach the replica's engine (a fleet server that is down),
+        and another replica could answer them."""
+        return len(self.names) > 1 and all(r.error_kind in UNREACHABLE for r in answered[0])
+
+    def _resend(self, index: int, why: str, misses: list[ChatRequest]) -> None:
+        print(f"[router] {self.names[index]} failed ({why}); resending {len(misses)} requests",
+              flush=True)
+        self._failed(index)
 
     def ranking(self, key: str) -> list[int]:
         """The replicas in the order `key` prefers them."""

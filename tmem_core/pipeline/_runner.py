@@ -167,9 +167,10 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
 
 
 def with_replicas(backbone: BackboneConfig, resources: Resources) -> BackboneConfig:
-    """The backbone with its number of engine replicas resolved (its own, or the sweep's)."""
-    return dataclasses.replace(backbone,
-                               replicas=backbone.replicas or resources.engine_replicas)
+    """The backbone with its number of engine replicas resolved: its own, one per server of
+    its fleet, or the sweep's."""
+    return dataclasses.replace(
+        backbone, replicas=backbone.replicas or backbone.fleet or resources.engine_replicas)
 
 
 def landed(plans: list[RunPlan]) -> tuple[Landed, ...]:
