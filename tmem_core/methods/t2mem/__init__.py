@@ -9,6 +9,7 @@ shows one loop.
 from tmem_core.methods.t2mem._config import Action, EpisodeMode, T2MemConfig, Units
 from tmem_core.methods.t2mem._episodes import Episode, episode_mode, fit_lines, segment
 from tmem_core.methods.t2mem._extract import (
+    CONTEXT_MARGIN,
     EXTRACT_STAGE,
     ConstructionStats,
     Entry,
@@ -20,6 +21,7 @@ from tmem_core.methods.t2mem._method import NotPrepared, T2Mem
 from tmem_core.methods.t2mem._render import render_trace
 
 __all__ = [
+    "CONTEXT_MARGIN",
     "EXTRACT_STAGE",
     "STEP_STAGE",
     "Action",

@@ -1,0 +1,80 @@
+"""Search-o1 through the Ray pipeline on the embedded SmolLM2: two LoCoMo questions (the shared
+file) and two synthetic ones land in every stage, and its reasoning and Reason-in-Documents
+calls are in the calls table under stage construct, as many per question as its trace says.
+
+The sweep's driver starts its own local Ray cluster (no RAY_ADDRESS), so that it does not
+depend on the fixed ports of the shared test head."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.conftest import ROOT
+from tmem_core.pipeline import STAGES
+from tmem_core.results import calls_store, stage_store
+
+pytestmark = pytest.mark.slow  # a few minutes on 2 busy cores
+
+
+def test_search_o1_runs_every_stage_on_smollm2(tmp_path: Path, locomo_path: Path) -> None:
+    config = tmp_path / "so1.toml"
+    config.write_text(textwrap.dedent(f"""\
+        name = "so1"
+        results_dir = "{tmp_path / 'results'}"
+        [[benchmarks]]
+        name = "locomo"
+        source = "{locomo_path}"
+        limit = 2
+        [[benchmarks]]
+        name = "synthetic"
+        size = 200
+        seed = 0
+        limit = 2
+        [grid]
+        methods = ["search_o1"]
+        backbones = ["smollm2"]
+        top_k = [8]
+        budgets = [512]
+        [methods.search_o1]
+        steps = 2
+        k = 3
+        [resources]
+        retrieve_actors = 1
+        llm_actors = 1
+        batch_size = 2
+        """))
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1500, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "sweep so1 done: 2 runs, 0 error records" in done.stdout
+    sweep = tmp_path / "results" / "so1"
+    runs = json.loads((sweep / "sweep.json").read_text())["runs"]
+    assert len(runs) == 2
+    for run_id in runs:
+        run_dir = sweep / run_id
+        for stage in STAGES:
+            assert len(set(stage.store_for(run_dir).latest().column("qid").to_pylist())) == 2
+        contexts = stage_store(run_dir, "construct").latest().to_pylist()
+        calls = calls_store(run_dir).read_all().to_pylist()
+        constructed = [c for c in calls if c["stage"] == "construct"]
+        for record in contexts:
+            trace = json.loads(record["trace"])
+            mine = [c for c in constructed if c["qid"] == record["qid"]]
+            assert len(mine) == trace["usage"]["calls"] >= 1 and trace["stop"]
+            assert all(c["backbone"] == "smollm2" and c["prompt_tokens"] > 0 for c in mine)
+            shown = {i for s in trace["steps"] for i in s.get("ids", [])}
+            assert set(record["context_ids"]) == shown and shown
+            assert 0 < record["tokens"] <= 512 and record["kind"] == "memory"
+        stages = {c["stage"] for c in calls}
+        assert stages >= {"construct", "answer", "judge"} and "memory" not in stages
+        contract = json.loads((run_dir / "contract.json").read_text())
+        assert contract["validators"]["no_gold_in_prompts"]["passed"]
+        assert contract["validators"]["budget"]["passed"]
