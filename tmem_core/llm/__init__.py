@@ -10,6 +10,8 @@ raising for one request's failure:
 - `sim`: a simulated engine (deterministic answers after a continuous-batching delay model),
   for capacity planning and cluster-scale tests on a CPU box.
 
+`AccountingEndpoint` serves the OpenAI API on 127.0.0.1 with a bound `LLM` (for external
+systems that bring their own client), counting every call.
 `LLMClient` (`open_client`) adds the persistent request cache, resampling of invalid output
 and per-call `CallRecord`s. Backbones (name -> backend, model, tokenizer, prices, sampling)
 come from `BUILTIN_BACKBONES` and optional TOML/YAML files (`load_backbones`).
@@ -17,6 +19,7 @@ come from `BUILTIN_BACKBONES` and optional TOML/YAML files (`load_backbones`).
 
 from tmem_core._typed import ConfigError
 from tmem_core.llm._accounting import CALLS_SCHEMA, CallRecord, records_to_table
+from tmem_core.llm._accounting_server import AccountingEndpoint, Binding, EndpointStats
 from tmem_core.llm._backends import BackendSpec, backend, backend_names, get_backend
 from tmem_core.llm._client import (
     LazyBackend,
@@ -63,11 +66,13 @@ __all__ = [
     "BUILTIN_BACKBONES",
     "BUNDLED_SMOLLM2",
     "CALLS_SCHEMA",
+    "AccountingEndpoint",
     "Answered",
     "BackboneConfig",
     "Backend",
     "BackendSpec",
     "BatchModel",
+    "Binding",
     "CallRecord",
     "ChatMessage",
     "ChatRequest",
@@ -76,6 +81,7 @@ __all__ = [
     "EmbeddedBackend",
     "EmbeddedEngineConfig",
     "EmbeddedServer",
+    "EndpointStats",
     "EngineCall",
     "EngineUnavailable",
     "ErrorKind",

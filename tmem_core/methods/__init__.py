@@ -1,12 +1,13 @@
 """Memory methods: one interface, one registry.
 
 A method is a decorated factory (`@method`, see `_registry`) in the module that implements
-it; baselines live in `baselines`, T-MEM in `tmem`, T2Mem in `t2mem`. `build_method` makes
+it; baselines live in `baselines`, T-MEM in `tmem`, T2Mem in `t2mem`, external memory
+systems (`memory_system`) in `external`. `build_method` makes
 one by name for a run, `evidence_recall_at_k` scores the ranked ones without an LLM.
 """
 
 # registration side effects: every bundled method
-from tmem_core.methods import baselines, t2mem, tmem  # noqa: F401
+from tmem_core.methods import baselines, external, t2mem, tmem  # noqa: F401
 from tmem_core.methods._base import Evidence, EvidenceMethod, evidence
 from tmem_core.methods._context import LLM, Context, ContextKind, ContextMethod, render_message
 from tmem_core.methods._flat import FlatContextMethod, ranked

@@ -149,7 +149,7 @@ def registered() -> Allowed:
 
 def load_sweep(path: Path, allowed: Allowed | None = None) -> SweepConfig:
     raw = _read(path)
-    return parse_sweep(raw, allowed or registered(), default_name=path.stem)
+    return parse_sweep(raw, allowed, default_name=path.stem)  # plugins register first
 
 
 def parse_sweep(raw: Mapping[str, Any], allowed: Allowed | None = None,

@@ -1,0 +1,119 @@
+"""An external system through the pipeline: its memory calls are on record under stage
+`memory` with exactly the tokens the accounting endpoint counted; another sweep reuses the
+memory (no rebuild, no new spend); a build whose LLM output is junk degrades visibly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+
+from tests.conftest import ScriptedServer, Step, scripted_backbones
+from tests.methods.external import notes_system
+from tmem_core.methods.external import DONE
+from tmem_core.pipeline import RunSummary, parse_sweep, run_sweep
+from tmem_core.results import MEMORY_STAGE, calls_store, stage_store
+
+
+class NotesServer(ScriptedServer):
+    """Notes for the system's build, a verdict for the judge, an answer otherwise."""
+
+    def __init__(self, note: str) -> None:
+        super().__init__([Step()])
+        self.note = note
+
+    def _next(self, body: dict[str, Any], authorization: str) -> Step:
+        super()._next(body, authorization)
+        system = body["messages"][0]["content"]
+        if system.startswith("Write one JSON object"):
+            return Step(content=self.note)
+        if system.startswith("You grade answers"):
+            return Step(content='{"verdict": "WRONG"}')
+        return Step(content="It changed.")
+
+
+def _sweep(tmp_path: Path, name: str, backbones: Path) -> RunSummary:
+    config = parse_sweep({
+        "name": name, "results_dir": str(tmp_path / name), "backbones_file": str(backbones),
+        "plugins": ["tests.methods.external.notes_system"],
+        "benchmarks": [{"name": "synthetic", "size": 200, "limit": 2}],
+        "grid": {"methods": ["notes"], "backbones": ["scripted"], "top_k": [4],
+                 "budgets": [512]},
+        "methods": {"notes": {"batch": 40}}})
+    [summary] = run_sweep(config, log=lambda _: None, local=True)
+    return summary
+
+
+def _memory_calls(summary: RunSummary) -> list[dict[str, Any]]:
+    calls = calls_store(summary.run_dir).latest()
+    return calls.filter(pc.equal(calls.column("stage"), MEMORY_STAGE)).to_pylist()
+
+
+def _traces(summary: RunSummary) -> list[dict[str, Any]]:
+    records = stage_store(summary.run_dir, "construct").latest().to_pylist()
+    return [json.loads(r["trace"]) for r in records]
+
+
+def test_memory_tokens_equal_the_endpoints_count_and_another_sweep_reuses_the_memory(
+        tmp_path: Path) -> None:
+    server = NotesServer('{"note": "The team moved the review to Fridays."}')
+    try:
+        backbones = scripted_backbones(tmp_path, server, "scripted")
+        first = _sweep(tmp_path, "first", backbones)
+        directories = {t["memory"]["directory"] for t in _traces(first)}
+        adds = {d: notes_system.ADDS[str(Path(d) / "system")] for d in directories}
+        engine_calls = server.calls
+        second = _sweep(tmp_path, "second", backbones)
+    finally:
+        server.close()
+    assert not any(first.stage_errors.values()) and adds and all(adds.values())
+    built = [json.loads((Path(d) / DONE).read_text())["endpoint"] for d in directories]
+    memory = _memory_calls(first)
+    assert memory and not any(c["reused"] for c in memory)
+    assert sum(c["prompt_tokens"] for c in memory) == sum(b["prompt_tokens"] for b in built)
+    assert sum(c["completion_tokens"] for c in memory) == sum(
+        b["completion_tokens"] for b in built)
+    assert len(memory) == sum(b["chat_calls"] for b in built)
+    assert all(b["embedding_calls"] > 0 and b["embedding_tokens"] > 0 for b in built)
+    # the second sweep opened the same memories: no add, no engine call for them
+    assert {d: notes_system.ADDS[str(Path(d) / "system")] for d in directories} == adds
+    assert {t["memory"]["directory"] for t in _traces(second)} == directories
+    assert not any(t["memory"]["built_here"] for t in _traces(second))
+    reused = _memory_calls(second)
+    assert reused and all(c["reused"] and c["cost_usd"] == 0 for c in reused)
+    assert sorted((c["prompt_tokens"], c["completion_tokens"], c["request_hash"])
+                  for c in reused) == sorted((c["prompt_tokens"], c["completion_tokens"],
+                                              c["request_hash"]) for c in memory)
+    notes = [r for t in _traces(second) for r in t["recalled"] if not r["raw"]]
+    assert server.calls - engine_calls <= 2 * 2  # answers and judgements only, at most
+    assert all(r["timestamp"] and not r["timestamp"].startswith(_this_year()) for r in notes)
+
+
+def test_junk_notes_leave_the_memory_unfinished_and_the_context_degraded(tmp_path: Path
+                                                                          ) -> None:
+    server = NotesServer("this is not json")
+    try:
+        summary = _sweep(tmp_path, "junk", scripted_backbones(tmp_path, server, "scripted"))
+    finally:
+        server.close()
+    traces = _traces(summary)
+    assert len(traces) == 2 and not any(summary.stage_errors.values())
+    for trace in traces:
+        assert trace["degradation"]["memory_failed"] == 1
+        assert any("invalid_output" in f for f in trace["memory"]["failed"])
+        assert not (Path(trace["memory"]["directory"]) / DONE).exists()
+    failed = [c for c in _memory_calls_all(summary) if c["error"]]
+    assert failed  # the junk calls are on record, as failures
+
+
+def _memory_calls_all(summary: RunSummary) -> list[dict[str, Any]]:
+    calls = calls_store(summary.run_dir).read_all()
+    return calls.filter(pc.equal(calls.column("stage"), MEMORY_STAGE)).to_pylist()
+
+
+def _this_year() -> str:
+    from datetime import datetime
+
+    return str(datetime.now().year)

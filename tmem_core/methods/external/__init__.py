@@ -1,0 +1,24 @@
+"""External memory systems behind one seam, each a method of its own name.
+
+A system implements `MemorySystem` (one conversation: `add`, `search`) and registers a
+factory with `@memory_system(...)`; `ExternalMemory` builds each conversation's memory once
+(on disk, across processes and runs) and points the system at an `AccountingEndpoint`, so
+every LLM call it makes is recorded by the pipeline (stage `memory` while building, stage
+`construct` while searching).
+"""
+
+from tmem_core.methods.external._method import DONE, ExternalMemory, MemoryBuild, NotPrepared
+from tmem_core.methods.external._registry import memory_system
+from tmem_core.methods.external._system import MemorySystem, Recalled, SystemFactory, SystemSpec
+
+__all__ = [
+    "DONE",
+    "ExternalMemory",
+    "MemoryBuild",
+    "MemorySystem",
+    "NotPrepared",
+    "Recalled",
+    "SystemFactory",
+    "SystemSpec",
+    "memory_system",
+]

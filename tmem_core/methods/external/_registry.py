@@ -1,0 +1,40 @@
+"""`memory_system`: register an external system, as a method of the same name."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tmem_core._typed import ConfigError
+from tmem_core.methods._context import ContextMethod
+from tmem_core.methods._registry import MethodEnv, NoParams, method
+from tmem_core.methods.external._method import ExternalMemory, show_recalled
+from tmem_core.methods.external._system import P, SystemFactory, SystemSpec
+
+
+def memory_system(name: str, *, description: str, config: type[Any] = NoParams,
+                  extra: str | None = None, imports: Sequence[str] = ()
+                  ) -> Callable[[SystemFactory[P]], SystemFactory[P]]:
+    """Register `factory` as the external system `name`, and the method `name` using it."""
+
+    def register(factory: SystemFactory[P]) -> SystemFactory[P]:
+        spec = SystemSpec(name, factory, config, description, extra, tuple(imports))
+
+        def build(env: MethodEnv, params: P, method_name: str) -> ContextMethod:
+            _check_installed(spec)
+            return ExternalMemory(spec, params, env.index_store, env.top_k, method_name)
+
+        method(name, config=config, show=show_recalled,
+               description=f"{description} (external system; Top-k items recalled)")(build)
+        return factory
+
+    return register
+
+
+def _check_installed(spec: SystemSpec[Any]) -> None:
+    missing = [m for m in spec.imports if importlib.util.find_spec(m) is None]
+    if missing:
+        hint = f": pip install -e '.[{spec.extra}]'" if spec.extra else ""
+        raise ConfigError(f"method {spec.name!r} needs {', '.join(missing)}, which is not "
+                          f"installed{hint}")
