@@ -2,8 +2,7 @@
 file) and two synthetic ones land in every stage, and its reasoning and Reason-in-Documents
 calls are in the calls table under stage construct, as many per question as its trace says.
 
-The sweep's driver starts its own local Ray cluster (no RAY_ADDRESS), so that it does not
-depend on the fixed ports of the shared test head."""
+The sweep's driver starts a local Ray of its own (no RAY_ADDRESS), as `make run` does."""
 
 from __future__ import annotations
 
