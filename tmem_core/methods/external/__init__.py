@@ -22,3 +22,6 @@ __all__ = [
     "SystemSpec",
     "memory_system",
 ]
+
+# registration side effects: the bundled systems (each imports its package only when opened)
+from tmem_core.methods.external import _graphiti  # noqa: F401
