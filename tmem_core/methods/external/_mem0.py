@@ -55,6 +55,9 @@ class Mem0:
         self.memory = memory_class.from_config(_config(endpoint, directory, params))
         for part in (self.memory.llm, self.memory.embedding_model):  # one call per failure
             part.client = part.client.with_options(max_retries=0)
+            if str(part.client.base_url).rstrip("/") != endpoint.base_url:  # e.g. OpenRouter's
+                raise RuntimeError(f"Mem0's {type(part).__name__} talks to "
+                                   f"{part.client.base_url}, not the accounting endpoint")
 
     def add(self, messages: Sequence[Message]) -> None:
         failures = []
