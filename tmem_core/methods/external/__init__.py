@@ -4,9 +4,10 @@ A system implements `MemorySystem` (one conversation: `add`, `search`) and regis
 factory with `@memory_system(...)`; `ExternalMemory` builds each conversation's memory once
 (on disk, across processes and runs) and points the system at an `AccountingEndpoint`, so
 every LLM call it makes is recorded by the pipeline (stage `memory` while building, stage
-`construct` while searching).
+`construct` while searching). Bundled: `mem0` (Mem0, extra `mem0`).
 """
 
+from tmem_core.methods.external import _mem0  # noqa: F401  (registers `mem0`)
 from tmem_core.methods.external._method import DONE, ExternalMemory, MemoryBuild, NotPrepared
 from tmem_core.methods.external._registry import memory_system
 from tmem_core.methods.external._system import MemorySystem, Recalled, SystemFactory, SystemSpec
