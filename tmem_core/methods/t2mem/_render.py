@@ -22,7 +22,8 @@ def render_trace(context: Context) -> str:
         f"rollout={config['rollout']} k={config['k_initial']}/{config['k_search']} "
         f"Tmax={config['max_steps']} episodes={trace['episode_mode']}",
         f"  memory of {meta['episodes']} episodes, {meta['entries']} entries "
-        f"(extracted by {meta['backbone']}{'' if meta['complete'] else ', incomplete'})",
+        f"(extracted by {meta['backbone']}{'' if meta['complete'] else ', incomplete'}"
+        f"{f', {dropped} dropped as invalid' if (dropped := meta.get('dropped')) else ''})",
         f"initial SearchMeta (k={config['k_initial']}):",
         *_entries(trace["initial"]),
     ]
