@@ -134,6 +134,7 @@ def test_junk_extraction_is_a_recorded_failure_retried_next_time(store: IndexSto
                                cl100k_tokens)
     assert context.trace["metadata"]["complete"] is False
     assert context.trace["degradation"]["degraded_memory"] == 1
+    assert "incomplete, 7 dropped as invalid)" in render_trace(context)
     retry = GraphLLM()
     again = method.prepare("c", retry)
     assert len(retry.extractions()) == 2 and again.extracted == 2 and again.reused == 7
