@@ -197,7 +197,7 @@ def test_tmax_stops_the_loop_and_the_last_step_may_only_answer(store: IndexStore
     assert len(llm.steps()) == 3 and context.trace["stop"] == "max_steps"
     assert context.trace["degradation"] == {"malformed_steps": 0, "tmax_without_answer": 1,
                                             "repaired_actions": 0, "fallback_context": 0,
-                                            "steps_total": 3}
+                                            "steps_total": 3, "degraded_memory": 0}
     enums = [r.schema["properties"]["action"]["enum"] for r in llm.steps() if r.schema]
     assert enums == [["search", "read", "answer"]] * 2 + [["answer"]]
 
@@ -274,13 +274,13 @@ def test_no_raw_access_never_offers_read(store: IndexStore, tmp_path: Path) -> N
 
 def test_variants_by_name(store: IndexStore) -> None:
     assert {n for n in method_names() if get_method(n).variant_of == "t2mem"} == {
-        "t2mem_no_metadata", "t2mem_no_raw", "t2mem_no_rollout", "t2mem_summary"}
+        "t2mem_no_metadata", "t2mem_no_raw", "t2mem_no_rollout", "t2mem_summary", "t2mem_graph"}
     no_raw = build_method("t2mem_no_raw", MethodEnv(store.conversations, 5, 500, store),
                           {"k_initial": 3})
     assert isinstance(no_raw, T2Mem)
     assert no_raw.config == T2MemConfig(k_initial=3, read_raw=False)
-    with pytest.raises(DataError, match="unknown method 't2mem_graph'"):
-        build_method("t2mem_graph", MethodEnv(store.conversations, 5, 500, store))
+    with pytest.raises(DataError, match="unknown method 't2mem_tree'"):
+        build_method("t2mem_tree", MethodEnv(store.conversations, 5, 500, store))
 
 
 def test_render_trace_shows_each_step(store: IndexStore, tmp_path: Path) -> None:

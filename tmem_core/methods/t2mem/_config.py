@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 EpisodeMode = Literal["auto", "session", "channel_day", "topic_window"]
-Units = Literal["metadata", "summary", "raw"]
+Units = Literal["metadata", "summary", "graph", "raw"]
 Action = Literal["search", "read", "answer"]
 
 
@@ -15,7 +15,9 @@ class T2MemConfig:
     """Paper defaults: k = 5 for the first SearchMeta, k = 1 after it, at most 5 steps.
 
     Ablations: `units="raw"` (no metadata: SearchMeta searches raw messages), `units="summary"`
-    (one summary per episode instead of structured metadata), `read_raw=False` (no ReadRaw),
+    (one summary per episode instead of structured metadata), `units="graph"` (an
+    entity-relation graph per episode: at most `max_triples` subject-relation-object triples,
+    each dated, each its own entry), `read_raw=False` (no ReadRaw),
     `rollout=False` (one step over the initial retrieval whose only action is Answer: the
     LazyMem-like one-shot baseline).
 
@@ -38,12 +40,13 @@ class T2MemConfig:
     raw_tokens: int = 1536
     topic_gap_hours: float = 24.0
     max_entries: int = 6  # metadata entries per episode
+    max_triples: int = 12  # graph triples per episode
     extract_max_tokens: int = 1024
     step_max_tokens: int = 512
 
     def __post_init__(self) -> None:
         for name in ("k_initial", "k_search", "max_steps", "episode_tokens", "raw_tokens",
-                     "max_entries", "extract_max_tokens", "step_max_tokens"):
+                     "max_entries", "max_triples", "extract_max_tokens", "step_max_tokens"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"T2MemConfig.{name} must be positive, got {getattr(self, name)}")
         if self.topic_gap_hours <= 0:

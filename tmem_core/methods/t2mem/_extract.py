@@ -1,8 +1,10 @@
-"""Offline metadata extraction per episode (paper §3.1), cached on disk across processes.
+"""Offline extraction per episode (paper §3.1: metadata; §5.2 ablations: a summary or an
+entity-relation graph), cached on disk across processes.
 
 A cached output is keyed by the extraction request's hash (backbone name and model, the
 rendered prompt holding the episode's messages, sampling, schema) and the prompt file's
-hash, so a sweep over many methods, questions or processes extracts each episode once.
+hash (each kind of unit has its own prompt and schema, so their outputs never collide), so a
+sweep over many methods, questions or processes extracts each episode once.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ EXTRACT_STAGE = "memory"
 
 _VERSION = "t2mem-extract-v2"  # v2: each output keeps the usage of the call that made it
 CONTEXT_MARGIN = 0.7  # the budget tokenizer (cl100k) counts ~25% fewer tokens than SmolLM2's
-_PROMPTS = {"metadata": "t2mem/extract", "summary": "t2mem/summarize"}
+_PROMPTS = {"metadata": "t2mem/extract", "summary": "t2mem/summarize", "graph": "t2mem/graph"}
+_TRIPLE = ("subject", "relation", "object")
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class Entry:
 
     entry_id: str
     episode_id: str
-    kind: str  # event | fact | summary | message
+    kind: str  # event | fact | summary | triple | message
     text: str
     search_text: str
     msg_id: str | None = None
@@ -67,7 +70,8 @@ class ConstructionStats:
     counts episodes whose metadata came from the extraction cache, and `reused_calls` are the
     calls that made them (original tokens, no new spend: every run that uses a memory accounts
     for what building it cost); `failed` holds one error per episode left without metadata
-    (not cached: the next `prepare` retries it).
+    (not cached: the next `prepare` retries it); `dropped` counts extracted items left out as
+    invalid (a triple with an empty part, an entry without text).
     """
 
     conv_id: str
@@ -80,6 +84,7 @@ class ConstructionStats:
     calls: tuple[CallRecord, ...]
     seconds: float
     reused_calls: tuple[CallRecord, ...] = ()
+    dropped: int = 0
 
     @property
     def usage(self) -> Usage:
@@ -144,13 +149,16 @@ def extract(episodes: Sequence[Episode], llm: LLM, config: T2MemConfig, cache: P
     return Extraction(outputs, calls, len(stored), tuple(failed), reused)
 
 
-def metadata_entries(episodes: Sequence[Episode],
-                     outputs: dict[str, dict[str, Any]]) -> tuple[Entry, ...]:
-    """Entries of the extracted metadata (or summaries), numbered M1... in episode order."""
-    units = [(e.episode_id, kind, text) for e in episodes
-             for kind, text in _units(outputs.get(e.episode_id, {}))]
-    return tuple(Entry(f"M{i}", eid, kind, text, text)
-                 for i, (eid, kind, text) in enumerate(units, 1))
+def metadata_entries(episodes: Sequence[Episode], outputs: dict[str, dict[str, Any]],
+                     config: T2MemConfig) -> tuple[tuple[Entry, ...], int]:
+    """Entries of the extracted metadata (or summaries, or triples), numbered M1... in episode
+    order, and how many extracted items were dropped as invalid."""
+    parsed = [(e.episode_id, _units(outputs[e.episode_id], e, config))
+              for e in episodes if e.episode_id in outputs]
+    units = [(eid, kind, text) for eid, (found, _) in parsed for kind, text in found]
+    entries = tuple(Entry(f"M{i}", eid, kind, text, text)
+                    for i, (eid, kind, text) in enumerate(units, 1))
+    return entries, sum(dropped for _, (_, dropped) in parsed)
 
 
 def message_entries(episodes: Sequence[Episode]) -> tuple[Entry, ...]:
@@ -164,6 +172,11 @@ def message_entries(episodes: Sequence[Episode]) -> tuple[Entry, ...]:
 def extraction_schema(config: T2MemConfig) -> dict[str, Any]:
     if config.units == "summary":
         return _object({"summary": {"type": "string", "minLength": 1, "maxLength": 800}})
+    if config.units == "graph":  # no minLength: a triple with an empty part is dropped, counted
+        triple = _object({**{k: {"type": "string", "maxLength": 80} for k in _TRIPLE},
+                          "time": {"type": "string", "maxLength": 24}})
+        return _object({"triples": {"type": "array", "minItems": 1,
+                                    "maxItems": config.max_triples, "items": triple}})
     entry = _object({
         "kind": {"enum": ["event", "fact"]},
         "text": {"type": "string", "minLength": 1, "maxLength": 150},
@@ -190,16 +203,25 @@ def _request(prompt: Prompt, episode: Episode, config: T2MemConfig, backbone: Ba
 
 
 def _values(prompt: Prompt, episode: str, messages: str, config: T2MemConfig) -> dict[str, str]:
-    values = {"episode": episode, "messages": messages, "max_entries": str(config.max_entries)}
+    values = {"episode": episode, "messages": messages, "max_entries": str(config.max_entries),
+              "max_triples": str(config.max_triples)}
     return {k: v for k, v in values.items() if k in prompt.placeholders}
 
 
-def _units(output: dict[str, Any]) -> list[tuple[str, str]]:
-    """(kind, text) of each entry of one parsed output; entities and time join the text."""
-    if isinstance(output.get("summary"), str) and output["summary"].strip():
-        return [("summary", output["summary"].strip())]
+_Units = tuple[list[tuple[str, str]], int]
+
+
+def _units(output: dict[str, Any], episode: Episode, config: T2MemConfig) -> _Units:
+    """(kind, text) of each valid item of one episode's parsed output, and how many items were
+    invalid; an entry's entities and time join its text."""
+    if config.units == "summary":
+        summary = str(output.get("summary") or "").strip()
+        return ([("summary", summary)], 0) if summary else ([], 1)
+    if config.units == "graph":
+        return _triples(output.get("triples") or [], episode, config.max_triples)
+    items = output.get("entries") or []
     units = []
-    for item in output.get("entries") or []:
+    for item in items:
         if not isinstance(item, dict) or not str(item.get("text", "")).strip():
             continue
         entities = ", ".join(str(e).strip() for e in item.get("entities") or [] if str(e).strip())
@@ -207,7 +229,20 @@ def _units(output: dict[str, Any]) -> list[tuple[str, str]]:
         extras = "; ".join(f"{k}: {v}" for k, v in (("entities", entities), ("time", time)) if v)
         text = str(item["text"]).strip()
         units.append((str(item.get("kind") or "fact"), f"{text} ({extras})" if extras else text))
-    return units
+    return units, len(items) - len(units)
+
+
+def _triples(items: list[Any], episode: Episode, cap: int) -> _Units:
+    """The first `cap` triples as "subject — relation — object (time)", dated by the episode
+    when they state no time; a triple with an empty part is invalid."""
+    units = []
+    for item in items[:cap]:
+        parts = [str(item.get(k) or "").strip() for k in _TRIPLE] if isinstance(item, dict) \
+            else []
+        if parts and all(parts):
+            time = str(item.get("time") or "").strip() or f"{episode.start:%Y-%m-%d}"
+            units.append(("triple", f"{' — '.join(parts)} ({time})"))
+    return units, len(items[:cap]) - len(units)
 
 
 class _Store:

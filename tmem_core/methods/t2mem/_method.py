@@ -41,6 +41,7 @@ class _Memory:
     mode: Mode
     index: MemoryIndex
     complete: bool  # every episode has its metadata
+    dropped: int  # extracted items left out as invalid
 
 
 @dataclass
@@ -52,6 +53,9 @@ class T2Mem:
     before `retrieve` or `construct` touch that conversation, and costs no LLM call once the
     extraction cache holds the episodes. `retrieve` is the initial SearchMeta (k_initial, CPU
     only); `construct` runs the loop and returns the memory as a `Context(kind="memory")`.
+
+    A memory with episodes left unextracted or items dropped as invalid is counted in the
+    trace's degradation (`degraded_memory`), per question that uses it.
 
     `Context.ids` (evidence recall) are the messages whose own text the loop saw: the lines of
     its ReadRaw excerpts (as cut to `raw_tokens`), and raw-message entries (the no-metadata
@@ -82,12 +86,12 @@ class T2Mem:
         episodes = segment(conversation, mode, limit, count,
                            timedelta(hours=self.config.topic_gap_hours))
         if self.config.units == "raw":
-            extraction, entries = Extraction({}, (), 0, ()), message_entries(episodes)
+            extraction, entries, dropped = Extraction({}, (), 0, ()), message_entries(episodes), 0
         else:
             extraction = extract(episodes, llm, self.config, self.cache, limit, count)
-            entries = metadata_entries(episodes, extraction.outputs)
+            entries, dropped = metadata_entries(episodes, extraction.outputs, self.config)
         index = MemoryIndex(episodes, entries, self.store.embeddings, self.store.root)
-        memory = _Memory(tag, mode, index, not extraction.failed)
+        memory = _Memory(tag, mode, index, not extraction.failed, dropped)
         self._memories[conv_id] = memory
         return _stats(conv_id, memory, extraction, start)
 
@@ -131,10 +135,12 @@ class T2Mem:
             "method": self.name, "question": question.question,
             "config": dataclasses.asdict(self.config), "episode_mode": memory.mode,
             "metadata": {"backbone": memory.backbone, "episodes": len(index.episodes),
-                         "entries": len(index.entries), "complete": memory.complete},
+                         "entries": len(index.entries), "complete": memory.complete,
+                         "dropped": memory.dropped},
             "initial": initial, "steps": loop.steps, "stop": loop.stop, "read": loop.read,
             "memory": loop.memory, "fallback": not loop.memory,
-            "degradation": loop.degradation(),
+            "degradation": {**loop.degradation(),
+                            "degraded_memory": int(not memory.complete or memory.dropped > 0)},
             "usage": {"calls": len(loop.steps),
                       "prompt_tokens": sum(s["prompt_tokens"] for s in loop.steps),
                       "completion_tokens": sum(s["completion_tokens"] for s in loop.steps),
@@ -151,6 +157,7 @@ def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Me
     "t2mem_no_raw": {"read_raw": False},
     "t2mem_no_rollout": {"rollout": False},
     "t2mem_summary": {"units": "summary"},
+    "t2mem_graph": {"units": "graph"},
 }, description="T2Mem: episode metadata offline, SearchMeta/ReadRaw/Answer loop at test time")
 def _t2mem(env: MethodEnv, config: T2MemConfig, name: str) -> ContextMethod:
     """Its own k (5 then 1) and Tmax; the grid's Top-k does not apply."""
@@ -170,7 +177,7 @@ def _stats(conv_id: str, memory: _Memory, extraction: Extraction,
     return ConstructionStats(conv_id, memory.mode, len(index.episodes), len(index.entries),
                              len(extraction.calls), extraction.reused, extraction.failed,
                              extraction.calls, time.perf_counter() - start,
-                             extraction.reused_calls)
+                             extraction.reused_calls, memory.dropped)
 
 
 def _tag(backbone: BackboneConfig) -> str:

@@ -16,13 +16,15 @@ def render_trace(context: Context) -> str:
     trace = context.trace
     config = trace["config"]
     meta = trace["metadata"]
+    flags = ([] if meta["complete"] else ["incomplete"]) + (
+        [f"{meta['dropped']} dropped as invalid"] if meta.get("dropped") else [])
     lines = [
         f"{context.method} {context.qid}: {trace['question']}",
         f"  config: units={config['units']} read_raw={config['read_raw']} "
         f"rollout={config['rollout']} k={config['k_initial']}/{config['k_search']} "
         f"Tmax={config['max_steps']} episodes={trace['episode_mode']}",
         f"  memory of {meta['episodes']} episodes, {meta['entries']} entries "
-        f"(extracted by {meta['backbone']}{'' if meta['complete'] else ', incomplete'})",
+        f"(extracted by {', '.join([meta['backbone'], *flags])})",
         f"initial SearchMeta (k={config['k_initial']}):",
         *_entries(trace["initial"]),
     ]

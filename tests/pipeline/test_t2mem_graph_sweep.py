@@ -1,0 +1,75 @@
+"""T2Mem's graph ablation through the Ray pipeline on the embedded SmolLM2: over LoCoMo (the
+shared file) and the synthetic chat, every stage records each question, the extraction of
+triples is in the calls table under stage `memory`, and the loop searched triple entries."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline.conftest import run_sweep
+from tmem_core.pipeline import STAGES
+from tmem_core.results import calls_store, conversation_of, stage_store
+
+pytestmark = pytest.mark.slow  # minutes: SmolLM2 extracts every episode of two conversations
+
+
+def _config(tmp: Path, locomo: Path) -> Path:
+    path = tmp / "graph.toml"
+    path.write_text(textwrap.dedent(f"""\
+        name = "graph"
+        results_dir = "{tmp / 'results'}"
+        [[benchmarks]]
+        name = "locomo"
+        source = "{locomo}"
+        limit = 2
+        [[benchmarks]]
+        name = "synthetic"
+        size = 200
+        seed = 0
+        limit = 2
+        [grid]
+        methods = ["t2mem_graph"]
+        backbones = ["smollm2"]
+        top_k = [8]
+        budgets = [512]
+        [methods.t2mem_graph]
+        episodes = "topic_window"
+        topic_gap_hours = 1440
+        max_triples = 4
+        max_steps = 2
+        extract_max_tokens = 384
+        [resources]
+        retrieve_actors = 1
+        llm_actors = 1
+        batch_size = 2
+        fuse_stages = true
+        """))
+    return path
+
+
+def test_graph_variant_runs_every_stage_and_accounts_its_extraction(
+        ray_address: str, tmp_path: Path, locomo_path: Path) -> None:
+    run_sweep(_config(tmp_path, locomo_path), ray_address, timeout=2400)
+    runs = json.loads((tmp_path / "results" / "graph" / "sweep.json").read_text())["runs"]
+    assert len(runs) == 2 and all("t2mem_graph" in r for r in runs)
+    for run_id in runs:
+        run_dir = tmp_path / "results" / "graph" / run_id
+        retrieved = stage_store(run_dir, "retrieve").latest()
+        qids = set(retrieved.column("qid").to_pylist())
+        assert len(qids) == 2, run_id
+        for stage in STAGES:
+            assert set(stage.store_for(run_dir).latest().column("qid").to_pylist()) == qids
+        calls = calls_store(run_dir).read_all().to_pylist()
+        memory = [c for c in calls if c["stage"] == "memory"]
+        convs = set(retrieved.column("conv_id").to_pylist())
+        assert {conversation_of(c["qid"]) for c in memory} == convs and memory
+        assert all(c["backbone"] == "smollm2" and c["prompt_tokens"] > 0 for c in memory)
+        for record in stage_store(run_dir, "construct").latest().to_pylist():
+            trace = json.loads(record["trace"])
+            assert trace["config"]["units"] == "graph" and trace["metadata"]["entries"] > 0
+            assert {e["kind"] for e in trace["initial"]} == {"triple"}
+            assert all(e["text"].count(" — ") == 2 for e in trace["initial"])
