@@ -305,12 +305,13 @@ class MethodStage(Stage):
         llm = self.proxy(self.job.backbone, question.qid, stage=MEMORY_STAGE)
         with self._prepare_lock:  # the batch's threads share one memory per conversation
             stats = prepare(question.conv_id, llm)
-            if question.conv_id in self._memory_accounted:
-                return []
+            first = question.conv_id not in self._memory_accounted
             self._memory_accounted.add(question.conv_id)
         owner = memory_qid(question.conv_id)  # the run's memory, not this question's
+        # what an earlier build cost, once per run; the calls of this prepare always (they
+        # are new: a retry of what failed before, under the failed call's key)
         reused = [dataclasses.replace(c, stage=MEMORY_STAGE) for c in
-                  getattr(stats, "reused_calls", ())]
+                  getattr(stats, "reused_calls", ())] if first else []
         return [dataclasses.replace(c, qid=owner) for c in [*llm.records, *reused]]
 
 
