@@ -13,6 +13,7 @@ import polars as pl
 from tests.conftest import ScriptedServer, Step, scripted_backbones
 from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.reports import read_sweep, summarise
+from tmem_core.results import calls_store
 
 ENTRIES = {"entries": [{"kind": "fact", "text": "The review cadence changed.", "entities": [],
                         "time": ""}]}
@@ -73,3 +74,43 @@ def test_warm_caches_and_reused_memories_report_the_same_tokens(tmp_path: Path) 
         assert a.cost_usd > 0 and b.cost_usd == 0  # spent now: only the first time
     memory = _per_stage(first["tokens"], first["summaries"]["t2mem"].run_id)["memory"]
     assert memory > 0  # the memory's extraction is part of T2Mem's tokens, both times
+
+
+class FlakyExtraction(ShapedServer):
+    """Refuses the first `failures` extraction requests (a server error), then answers."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__([Step()])
+        self.failures, self.extractions = failures, 0
+
+    def _next(self, body: dict[str, Any], authorization: str) -> Step:
+        step = super()._next(body, authorization)
+        if body["messages"][0]["content"].startswith("You write light metadata"):
+            self.extractions += 1
+            if self.extractions <= self.failures:
+                return Step(status=500)
+        return step
+
+
+def test_a_build_retried_within_a_run_records_the_calls_of_the_retry(tmp_path: Path) -> None:
+    server = FlakyExtraction(failures=1)
+    try:
+        backbones = scripted_backbones(tmp_path, server, "flaky")
+        backbones.write_text(backbones.read_text().replace(
+            "engine = {", "engine = { max_attempts = 1,"))
+        config = parse_sweep({
+            "name": "flaky", "results_dir": str(tmp_path / "flaky"),
+            "backbones_file": str(backbones),
+            "benchmarks": [{"name": "synthetic", "size": 200, "limit": 2}],
+            "grid": {"methods": ["t2mem"], "backbones": ["flaky"], "top_k": [4],
+                     "budgets": [512]},
+            "methods": {"t2mem": {"episodes": "topic_window", "topic_gap_hours": 1440,
+                                  "max_entries": 2}}})
+        (summary,) = run_sweep(config, log=lambda _: None, local=True)
+    finally:
+        server.close()
+    calls = calls_store(Path(summary.run_dir)).latest().to_pylist()
+    memory = [c for c in calls if c["stage"] == "memory"]
+    # the failed extraction was retried by a later prepare of the same run: on record, ok
+    assert server.extractions > server.failures
+    assert len(memory) == server.extractions - server.failures and all(c["ok"] for c in memory)
