@@ -4,10 +4,10 @@ A system implements `MemorySystem` (one conversation: `add`, `search`) and regis
 factory with `@memory_system(...)`; `ExternalMemory` builds each conversation's memory once
 (on disk, across processes and runs) and points the system at an `AccountingEndpoint`, so
 every LLM call it makes is recorded by the pipeline (stage `memory` while building, stage
-`construct` while searching). Bundled: `mem0` (Mem0, extra `mem0`).
+`construct` while searching). Bundled: `mem0` (Mem0, extra `mem0`) and `graphiti` (Graphiti
+on embedded Kuzu, extra `graphiti`).
 """
 
-from tmem_core.methods.external import _mem0  # noqa: F401  (registers `mem0`)
 from tmem_core.methods.external._method import DONE, ExternalMemory, MemoryBuild, NotPrepared
 from tmem_core.methods.external._registry import memory_system
 from tmem_core.methods.external._system import MemorySystem, Recalled, SystemFactory, SystemSpec
@@ -25,4 +25,4 @@ __all__ = [
 ]
 
 # registration side effects: the bundled systems (each imports its package only when opened)
-from tmem_core.methods.external import _graphiti  # noqa: F401
+from tmem_core.methods.external import _graphiti, _mem0  # noqa: F401
