@@ -16,6 +16,7 @@ from tests.pipeline.conftest import (
     sweep_env,
     wait_for,
 )
+from tmem_core._cache_dir import CACHE_ENV
 
 pytestmark = pytest.mark.slow
 PORTS = free_ports()  # a head of its own, which the test stops
@@ -24,20 +25,24 @@ PORTS = free_ports()  # a head of its own, which the test stops
 def test_lost_cluster_ends_the_driver_with_one_error_line(tmp_path: Path) -> None:
     backbones = tmp_path / "backbones.toml"
     backbones.write_text('[backbones.slow-sim]\nbackend = "sim"\nmodel = "sim"\n'
-                         'engine = { step_s = 0.3, max_output_tokens = 24 }\n')
+                         'engine = { step_s = 0.3, max_output_tokens = 24, max_num_seqs = 1 }\n')
+    # one sequence at a time on a cold request cache: the sweep takes minutes, so its
+    # cluster goes before it ends
     config = sweep_config(tmp_path, "lost", limit=6, backbones='["slow-sim"]',
                           extra=f'backbones_file = "{backbones}"')
-    env = cluster_env(PORTS)
+    cold = {CACHE_ENV: str(tmp_path / "cache")}
+    env = {**cluster_env(PORTS), **cold}
     subprocess.run([str(ROOT / "cluster" / "start-local.sh")], env=env, check=True, timeout=180)
     try:
         log, err = tmp_path / "driver.log", tmp_path / "driver.err"
         with log.open("w") as out, err.open("w") as errors:
             driver = subprocess.Popen(
                 [sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
-                env=sweep_env(f"127.0.0.1:{PORTS['RAY_GCS_PORT']}", **PORTS), stdout=out,
-                stderr=errors)
+                env=sweep_env(f"127.0.0.1:{PORTS['RAY_GCS_PORT']}", **PORTS, **cold),
+                stdout=out, stderr=errors)
         wait_for(lambda: "[progress]" in log.read_text() or driver.poll() is not None, 300,
                  "the first batch")
+        assert driver.poll() is None, "the sweep ended before its cluster was stopped"
     finally:
         subprocess.run([str(ROOT / "cluster" / "stop-local.sh")], env=env, timeout=120,
                        check=False)
