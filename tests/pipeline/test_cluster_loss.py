@@ -35,11 +35,11 @@ def test_lost_cluster_ends_the_driver_with_one_error_line(tmp_path: Path) -> Non
     subprocess.run([str(ROOT / "cluster" / "start-local.sh")], env=env, check=True, timeout=180)
     try:
         log, err = tmp_path / "driver.log", tmp_path / "driver.err"
-        with log.open("w") as out, err.open("w") as errors:
+        with log.open("w") as out, err.open("w") as err_out:
             driver = subprocess.Popen(
                 [sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
                 env=sweep_env(f"127.0.0.1:{PORTS['RAY_GCS_PORT']}", **PORTS, **cold),
-                stdout=out, stderr=errors)
+                stdout=out, stderr=err_out)
         wait_for(lambda: "[progress]" in log.read_text() or driver.poll() is not None, 300,
                  "the first batch")
         assert driver.poll() is None, "the sweep ended before its cluster was stopped"
