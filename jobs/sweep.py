@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from jobs._cli import run_main
+from tmem_core.llm import EngineUnavailable
 from tmem_core.pipeline import STATUS_ENV, ConfigError, load_sweep, run_sweep, supervise
 
 
@@ -35,7 +36,12 @@ def main() -> int:
         return supervise([sys.executable, "-m", "jobs.sweep", *sys.argv[1:]])
     print(f"sweep {config.name}: {len(config.runs())} runs -> "
           f"{Path(config.results_dir) / config.name}", flush=True)
-    summaries = run_sweep(config, log=lambda line: print(line, flush=True), local=args.local)
+    try:
+        summaries = run_sweep(config, log=lambda line: print(line, flush=True),
+                              local=args.local)
+    except EngineUnavailable as exc:  # an engine the sweep deploys did not start
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     failed = sum(sum(s.stage_errors.values()) for s in summaries)
     print(f"sweep {config.name} done: {len(summaries)} runs, {failed} error records", flush=True)
     return 0

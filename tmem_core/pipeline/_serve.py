@@ -8,6 +8,7 @@ from typing import Any
 from tmem_core.llm import (
     PREFIX_ROUTER,
     BackboneConfig,
+    EngineUnavailable,
     ServeLLMEngineConfig,
     app_name,
     hf_model_path,
@@ -71,7 +72,11 @@ def deploy(backbone: BackboneConfig) -> None:
     name = app_name(backbone)
     print(f"serve: deploying {name} ({engine.min_replicas}-{engine.max_replicas} replicas)",
           flush=True)
-    serve.run(app, name=name, route_prefix=f"/{name}")  # returns once it is running
+    try:
+        serve.run(app, name=name, route_prefix=f"/{name}")  # returns once it is running
+    except Exception as exc:  # Serve reports a failed deployment as a bare RuntimeError
+        raise EngineUnavailable(f"backbones.{backbone.name}: its Ray Serve LLM application "
+                                f"did not start: {str(exc).strip()[-2000:]}") from exc
     print(f"serve: {name} is running", flush=True)
 
 
