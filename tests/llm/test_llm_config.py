@@ -82,7 +82,8 @@ def test_yaml_file_and_backend_change_replaces_the_entry(tmp_path: Path) -> None
     [
         (
             {"backend": "vlm", "model": "m"},
-            "backbones.x.backend: unknown backend 'vlm'; allowed: embedded, openai, serve, sim, vllm",
+            "backbones.x.backend: unknown backend 'vlm'; "
+            "allowed: embedded, openai, serve, sim, vllm",
         ),
         (
             {"backend": "vllm", "model": "m", "engine": {"n_parallel": 4}},
