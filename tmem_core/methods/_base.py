@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from tmem_core.retrieval import Budget
 from tmem_core.schema import Question
@@ -35,3 +35,19 @@ class EvidenceMethod(Protocol):
 def evidence(method: str, question: Question, ids: Sequence[str],
              trace: object | None = None) -> Evidence:
     return Evidence(question.qid, method, tuple(ids), trace)
+
+
+class NotPrepared(RuntimeError):
+    """A question on a conversation whose memory `prepare` has not built in this process."""
+
+
+_Built = TypeVar("_Built")
+
+
+def prepared(memories: Mapping[str, _Built], method: str, conv_id: str) -> _Built:
+    """The memory `prepare` built for `conv_id`; NotPrepared if there is none."""
+    try:
+        return memories[conv_id]
+    except KeyError:
+        raise NotPrepared(f"{method}: conversation {conv_id!r} is not prepared; call "
+                          f"prepare({conv_id!r}, llm) first (in this process)") from None

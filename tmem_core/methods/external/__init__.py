@@ -8,7 +8,8 @@ every LLM call it makes is recorded by the pipeline (stage `memory` while buildi
 on embedded Kuzu, extra `graphiti`).
 """
 
-from tmem_core.methods.external._method import DONE, ExternalMemory, MemoryBuild, NotPrepared
+from tmem_core.methods._base import NotPrepared
+from tmem_core.methods.external._method import DONE, ExternalMemory, MemoryBuild
 from tmem_core.methods.external._registry import memory_system
 from tmem_core.methods.external._system import MemorySystem, Recalled, SystemFactory, SystemSpec
 

@@ -25,7 +25,7 @@ from typing import Any
 from filelock import FileLock
 
 from tmem_core.llm import AccountingEndpoint, Binding, CallRecord, EndpointStats, TokenCounter
-from tmem_core.methods._base import Evidence, evidence
+from tmem_core.methods._base import Evidence, evidence, prepared
 from tmem_core.methods._context import LLM, Context, render_message
 from tmem_core.methods.external._system import MemorySystem, Recalled, SystemSpec
 from tmem_core.methods.t2mem import fit_lines
@@ -34,10 +34,6 @@ from tmem_core.schema import Message, Question
 
 DONE = "done.json"
 _LAYOUT = 1  # bump when what a memory directory holds changes
-
-
-class NotPrepared(RuntimeError):
-    """`construct` on a conversation that `prepare` has not opened in this process."""
 
 
 @dataclass(frozen=True)
@@ -160,11 +156,7 @@ class ExternalMemory:
         return system, build
 
     def _memory(self, conv_id: str) -> _Memory:
-        try:
-            return self._memories[conv_id]
-        except KeyError:
-            raise NotPrepared(f"{self.name}: conversation {conv_id!r} is not prepared; call "
-                              f"prepare({conv_id!r}, llm) first (in this process)") from None
+        return prepared(self._memories, self.name, conv_id)
 
     def _trace(self, question: Question, query: str, recalled: list[Recalled],
                shown: list[Recalled], memory: _Memory, binding: Binding,

@@ -6,6 +6,7 @@ It and its ablations are registered methods (`t2mem`, `t2mem_no_raw`, ...); `ren
 shows one loop.
 """
 
+from tmem_core.methods._base import NotPrepared
 from tmem_core.methods.t2mem._config import Action, EpisodeMode, T2MemConfig, Units
 from tmem_core.methods.t2mem._episodes import Episode, episode_mode, fit_lines, segment
 from tmem_core.methods.t2mem._extract import (
@@ -17,7 +18,7 @@ from tmem_core.methods.t2mem._extract import (
 )
 from tmem_core.methods.t2mem._index import MemoryIndex
 from tmem_core.methods.t2mem._loop import STEP_STAGE, step_schema
-from tmem_core.methods.t2mem._method import NotPrepared, T2Mem
+from tmem_core.methods.t2mem._method import T2Mem
 from tmem_core.methods.t2mem._render import render_trace
 
 __all__ = [

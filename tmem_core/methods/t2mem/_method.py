@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tmem_core.llm import BackboneConfig, TokenCounter, counter_for
-from tmem_core.methods._base import Evidence, evidence
+from tmem_core.methods._base import Evidence, evidence, prepared
 from tmem_core.methods._context import LLM, Context, ContextMethod
 from tmem_core.methods._registry import MethodEnv, method
 from tmem_core.methods.t2mem._config import T2MemConfig
@@ -29,10 +29,6 @@ from tmem_core.methods.t2mem._loop import Loop, describe, raw_budget
 from tmem_core.methods.t2mem._render import render_trace
 from tmem_core.retrieval import IndexStore, cache_root, query_text
 from tmem_core.schema import Message, Question
-
-
-class NotPrepared(RuntimeError):
-    """`retrieve` or `construct` on a conversation that `prepare` has not built."""
 
 
 @dataclass(frozen=True)
@@ -121,11 +117,7 @@ class T2Mem:
         return Context(question.qid, self.name, "memory", text, ids, count_tokens(text), trace)
 
     def _memory(self, conv_id: str) -> _Memory:
-        try:
-            return self._memories[conv_id]
-        except KeyError:
-            raise NotPrepared(f"{self.name}: conversation {conv_id!r} is not prepared; call "
-                              f"prepare({conv_id!r}, llm) first (in this process)") from None
+        return prepared(self._memories, self.name, conv_id)
 
     def _trace(self, question: Question, evidence: Evidence, loop: Loop,
                memory: _Memory) -> dict[str, Any]:
