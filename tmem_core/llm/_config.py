@@ -103,6 +103,8 @@ class BackboneConfig:
 
 
 _SMOLLM2_SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 256, "seed": 0}
+_SMOLLM2_VLLM_CPU = {"model_path": BUNDLED_SMOLLM2, "dtype": "bfloat16", "enforce_eager": True,
+                     "max_num_seqs": 16}
 
 BUILTIN_BACKBONES: dict[str, dict[str, Any]] = {
     "smollm2": {
@@ -119,24 +121,16 @@ BUILTIN_BACKBONES: dict[str, dict[str, Any]] = {
         "tokenizer": "hf:" + BUNDLED_SMOLLM2,
         "context_length": 4096,
         "sampling": _SMOLLM2_SAMPLING,
-        "engine": {
-            "model_path": BUNDLED_SMOLLM2,
-            "dtype": "bfloat16",
-            "enforce_eager": True,
-            "max_num_seqs": 16,
-        },
+        "engine": _SMOLLM2_VLLM_CPU,
     },
-    "smollm2-serve": {
+    "smollm2-serve": {  # the same engine on Ray Serve LLM
         "backend": "serve",
         "model": "SmolLM2-135M-Instruct",
         "tokenizer": "hf:" + BUNDLED_SMOLLM2,
         "context_length": 4096,
         "sampling": _SMOLLM2_SAMPLING,
         "engine": {
-            "model_path": BUNDLED_SMOLLM2,
-            "dtype": "bfloat16",
-            "enforce_eager": True,
-            "max_num_seqs": 16,
+            **_SMOLLM2_VLLM_CPU,
             "gpus_per_shard": 0.0,
             "env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"},
         },
