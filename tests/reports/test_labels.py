@@ -29,3 +29,15 @@ def test_varying_fields_are_shown_with_their_prefix() -> None:
     runs = _runs(("bm25", "{}", 5), ("bm25", "{}", 10))
     assert run_labels(runs).to_list() == ["bm25 k5", "bm25 k10"]
     assert run_labels(runs, leave_out=["top_k"]).to_list() == ["bm25", "bm25"]
+
+
+def test_one_benchmark_read_from_two_sources_is_labelled_by_source() -> None:
+    runs = pl.concat([
+        _runs(("bm25", "{}", 12)).with_columns(benchmark=pl.lit("evermembench"),
+                                               dataset=pl.lit(f"evermembench {shape}"))
+        for shape in ("dynamic", "eval")] + [
+        _runs(("bm25", "{}", 12)).with_columns(dataset=pl.lit("synthetic 200/0"))])
+    assert run_labels(runs).to_list() == ["evermembench dynamic bm25", "evermembench eval bm25",
+                                          "synthetic 200/0 bm25"]
+    one_each = runs.filter(pl.col("dataset") != "evermembench eval")
+    assert run_labels(one_each).to_list() == ["evermembench bm25", "synthetic bm25"]

@@ -21,17 +21,33 @@ _PREFIX = {"top_k": "k", "budget": "b"}
 def run_labels(runs: pl.DataFrame, leave_out: Sequence[str] = ()) -> pl.Series:
     """A short label per run: its method plus every config field that varies in `runs`
     (parameters only when one method runs with several: each method has its own)."""
-    shown = [f for f in LABEL_FIELDS if f not in leave_out and _varies(runs, f)]
+    shown = [_column(runs, f) for f in LABEL_FIELDS if f not in leave_out and _varies(runs, f)]
     parts = [pl.lit(_PREFIX.get(f, "")) + pl.col(f).cast(pl.String) for f in shown]
     return runs.select(pl.concat_str(parts, separator=" ").alias("label")).to_series()
+
+
+def _column(runs: pl.DataFrame, field: str) -> str:
+    """The column that shows `field`: a benchmark read from several sources or variants is
+    shown with its dataset (source, variant)."""
+    if field == "benchmark" and "dataset" in runs.columns and _per_group(runs, "benchmark",
+                                                                          "dataset"):
+        return "dataset"
+    return field
+
+
+def _per_group(runs: pl.DataFrame, group: str, field: str) -> bool:
+    """Whether `field` takes several values within one value of `group`."""
+    counts = runs.group_by(group).agg(pl.col(field).n_unique())
+    return any(n > 1 for n in counts.get_column(field).to_list())
 
 
 def _varies(runs: pl.DataFrame, field: str) -> bool:
     if field == "method":
         return True
+    if field == "benchmark" and _column(runs, field) == "dataset":
+        return True
     if field == "params":
-        per_method = runs.group_by("method").agg(pl.col(field).n_unique())
-        return any(n > 1 for n in per_method.get_column(field).to_list())
+        return _per_group(runs, "method", field)
     return runs.get_column(field).n_unique() > 1
 
 

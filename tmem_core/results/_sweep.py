@@ -34,7 +34,8 @@ QUESTION_SCHEMA = pl.Schema({"run_id": pl.String, "qid": pl.String, "conv_id": p
                              "evidence": pl.Int64, "scorable": pl.Boolean,
                              "separate": pl.Boolean})
 RUN_SCHEMA = pl.Schema({
-    "run_id": pl.String, "benchmark": pl.String, "method": pl.String, "params": pl.String,
+    "run_id": pl.String, "benchmark": pl.String, "dataset": pl.String, "method": pl.String,
+    "params": pl.String,
     "backbone": pl.String, "judges": pl.String, "top_k": pl.Int64, "budget": pl.Int64,
     "judge_repeats": pl.Int64, "config_sha256": pl.String, "git_commit": pl.String,
     "started_at": pl.Float64, "ended_at": pl.Float64, "wall_s": pl.Float64,
@@ -163,6 +164,7 @@ def _run_row(run: _Run) -> dict[str, Any]:
     ended = c.get("ended_at")
     return {
         "run_id": c["run_id"], "benchmark": config["benchmark"]["name"],
+        "dataset": dataset_label(config["benchmark"]),
         "method": config["method"], "params": json.dumps(config["params"], sort_keys=True),
         "backbone": config["backbone"], "judges": ",".join(config["judges"]),
         "top_k": config["top_k"], "budget": config["budget"],
@@ -170,6 +172,20 @@ def _run_row(run: _Run) -> dict[str, Any]:
         "git_commit": c.get("git_commit"), "started_at": c["started_at"], "ended_at": ended,
         "wall_s": None if ended is None else ended - c["started_at"],
         "data_dir": str(run.data_dir)}
+
+
+def dataset_label(benchmark: dict[str, Any]) -> str:
+    """The benchmark and which data of it: the file or folder it was read from (a synthetic
+    set: its size and seed), and its variant when not the base one."""
+    origin = benchmark.get("source") or benchmark.get("prepared")
+    parts = [benchmark["name"]]
+    if origin:
+        parts.append(Path(origin).name)
+    elif benchmark["name"] == "synthetic":
+        parts.append(f"{benchmark.get('size')}/{benchmark.get('seed')}")
+    if benchmark.get("variant", "base") != "base":
+        parts.append(str(benchmark["variant"]))
+    return " ".join(parts)
 
 
 def _validators(runs: list[_Run]) -> pl.DataFrame:
