@@ -10,40 +10,23 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from tests.conftest import ScriptedServer, Step, scripted_backbones
+from tests.conftest import scripted_backbones
 from tests.methods.external import notes_system
+from tests.methods.external.conftest import SystemServer, external_sweep
 from tmem_core.methods.external import DONE
-from tmem_core.pipeline import RunSummary, parse_sweep, run_sweep
+from tmem_core.pipeline import RunSummary
 from tmem_core.results import MEMORY_STAGE, calls_store, stage_store
 
 
-class NotesServer(ScriptedServer):
-    """Notes for the system's build, a verdict for the judge, an answer otherwise."""
-
-    def __init__(self, note: str) -> None:
-        super().__init__([Step()])
-        self.note = note
-
-    def _next(self, body: dict[str, Any], authorization: str) -> Step:
-        super()._next(body, authorization)
-        system = body["messages"][0]["content"]
-        if system.startswith("Write one JSON object"):
-            return Step(content=self.note)
-        if system.startswith("You grade answers"):
-            return Step(content='{"verdict": "WRONG"}')
-        return Step(content="It changed.")
+def notes_server(note: str) -> SystemServer:
+    """The notes system's build calls answered with `note`."""
+    return SystemServer(lambda system, _: note if system.startswith("Write one JSON object")
+                        else None)
 
 
 def _sweep(tmp_path: Path, name: str, backbones: Path) -> RunSummary:
-    config = parse_sweep({
-        "name": name, "results_dir": str(tmp_path / name), "backbones_file": str(backbones),
-        "plugins": ["tests.methods.external.notes_system"],
-        "benchmarks": [{"name": "synthetic", "size": 200, "limit": 2}],
-        "grid": {"methods": ["notes"], "backbones": ["scripted"], "top_k": [4],
-                 "budgets": [512]},
-        "methods": {"notes": {"batch": 40}}})
-    [summary] = run_sweep(config, log=lambda _: None, local=True)
-    return summary
+    return external_sweep(tmp_path, name, backbones, "notes", {"batch": 40},
+                          plugins=["tests.methods.external.notes_system"])
 
 
 def _memory_calls(summary: RunSummary) -> list[dict[str, Any]]:
@@ -58,7 +41,7 @@ def _traces(summary: RunSummary) -> list[dict[str, Any]]:
 
 def test_memory_tokens_equal_the_endpoints_count_and_another_sweep_reuses_the_memory(
         tmp_path: Path) -> None:
-    server = NotesServer('{"note": "The team moved the review to Fridays."}')
+    server = notes_server('{"note": "The team moved the review to Fridays."}')
     try:
         backbones = scripted_backbones(tmp_path, server, "scripted")
         first = _sweep(tmp_path, "first", backbones)
@@ -93,7 +76,7 @@ def test_memory_tokens_equal_the_endpoints_count_and_another_sweep_reuses_the_me
 
 def test_junk_notes_leave_the_memory_unfinished_and_the_context_degraded(tmp_path: Path
                                                                           ) -> None:
-    server = NotesServer("this is not json")
+    server = notes_server("this is not json")
     try:
         summary = _sweep(tmp_path, "junk", scripted_backbones(tmp_path, server, "scripted"))
     finally:

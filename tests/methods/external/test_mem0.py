@@ -16,7 +16,8 @@ from typing import Any
 import pyarrow.compute as pc
 import pytest
 
-from tests.conftest import ScriptedServer, Step, scripted_backbones
+from tests.conftest import scripted_backbones
+from tests.methods.external.conftest import SystemServer, external_sweep
 from tmem_core.llm import (
     AccountingEndpoint,
     BackboneConfig,
@@ -27,7 +28,7 @@ from tmem_core.llm import (
 )
 from tmem_core.methods.external import DONE
 from tmem_core.methods.external._mem0 import Mem0, Mem0Failed, Mem0Params
-from tmem_core.pipeline import RunSummary, parse_sweep, run_sweep
+from tmem_core.pipeline import RunSummary
 from tmem_core.results import MEMORY_STAGE, calls_store, stage_store
 from tmem_core.retrieval import MiniLMEmbedder
 from tmem_core.schema import Message
@@ -140,31 +141,14 @@ def test_a_junk_extraction_fails_the_add_after_every_batch_was_tried(
     assert len(llm.prompts) == 2
 
 
-class Mem0Server(ScriptedServer):
-    """Mem0's extractions, a verdict for the judge, an answer otherwise."""
-
-    def __init__(self) -> None:
-        super().__init__([Step()])
-
-    def _next(self, body: dict[str, Any], authorization: str) -> Step:
-        super()._next(body, authorization)
-        system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
-        if "You are a Memory Extractor" in system:
-            return Step(content=extraction(user))
-        if system.startswith("You grade answers"):
-            return Step(content='{"verdict": "WRONG"}')
-        return Step(content="It changed.")
+def mem0_server() -> SystemServer:
+    """Mem0's extractions answered from the messages they show."""
+    return SystemServer(lambda system, user: extraction(user)
+                        if "You are a Memory Extractor" in system else None)
 
 
 def _sweep(tmp_path: Path, name: str, backbones: Path) -> RunSummary:
-    config = parse_sweep({
-        "name": name, "results_dir": str(tmp_path / name), "backbones_file": str(backbones),
-        "benchmarks": [{"name": "synthetic", "size": 200, "limit": 2}],
-        "grid": {"methods": ["mem0"], "backbones": ["scripted"], "top_k": [4],
-                 "budgets": [512]},
-        "methods": {"mem0": {"batch": 20}}})
-    [summary] = run_sweep(config, log=lambda _: None, local=True)
-    return summary
+    return external_sweep(tmp_path, name, backbones, "mem0", {"batch": 20})
 
 
 def _records(summary: RunSummary, stage: str) -> list[dict[str, Any]]:
@@ -173,7 +157,7 @@ def _records(summary: RunSummary, stage: str) -> list[dict[str, Any]]:
 
 def test_a_sweep_records_mem0s_calls_in_every_stage_and_reuses_its_memory(
         tmp_path: Path) -> None:
-    server = Mem0Server()
+    server = mem0_server()
     try:
         backbones = scripted_backbones(tmp_path, server, "scripted")
         first = _sweep(tmp_path, "first", backbones)
