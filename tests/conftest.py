@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -20,9 +22,20 @@ import pytest
 from tmem_core.benchmarks import PreparedBenchmark
 
 ROOT = Path(__file__).resolve().parents[1]
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LOCOMO = Path(os.environ.get(
     "TMEM_LOCOMO_PATH", ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10_dev.json"))
+
+
+def sweep_on_own_ray(config: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`python -m jobs.sweep config` on a Ray of its own, as `make run` does (with no
+    RAY_ADDRESS, ray.init() would join any Ray already on the machine); it must succeed."""
+    done = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
+                          env={**os.environ, "RAY_ADDRESS": "local"}, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
 
 
 @pytest.fixture(scope="session")

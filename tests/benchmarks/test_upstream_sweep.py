@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
+from tests.conftest import sweep_on_own_ray
 from tmem_core.benchmarks._evermembench import CATEGORIES
 from tmem_core.benchmarks._groupmembench import QUESTION_TYPES
 from tmem_core.reports import write_report
@@ -53,10 +51,7 @@ def sweep(fixtures: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         [resources]
         batch_size = 4
         """))
-    env = {**os.environ, "RAY_ADDRESS": "local"}  # a Ray of its own
-    done = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1200, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    sweep_on_own_ray(config, timeout=1200)
     return tmp / "results" / SWEEP
 
 

@@ -2,20 +2,17 @@
 file) and two synthetic ones land in every stage, and its reasoning and Reason-in-Documents
 calls are in the calls table under stage construct, as many per question as its trace says.
 
-The sweep's driver starts a local Ray of its own (no RAY_ADDRESS), as `make run` does."""
+The sweep's driver starts a local Ray of its own, as `make run` does."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import ROOT
+from tests.conftest import sweep_on_own_ray
 from tmem_core.pipeline import STAGES
 from tmem_core.results import calls_store, stage_store
 
@@ -49,10 +46,7 @@ def test_search_o1_runs_every_stage_on_smollm2(tmp_path: Path, locomo_path: Path
         llm_actors = 1
         batch_size = 2
         """))
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    done = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1500, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    done = sweep_on_own_ray(config, timeout=1500)
     assert "sweep so1 done: 2 runs, 0 error records" in done.stdout
     sweep = tmp_path / "results" / "so1"
     runs = json.loads((sweep / "sweep.json").read_text())["runs"]

@@ -3,9 +3,6 @@ hand-written results trees whose every figure is known in advance."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import sweep_on_own_ray
 from tmem_core.benchmarks import PreparedBenchmark, write_prepared
 from tmem_core.pipeline import BenchmarkConfig, Contract, RunSpec
 from tmem_core.results import RECORD_STAGES, calls_store, stage_store
@@ -47,11 +45,7 @@ def real_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
         [resources]
         batch_size = 4
         """))
-    # a Ray of its own: with no RAY_ADDRESS, ray.init() joins any Ray already on the machine
-    env = {**os.environ, "RAY_ADDRESS": "local"}
-    done = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1200, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    done = sweep_on_own_ray(config, timeout=1200)
     (tmp / "sweep.log").write_text(done.stdout)
     return tmp / "results" / SWEEP
 

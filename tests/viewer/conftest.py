@@ -5,9 +5,6 @@ screenshots are kept."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -18,6 +15,7 @@ import polars as pl
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
+from tests.conftest import sweep_on_own_ray
 from tmem_core.viewer import Background
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,11 +49,7 @@ def forest_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
         llm_actors = 1
         batch_size = 2
         """))
-    # a Ray of its own: with no RAY_ADDRESS, ray.init() joins any Ray already on the machine
-    env = {**os.environ, "RAY_ADDRESS": "local"}
-    done = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1800, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    sweep_on_own_ray(config, timeout=1800)
     return tmp / "results" / SWEEP
 
 
