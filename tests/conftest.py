@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+import yaml
 
 from tmem_core.benchmarks import PreparedBenchmark
 
@@ -26,6 +27,18 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LOCOMO = Path(os.environ.get(
     "TMEM_LOCOMO_PATH", ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10_dev.json"))
+
+
+def write_sweep(tmp: Path, name: str, benchmarks: list[dict[str, Any]],
+                grid: dict[str, Any], **sections: dict[str, Any]) -> Path:
+    """A sweep config `tmp/<name>.yaml` with its results under `tmp/results`: `benchmarks`,
+    `grid` (on the embedded SmolLM2 unless it names backbones) and other sections
+    (`methods`, `resources`)."""
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": name, "results_dir": str(tmp / "results"), "benchmarks": benchmarks,
+        "grid": {"backbones": ["smollm2"], **grid}, **sections}))
+    return path
 
 
 def sweep_on_own_ray(config: Path, timeout: float) -> subprocess.CompletedProcess[str]:

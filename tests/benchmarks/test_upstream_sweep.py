@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import sweep_on_own_ray
+from tests.conftest import sweep_on_own_ray, write_sweep
 from tmem_core.benchmarks._evermembench import CATEGORIES
 from tmem_core.benchmarks._groupmembench import QUESTION_TYPES
 from tmem_core.reports import write_report
@@ -26,31 +25,13 @@ METHODS = ("bm25", "tmem_reranked")
 def sweep(fixtures: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Six runs: each fixture x each method; 2 + 2 + 1 questions (the last a choice)."""
     tmp = tmp_path_factory.mktemp("upstream")
-    config = tmp / f"{SWEEP}.toml"
-    config.write_text(textwrap.dedent(f"""\
-        name = "{SWEEP}"
-        results_dir = "{tmp / 'results'}"
-        [[benchmarks]]
-        name = "groupmembench"
-        source = "{fixtures / 'groupmembench'}"
-        limit = 2
-        [[benchmarks]]
-        name = "evermembench"
-        source = "{fixtures / 'evermembench' / 'dynamic'}"
-        limit = 2
-        [[benchmarks]]
-        name = "evermembench"
-        source = "{fixtures / 'evermembench' / 'eval'}"
-        categories = ["F_TP"]
-        limit = 1
-        [grid]
-        methods = {json.dumps(list(METHODS))}
-        backbones = ["smollm2"]
-        top_k = [8]
-        budgets = [512]
-        [resources]
-        batch_size = 4
-        """))
+    evermembench = fixtures / "evermembench"
+    config = write_sweep(tmp, SWEEP, [
+        {"name": "groupmembench", "source": str(fixtures / "groupmembench"), "limit": 2},
+        {"name": "evermembench", "source": str(evermembench / "dynamic"), "limit": 2},
+        {"name": "evermembench", "source": str(evermembench / "eval"), "categories": ["F_TP"],
+         "limit": 1}], {"methods": list(METHODS), "top_k": [8], "budgets": [512]},
+        resources={"batch_size": 4})
     sweep_on_own_ray(config, timeout=1200)
     return tmp / "results" / SWEEP
 

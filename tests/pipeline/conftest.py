@@ -12,6 +12,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,6 +88,15 @@ def sweep_config(tmp: Path, name: str, *, methods: str = '["bm25"]', limit: int 
         fuse_stages = {str(fused).lower()}
         """))
     return path
+
+
+ONE_ACTOR = {"retrieve_actors": 1, "llm_actors": 1, "batch_size": 2, "fuse_stages": True}
+
+
+def locomo_and_synthetic(locomo: Path, limit: int) -> list[dict[str, Any]]:
+    """The first `limit` questions of the shared LoCoMo file and of a small synthetic chat."""
+    return [{"name": "locomo", "source": str(locomo), "limit": limit},
+            {"name": "synthetic", "size": 200, "seed": 0, "limit": limit}]
 
 
 def sweep_env(address: str, **extra: str) -> dict[str, str]:

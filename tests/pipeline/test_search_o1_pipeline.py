@@ -7,12 +7,12 @@ The sweep's driver starts a local Ray of its own, as `make run` does."""
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import sweep_on_own_ray
+from tests.conftest import sweep_on_own_ray, write_sweep
+from tests.pipeline.conftest import ONE_ACTOR, locomo_and_synthetic
 from tmem_core.pipeline import STAGES
 from tmem_core.results import calls_store, stage_store
 
@@ -20,32 +20,9 @@ pytestmark = pytest.mark.slow  # a few minutes on 2 busy cores
 
 
 def test_search_o1_runs_every_stage_on_smollm2(tmp_path: Path, locomo_path: Path) -> None:
-    config = tmp_path / "so1.toml"
-    config.write_text(textwrap.dedent(f"""\
-        name = "so1"
-        results_dir = "{tmp_path / 'results'}"
-        [[benchmarks]]
-        name = "locomo"
-        source = "{locomo_path}"
-        limit = 2
-        [[benchmarks]]
-        name = "synthetic"
-        size = 200
-        seed = 0
-        limit = 2
-        [grid]
-        methods = ["search_o1"]
-        backbones = ["smollm2"]
-        top_k = [8]
-        budgets = [512]
-        [methods.search_o1]
-        steps = 2
-        k = 3
-        [resources]
-        retrieve_actors = 1
-        llm_actors = 1
-        batch_size = 2
-        """))
+    config = write_sweep(tmp_path, "so1", locomo_and_synthetic(locomo_path, 2),
+                         {"methods": ["search_o1"], "top_k": [8], "budgets": [512]},
+                         methods={"search_o1": {"steps": 2, "k": 3}}, resources=ONE_ACTOR)
     done = sweep_on_own_ray(config, timeout=1500)
     assert "sweep so1 done: 2 runs, 0 error records" in done.stdout
     sweep = tmp_path / "results" / "so1"

@@ -5,12 +5,12 @@ triples is in the calls table under stage `memory`, and the loop searched triple
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import run_sweep
+from tests.conftest import write_sweep
+from tests.pipeline.conftest import ONE_ACTOR, locomo_and_synthetic, run_sweep
 from tmem_core.pipeline import STAGES
 from tmem_core.results import calls_store, conversation_of, stage_store
 
@@ -18,37 +18,11 @@ pytestmark = pytest.mark.slow  # minutes: SmolLM2 extracts every episode of two 
 
 
 def _config(tmp: Path, locomo: Path) -> Path:
-    path = tmp / "graph.toml"
-    path.write_text(textwrap.dedent(f"""\
-        name = "graph"
-        results_dir = "{tmp / 'results'}"
-        [[benchmarks]]
-        name = "locomo"
-        source = "{locomo}"
-        limit = 2
-        [[benchmarks]]
-        name = "synthetic"
-        size = 200
-        seed = 0
-        limit = 2
-        [grid]
-        methods = ["t2mem_graph"]
-        backbones = ["smollm2"]
-        top_k = [8]
-        budgets = [512]
-        [methods.t2mem_graph]
-        episodes = "topic_window"
-        topic_gap_hours = 1440
-        max_triples = 4
-        max_steps = 2
-        extract_max_tokens = 384
-        [resources]
-        retrieve_actors = 1
-        llm_actors = 1
-        batch_size = 2
-        fuse_stages = true
-        """))
-    return path
+    graph = {"episodes": "topic_window", "topic_gap_hours": 1440, "max_triples": 4,
+             "max_steps": 2, "extract_max_tokens": 384}
+    return write_sweep(tmp, "graph", locomo_and_synthetic(locomo, 2),
+                       {"methods": ["t2mem_graph"], "top_k": [8], "budgets": [512]},
+                       methods={"t2mem_graph": graph}, resources=ONE_ACTOR)
 
 
 def test_graph_variant_runs_every_stage_and_accounts_its_extraction(

@@ -3,7 +3,6 @@ hand-written results trees whose every figure is known in advance."""
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -12,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import sweep_on_own_ray
+from tests.conftest import sweep_on_own_ray, write_sweep
 from tmem_core.benchmarks import PreparedBenchmark, write_prepared
 from tmem_core.pipeline import BenchmarkConfig, Contract, RunSpec
 from tmem_core.results import RECORD_STAGES, calls_store, stage_store
@@ -28,23 +27,9 @@ T0 = 1_700_000_000.0
 def real_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two real runs (bm25, top_k 4 and 8) of 4 synthetic questions, 2 judge repeats."""
     tmp = tmp_path_factory.mktemp("real")
-    config = tmp / f"{SWEEP}.toml"
-    config.write_text(textwrap.dedent(f"""\
-        name = "{SWEEP}"
-        results_dir = "{tmp / 'results'}"
-        [[benchmarks]]
-        name = "synthetic"
-        size = 300
-        limit = 4
-        [grid]
-        methods = ["bm25"]
-        backbones = ["smollm2"]
-        top_k = [4, 8]
-        budgets = [512]
-        judge_repeats = 2
-        [resources]
-        batch_size = 4
-        """))
+    config = write_sweep(tmp, SWEEP, [{"name": "synthetic", "size": 300, "limit": 4}],
+                         {"methods": ["bm25"], "top_k": [4, 8], "budgets": [512],
+                          "judge_repeats": 2}, resources={"batch_size": 4})
     done = sweep_on_own_ray(config, timeout=1200)
     (tmp / "sweep.log").write_text(done.stdout)
     return tmp / "results" / SWEEP

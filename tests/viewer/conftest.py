@@ -5,7 +5,6 @@ screenshots are kept."""
 from __future__ import annotations
 
 import json
-import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -15,7 +14,7 @@ import polars as pl
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from tests.conftest import sweep_on_own_ray
+from tests.conftest import sweep_on_own_ray, write_sweep
 from tmem_core.viewer import Background
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,26 +28,10 @@ def forest_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The default sweep's benchmark and settings (the embedded SmolLM2, top_k 12, budget
     1,024) with only BM25 and T-MEM on its first two questions: a real forest, cheaply."""
     tmp = tmp_path_factory.mktemp("viewer")
-    config = tmp / f"{SWEEP}.toml"
-    config.write_text(textwrap.dedent(f"""\
-        name = "{SWEEP}"
-        results_dir = "{tmp / 'results'}"
-        [[benchmarks]]
-        name = "synthetic"
-        size = 200
-        seed = 0
-        limit = 2
-        [grid]
-        methods = ["bm25", "tmem"]
-        backbones = ["smollm2"]
-        judges = ["smollm2"]
-        top_k = [12]
-        budgets = [1024]
-        [resources]
-        retrieve_actors = 1
-        llm_actors = 1
-        batch_size = 2
-        """))
+    config = write_sweep(tmp, SWEEP, [{"name": "synthetic", "size": 200, "seed": 0, "limit": 2}],
+                         {"methods": ["bm25", "tmem"], "judges": ["smollm2"], "top_k": [12],
+                          "budgets": [1024]},
+                         resources={"retrieve_actors": 1, "llm_actors": 1, "batch_size": 2})
     sweep_on_own_ray(config, timeout=1800)
     return tmp / "results" / SWEEP
 
