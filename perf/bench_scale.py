@@ -24,6 +24,7 @@ import threading
 import uuid
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import psutil
 import ray
@@ -100,16 +101,16 @@ def report(out: Path) -> None:
         landed = set(STAGES[-1].store_for(run_dir).latest().column("qid").to_pylist())
         if not calls:
             continue
-        window = (max(c["finished_at"] for c in calls)
-                  - min(c["finished_at"] - c["latency_s"] for c in calls))
+        window = _window(calls)
         print(f"{run_dir.name}: {len(landed)} questions landed, {len(calls)} LLM calls, "
               f"calls window {window:.0f} s, {len(landed) / window:.3f} q/s")
         llm_s: dict[tuple[str, str], float] = defaultdict(float)
         for c in calls:
             llm_s[c["stage"], c["qid"]] += c["latency_s"]
-        memory = sum(s for (stage, _), s in llm_s.items() if stage == "memory")
-        if memory:
-            print(f"  memory building: {memory:.0f} s of LLM calls in all")
+        built = [c for c in calls if c["stage"] == "memory"]
+        if built:
+            print(f"  memory building: {len(built)} calls, {_window(built):.0f} s from the first "
+                  "sent to the last answered")
         for stage in STAGES:
             table = stage.store_for(run_dir).latest()
             if "latency_s" not in table.column_names:
@@ -128,6 +129,12 @@ def report(out: Path) -> None:
     for kind, values in sorted(by_kind.items()):
         print(f"  {kind}: {max(values):.0f}" + (f" (max of {len(values)})"
                                                if len(values) > 1 else ""))
+
+
+def _window(calls: list[dict[str, Any]]) -> float:
+    """Seconds from the first of `calls` sent to the last answered."""
+    return (max(c["finished_at"] for c in calls)
+            - min(c["finished_at"] - c["latency_s"] for c in calls))
 
 
 def main() -> None:
