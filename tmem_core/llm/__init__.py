@@ -50,7 +50,13 @@ from tmem_core.llm._http import (
 )
 from tmem_core.llm._models import bundled_gguf, hf_model_path
 from tmem_core.llm._request_cache import RequestCache, request_hash
-from tmem_core.llm._serve import PREFIX_ROUTER, ServeLLMEngineConfig, app_name, serve_url
+from tmem_core.llm._serve import (
+    PREFIX_ROUTER,
+    SERVE_BACKEND,
+    ServeLLMEngineConfig,
+    app_name,
+    serve_url,
+)
 from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
 from tmem_core.llm._sim import BatchModel, SimBackend, SimCounters, SimEngineConfig
 from tmem_core.llm._tokens import TokenCounter, count_chat_tokens, count_tokens, counter_for
@@ -70,6 +76,7 @@ __all__ = [
     "BUNDLED_SMOLLM2",
     "CALLS_SCHEMA",
     "PREFIX_ROUTER",
+    "SERVE_BACKEND",
     "AccountingEndpoint",
     "Answered",
     "BackboneConfig",

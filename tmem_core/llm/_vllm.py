@@ -56,6 +56,24 @@ class VLLMEngineConfig:
     def weights_identity(self) -> str:
         return f"{self.model_path}:{self.dtype}"
 
+    def model_source(self, backbone: BackboneConfig) -> str:
+        """What vLLM loads: the engine's model path, else the backbone's model."""
+        return hf_model_path(self.model_path or backbone.model)
+
+    def engine_args(self, backbone: BackboneConfig) -> dict[str, Any]:
+        """vLLM's engine arguments but the model, prefix caching on."""
+        return {
+            "dtype": self.dtype,
+            "max_model_len": self.max_model_len or backbone.context_length,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "pipeline_parallel_size": self.pipeline_parallel_size,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "max_num_seqs": self.max_num_seqs,
+            "enforce_eager": self.enforce_eager,
+            "enable_prefix_caching": True,
+            **self.engine_kwargs,
+        }
+
 
 
 
@@ -101,17 +119,7 @@ class VLLMBackend:
     async def _start(self, config: VLLMEngineConfig) -> Any:
         """The engine, made on the loop that will serve it."""
         args = importlib.import_module("vllm.engine.arg_utils").AsyncEngineArgs(
-            model=hf_model_path(config.model_path or self.backbone.model),
-            dtype=config.dtype,
-            max_model_len=config.max_model_len or self.backbone.context_length,
-            tensor_parallel_size=config.tensor_parallel_size,
-            pipeline_parallel_size=config.pipeline_parallel_size,
-            gpu_memory_utilization=config.gpu_memory_utilization,
-            max_num_seqs=config.max_num_seqs,
-            enforce_eager=config.enforce_eager,
-            enable_prefix_caching=True,
-            **config.engine_kwargs,
-        )
+            model=config.model_source(self.backbone), **config.engine_args(self.backbone))
         engine_class = importlib.import_module("vllm.v1.engine.async_llm").AsyncLLM
         return engine_class.from_engine_args(args, stat_loggers=[_step_logger(self.counters)])
 

@@ -19,11 +19,10 @@ import ray
 from ray.data import ActorPoolStrategy
 
 from tmem_core.benchmarks import LoadRequest, get_protocol, prepare, read_prepared
-from tmem_core.llm import BackboneConfig, get_backend, load_backbones
+from tmem_core.llm import SERVE_BACKEND, BackboneConfig, get_backend, load_backbones
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
 from tmem_core.pipeline._contract import Contract
 from tmem_core.pipeline._engine import close_local_engines, engine_handles
-from tmem_core.pipeline._serve import SERVE_BACKEND
 from tmem_core.pipeline._serve import deploy as deploy_serve
 from tmem_core.pipeline._serve import undeploy as undeploy_serve
 from tmem_core.pipeline._stages import (

@@ -11,16 +11,13 @@ from tmem_core.llm import (
     EngineUnavailable,
     ServeLLMEngineConfig,
     app_name,
-    hf_model_path,
 )
-
-SERVE_BACKEND = "serve"
 
 
 def serve_options(backbone: BackboneConfig) -> dict[str, Any]:
     """The backbone's Ray Serve LLM `LLMConfig` fields: model, autoscaling range, router,
     one placement group per replica (its shards packed on one node) and vLLM's engine
-    arguments (prefix caching on)."""
+    arguments (as the in-process `vllm` backend's)."""
     engine: ServeLLMEngineConfig = backbone.engine
     deployment: dict[str, Any] = {
         "autoscaling_config": {"min_replicas": engine.min_replicas,
@@ -35,21 +32,12 @@ def serve_options(backbone: BackboneConfig) -> dict[str, Any]:
     if engine.gpus_per_shard > 0:
         shard["GPU"] = engine.gpus_per_shard
     options: dict[str, Any] = {
-        "model_loading_config": {"model_id": backbone.model, "model_source":
-                                 hf_model_path(engine.model_path or backbone.model)},
+        "model_loading_config": {"model_id": backbone.model,
+                                 "model_source": engine.model_source(backbone)},
         "deployment_config": deployment,
         "placement_group_config": {"bundles": [shard] * engine.shards,
                                    "strategy": "STRICT_PACK"},
-        "engine_kwargs": {
-            "dtype": engine.dtype,
-            "max_model_len": engine.max_model_len or backbone.context_length,
-            "tensor_parallel_size": engine.tensor_parallel_size,
-            "pipeline_parallel_size": engine.pipeline_parallel_size,
-            "max_num_seqs": engine.max_num_seqs,
-            "enforce_eager": engine.enforce_eager,
-            "enable_prefix_caching": True,
-            **engine.engine_kwargs,
-        },
+        "engine_kwargs": engine.engine_args(backbone),
     }
     if engine.env_vars:
         options["runtime_env"] = {"env_vars": engine.env_vars}
