@@ -69,7 +69,7 @@ from tmem_core.pipeline import (  # noqa: E402
 )
 from tmem_core.pipeline._stages import AnswerStage, JudgeStage, judge_request  # noqa: E402
 from tmem_core.prompts import as_chat, load_prompt  # noqa: E402
-from tmem_core.results import calls_store  # noqa: E402
+from tmem_core.results import calls_store, calls_window  # noqa: E402
 from tmem_core.schema import gold_from_table, questions_from_table  # noqa: E402
 
 SWEEP_TOP_K = (5, 10, 20, 40)
@@ -267,8 +267,7 @@ def utilisation(results: Path, args: argparse.Namespace) -> None:
     run = timed_run(sweep)
     n, (run_dir,) = run.questions, run.run_dirs
     calls = engine_calls(run.run_dirs)
-    window = (max(c["finished_at"] for c in calls)
-              - min(c["finished_at"] - c["latency_s"] for c in calls))
+    window = calls_window(calls)
     out = sum(c["completion_tokens"] for c in calls)
     total = out + sum(c["prompt_tokens"] for c in calls)
     replayed = engine_requests(run_dir)

@@ -24,7 +24,6 @@ import threading
 import uuid
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import psutil
 import ray
@@ -32,7 +31,7 @@ from ray._private import state as ray_state
 
 from tmem_core.pipeline import STAGES, parse_sweep, run_sweep
 from tmem_core.pipeline._runner import init_ray
-from tmem_core.results import calls_store, run_dirs
+from tmem_core.results import calls_store, calls_window, run_dirs
 
 ENGINE = "{ seed = %d, step_s = 0.02, max_num_seqs = 128, max_output_tokens = 64 }"
 SAMPLE_S = 3.0
@@ -101,7 +100,7 @@ def report(out: Path) -> None:
         landed = set(STAGES[-1].store_for(run_dir).latest().column("qid").to_pylist())
         if not calls:
             continue
-        window = _window(calls)
+        window = calls_window(calls)
         print(f"{run_dir.name}: {len(landed)} questions landed, {len(calls)} LLM calls, "
               f"calls window {window:.0f} s, {len(landed) / window:.3f} q/s")
         llm_s: dict[tuple[str, str], float] = defaultdict(float)
@@ -109,8 +108,8 @@ def report(out: Path) -> None:
             llm_s[c["stage"], c["qid"]] += c["latency_s"]
         built = [c for c in calls if c["stage"] == "memory"]
         if built:
-            print(f"  memory building: {len(built)} calls, {_window(built):.0f} s from the first "
-                  "sent to the last answered")
+            print(f"  memory building: {len(built)} calls, {calls_window(built):.0f} s from "
+                  "the first sent to the last answered")
         for stage in STAGES:
             table = stage.store_for(run_dir).latest()
             if "latency_s" not in table.column_names:
@@ -129,12 +128,6 @@ def report(out: Path) -> None:
     for kind, values in sorted(by_kind.items()):
         print(f"  {kind}: {max(values):.0f}" + (f" (max of {len(values)})"
                                                if len(values) > 1 else ""))
-
-
-def _window(calls: list[dict[str, Any]]) -> float:
-    """Seconds from the first of `calls` sent to the last answered."""
-    return (max(c["finished_at"] for c in calls)
-            - min(c["finished_at"] - c["latency_s"] for c in calls))
 
 
 def main() -> None:

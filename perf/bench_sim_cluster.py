@@ -27,7 +27,7 @@ import ray
 from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.pipeline._engine import ENGINE_PREFIX
 from tmem_core.pipeline._runner import init_ray
-from tmem_core.results import calls_store, run_dirs
+from tmem_core.results import calls_store, calls_window, run_dirs
 
 ENGINE = "{ seed = %d, step_s = 0.02, max_num_seqs = 128, max_output_tokens = 64 }"
 
@@ -78,10 +78,8 @@ def sweep(args: argparse.Namespace, replicas: int, work: Path) -> Measured:
 def _calls_window(sweep_dir: Path) -> float:
     """Seconds from the sweep's first LLM call sent to its last answered (the actors' start-up,
     index loading included, comes before it)."""
-    calls = [c for run_dir in run_dirs(sweep_dir)
-             for c in calls_store(run_dir).read_all().to_pylist()]
-    return (max(c["finished_at"] for c in calls)
-            - min(c["finished_at"] - c["latency_s"] for c in calls))
+    return calls_window(c for run_dir in run_dirs(sweep_dir)
+                        for c in calls_store(run_dir).read_all().to_pylist())
 
 
 def _busy(name: str) -> float:

@@ -12,7 +12,9 @@ results/README.md documents every column.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -82,6 +84,12 @@ def calibration_store(run_dir: Path) -> StageStore:
 def calls_store(run_dir: Path) -> StageStore:
     """A run's LLM calls, one record per call (`CallRecord` columns)."""
     return StageStore(run_dir, CALLS, CALLS_STORE_SCHEMA)
+
+
+def calls_window(calls: Iterable[Mapping[str, Any]]) -> float:
+    """Seconds from the first of `calls` (call records) sent to the last answered."""
+    ends = [(float(c["finished_at"]), float(c["latency_s"])) for c in calls]
+    return max(end for end, _ in ends) - min(end - latency for end, latency in ends)
 
 
 def run_dirs(sweep_dir: Path) -> list[Path]:
