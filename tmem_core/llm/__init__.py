@@ -68,6 +68,7 @@ from tmem_core.llm._types import (
     ErrorKind,
     Sampling,
     Usage,
+    object_schema,
 )
 from tmem_core.llm._vllm import VLLMBackend, VLLMEngineConfig
 
@@ -128,6 +129,7 @@ __all__ = [
     "hf_model_path",
     "load_backbones",
     "make_backend",
+    "object_schema",
     "open_backend",
     "open_client",
     "parse_backbones",

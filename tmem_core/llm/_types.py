@@ -6,7 +6,7 @@ import asyncio
 import json
 import os
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal, Protocol, TypeVar
@@ -43,6 +43,12 @@ class Sampling:
     top_p: float = 1.0
     max_tokens: int = 256
     seed: int = 0
+
+
+def object_schema(properties: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON schema of an object with exactly `properties`, every one required, in order."""
+    return {"type": "object", "properties": dict(properties), "required": list(properties),
+            "additionalProperties": False}
 
 
 def schema_validator(schema: dict[str, Any]) -> Any:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from tmem_core.llm import ChatMessage
+from tmem_core.llm import ChatMessage, object_schema
 
 PROMPT_DIR = Path(__file__).resolve().parent
 _VERSIONED = re.compile(r"^(?P<name>.+)\.v(?P<version>\d+)\.txt$")
@@ -29,8 +29,7 @@ class Prompt:
         """JSON schema constraining a judge's reply to one of its labels (None: no labels)."""
         if not self.labels:
             return None
-        return {"type": "object", "properties": {"verdict": {"enum": list(self.labels)}},
-                "required": ["verdict"], "additionalProperties": False}
+        return object_schema({"verdict": {"enum": list(self.labels)}})
 
     @property
     def placeholders(self) -> frozenset[str]:

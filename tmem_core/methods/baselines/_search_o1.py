@@ -25,6 +25,7 @@ from tmem_core.llm import (
     TokenCounter,
     count_chat_tokens,
     counter_for,
+    object_schema,
 )
 from tmem_core.methods._base import Evidence, evidence
 from tmem_core.methods._context import LLM, Context, ContextMethod, render_message
@@ -62,13 +63,13 @@ class SearchO1Params:
 
 def step_schema() -> dict[str, Any]:
     """Reasoning, then the action and its query."""
-    return _schema(reasoning=_text("reasoning"), action={"enum": ["search", "answer"]},
-                   query=_text("query"))
+    return object_schema({"reasoning": _text("reasoning"),
+                          "action": {"enum": ["search", "answer"]}, "query": _text("query")})
 
 
 def reason_schema() -> dict[str, Any]:
     """Reason-in-Documents: the condensed information of one search."""
-    return _schema(information=_text("information"))
+    return object_schema({"information": _text("information")})
 
 
 def unseen(index: ConversationIndex, query: str, params: SearchO1Params,
@@ -294,11 +295,6 @@ def _search_o1(env: MethodEnv, params: SearchO1Params, name: str) -> ContextMeth
 
 def _text(name: str) -> dict[str, Any]:
     return {"type": "string", "maxLength": _LIMITS[name]}
-
-
-def _schema(**properties: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": list(properties),
-            "additionalProperties": False}
 
 
 def _call_record(step: int, kind: str, response: ChatResponse) -> dict[str, Any]:

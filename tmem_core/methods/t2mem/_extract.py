@@ -28,6 +28,7 @@ from tmem_core.llm import (
     TokenCounter,
     Usage,
     count_chat_tokens,
+    object_schema,
     request_hash,
 )
 from tmem_core.methods._context import LLM
@@ -171,26 +172,21 @@ def message_entries(episodes: Sequence[Episode]) -> tuple[Entry, ...]:
 
 def extraction_schema(config: T2MemConfig) -> dict[str, Any]:
     if config.units == "summary":
-        return _object({"summary": {"type": "string", "minLength": 1, "maxLength": 800}})
+        return object_schema({"summary": {"type": "string", "minLength": 1, "maxLength": 800}})
     if config.units == "graph":  # no minLength: a triple with an empty part is dropped, counted
-        triple = _object({**{k: {"type": "string", "maxLength": 80} for k in _TRIPLE},
+        triple = object_schema({**{k: {"type": "string", "maxLength": 80} for k in _TRIPLE},
                           "time": {"type": "string", "maxLength": 24}})
-        return _object({"triples": {"type": "array", "minItems": 1,
+        return object_schema({"triples": {"type": "array", "minItems": 1,
                                     "maxItems": config.max_triples, "items": triple}})
-    entry = _object({
+    entry = object_schema({
         "kind": {"enum": ["event", "fact"]},
         "text": {"type": "string", "minLength": 1, "maxLength": 150},
         "entities": {"type": "array", "maxItems": 3,
                      "items": {"type": "string", "maxLength": 24}},
         "time": {"type": "string", "maxLength": 24},
     })
-    return _object({"entries": {"type": "array", "minItems": 1,
+    return object_schema({"entries": {"type": "array", "minItems": 1,
                                 "maxItems": config.max_entries, "items": entry}})
-
-
-def _object(properties: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": list(properties),
-            "additionalProperties": False}
 
 
 def _request(prompt: Prompt, episode: Episode, config: T2MemConfig, backbone: BackboneConfig,

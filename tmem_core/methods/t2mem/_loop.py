@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tmem_core.evaluation import question_block
-from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, TokenCounter, count_chat_tokens
+from tmem_core.llm import (
+    BackboneConfig,
+    ChatRequest,
+    ChatResponse,
+    TokenCounter,
+    count_chat_tokens,
+    object_schema,
+)
 from tmem_core.methods._context import LLM
 from tmem_core.methods.t2mem._config import Action, T2MemConfig
 from tmem_core.methods.t2mem._episodes import Episode, fit_lines
@@ -51,8 +58,7 @@ def step_schema(allowed: Sequence[Action]) -> dict[str, Any]:
     text = {k: {"type": "string", "maxLength": n} for k, n in _LIMITS.items()}
     properties = {"reasoning": text["reasoning"], "memory": text["memory"],
                   "action": {"enum": list(allowed)}, "argument": text["argument"]}
-    return {"type": "object", "properties": properties, "required": list(properties),
-            "additionalProperties": False}
+    return object_schema(properties)
 
 
 MALFORMED = "malformed output"  # the stop reason of a step whose output is unusable

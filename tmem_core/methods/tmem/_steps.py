@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tmem_core.llm import ChatRequest, ChatResponse
+from tmem_core.llm import ChatRequest, ChatResponse, object_schema
 from tmem_core.methods._context import LLM, render_message
 from tmem_core.prompts import Prompt
 from tmem_core.schema import Message
@@ -41,10 +41,7 @@ def keyed_schema(key: str, entries: Mapping[str, dict[str, Any]]) -> dict[str, A
     """JSON schema of `{key: {local id: entry, ...}}` with every id required, in order.
 
     Grammar-constrained decoding then writes one entry per id and cannot skip one."""
-    inner = {"type": "object", "properties": dict(entries), "required": list(entries),
-             "additionalProperties": False}
-    return {"type": "object", "properties": {key: inner}, "required": [key],
-            "additionalProperties": False}
+    return object_schema({key: object_schema(entries)})
 
 
 def one_of(values: Sequence[str]) -> dict[str, Any]:

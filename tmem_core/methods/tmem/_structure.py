@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tmem_core.evaluation import question_block
-from tmem_core.llm import ChatRequest
+from tmem_core.llm import ChatRequest, object_schema
 from tmem_core.methods._context import LLM
 from tmem_core.methods.tmem._forest import PROPOSABLE, Proposal
 from tmem_core.methods.tmem._steps import (
@@ -78,10 +78,8 @@ class Structurer:
         """Each message may name an earlier message of the request as its parent, or none."""
         shown = [ids[m.msg_id] for m in (*chunk.earlier, *chunk.messages)]
         first = len(chunk.earlier)
-        links = {shown[k]: {"type": "object",
-                            "properties": {"parent": one_of([*shown[:k], NO_PARENT]),
-                                           "relation": one_of(PROPOSABLE)},
-                            "required": ["parent", "relation"], "additionalProperties": False}
+        links = {shown[k]: object_schema({"parent": one_of([*shown[:k], NO_PARENT]),
+                                          "relation": one_of(PROPOSABLE)})
                  for k in range(first, len(shown))}
         chat = load_prompt(STRUCTURE_PROMPT).chat(
             question_block=question_block(question),
