@@ -21,19 +21,18 @@ import json
 import os
 import statistics
 import threading
-import uuid
 from collections import defaultdict
 from pathlib import Path
 
 import psutil
 import ray
+from bench_sim_cluster import sim_backbones  # the same simulated engine
 from ray._private import state as ray_state
 
 from tmem_core.pipeline import STAGES, parse_sweep, run_sweep
 from tmem_core.pipeline._runner import init_ray
 from tmem_core.results import calls_store, calls_window, run_dirs
 
-ENGINE = "{ seed = %d, step_s = 0.02, max_num_seqs = 128, max_output_tokens = 64 }"
 SAMPLE_S = 3.0
 
 
@@ -76,9 +75,7 @@ class PeakMemory:
 def run(args: argparse.Namespace) -> Path:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    backbones = out / "backbones.toml"
-    backbones.write_text(f'[backbones.sim]\nbackend = "sim"\nmodel = "sim"\n'
-                         f"engine = {ENGINE % (uuid.uuid4().int % 10**6)}\n")
+    backbones = sim_backbones(out / "backbones.toml")
     config = parse_sweep({
         "name": "scale", "results_dir": str(out / "results"), "backbones_file": str(backbones),
         "benchmarks": [{"name": "synthetic", "size": args.size, "limit": args.limit}],

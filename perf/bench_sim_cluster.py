@@ -48,11 +48,16 @@ class Measured:
         return statistics.mean(self.busy_s) / self.wall_s
 
 
+def sim_backbones(path: Path) -> Path:
+    """A backbones file with one `sim` backbone of GPU-like timing and a fresh seed (so that
+    nothing comes from the request cache)."""
+    path.write_text(f'[backbones.sim]\nbackend = "sim"\nmodel = "sim"\n'
+                    f"engine = {ENGINE % (uuid.uuid4().int % 10**6)}\n")
+    return path
+
+
 def sweep(args: argparse.Namespace, replicas: int, work: Path) -> Measured:
-    backbones = work / f"backbones-{replicas}.toml"
-    seed = uuid.uuid4().int % 10**6
-    backbones.write_text(f'[backbones.sim]\nbackend = "sim"\nmodel = "sim"\n'
-                         f"engine = {ENGINE % seed}\n")
+    backbones = sim_backbones(work / f"backbones-{replicas}.toml")
     config = parse_sweep({
         "name": f"sim-{replicas}", "results_dir": str(work / "results"),
         "backbones_file": str(backbones),
