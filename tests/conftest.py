@@ -21,6 +21,8 @@ import pytest
 import yaml
 
 from tmem_core.benchmarks import PreparedBenchmark
+from tmem_core.llm import AccountingEndpoint
+from tmem_core.retrieval import MiniLMEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,6 +51,15 @@ def sweep_on_own_ray(config: Path, timeout: float) -> subprocess.CompletedProces
                           text=True, timeout=timeout, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[AccountingEndpoint]:
+    """The accounting endpoint with the local MiniLM embedder, for a module's tests."""
+    embedder = MiniLMEmbedder()
+    served = AccountingEndpoint(embedder.encode, embedder.model_id)
+    yield served
+    served.close()
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ failures of the bound LLM are 5xx errors, and every call is counted."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import openai
@@ -36,14 +36,6 @@ class Recorder:
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
         self.requests.extend(requests)
         return [self.responses.pop(0) for _ in requests]
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[AccountingEndpoint]:
-    embedder = MiniLMEmbedder()
-    served = AccountingEndpoint(embedder.encode, embedder.model_id)
-    yield served
-    served.close()
 
 
 def _client(endpoint: AccountingEndpoint, key: str | None = None) -> openai.OpenAI:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from importlib.util import find_spec
 from pathlib import Path
@@ -30,7 +30,6 @@ from tmem_core.methods.external import DONE
 from tmem_core.methods.external._mem0 import Mem0, Mem0Failed, Mem0Params
 from tmem_core.pipeline import RunSummary
 from tmem_core.results import MEMORY_STAGE, calls_store, stage_store
-from tmem_core.retrieval import MiniLMEmbedder
 from tmem_core.schema import Message
 
 # find_spec, not importorskip: mem0 must first be imported by the adapter (telemetry off)
@@ -63,14 +62,6 @@ class MemoryExtractor:
         self.prompts += [r.messages[-1].content for r in requests]
         return [ChatResponse(text=self.junk or extraction(r.messages[-1].content),
                              usage=Usage(100, 20)) for r in requests]
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[AccountingEndpoint]:
-    embedder = MiniLMEmbedder()
-    served = AccountingEndpoint(embedder.encode, embedder.model_id)
-    yield served
-    served.close()
 
 
 def conversation() -> list[Message]:
