@@ -27,9 +27,9 @@ fewer draws. With more types, the questions in sorted order of their (sorted) va
 `integers(0, n, (rows, n))` draws indices (in chunks of at most `CHUNK_CELLS` draws), then
 `random((rows, n, width))` the values within, `int(u x values)` (paired: run a's, then b's).
 The sign-flip test draws, per distinct |difference|, how many of its questions keep their
-sign, `binomial(questions, 1/2, (PERMUTATIONS, types))`.
+sign, `binomial(questions, 1/2, (PERMUTATIONS, sizes))` (with more sizes than `TYPE_LIMIT`, a
+sign per question, `integers(0, 2, (rows, questions))`, the differences in sorted order).
 """
-
 
 from __future__ import annotations
 
