@@ -7,6 +7,7 @@ import polars as pl
 from tmem_core.evaluation import evidence_recall
 from tmem_core.reports._intervals import VALUES, per_question, score_intervals, with_intervals
 from tmem_core.results import (
+    CORRECT_AT,
     RECORD_STAGES,
     SCOPE,
     STORES,
@@ -109,10 +110,11 @@ def exact_match(questions: pl.DataFrame) -> pl.DataFrame:
 
 def agreement(results: SweepResults) -> pl.DataFrame:
     """Cohen's kappa of every pair of judges of a run on its answers (first repeat, verdict
-    score >= 0.5 as correct), over the questions both scored."""
+    score >= CORRECT_AT as correct), over the questions both scored."""
     verdicts = results.records["judge"].filter((pl.col("repeat") == 0)
                                                & pl.col("score").is_not_null())
-    verdicts = verdicts.select("run_id", "qid", "judge", (pl.col("score") >= 0.5).alias("ok"))
+    verdicts = verdicts.select("run_id", "qid", "judge",
+                               (pl.col("score") >= CORRECT_AT).alias("ok"))
     pairs = verdicts.join(verdicts, on=["run_id", "qid"], suffix="_b").filter(
         pl.col("judge") < pl.col("judge_b"))
     rows = [{"run_id": run_id, "judge_a": a, "judge_b": b, "questions": group.height,
