@@ -116,3 +116,14 @@ def test_gold_of_an_untraceable_context_is_not_measurable(tmp_path: Path) -> Non
     assert q1.evidence_basis == "untraceable"
     assert [(e.id, e.in_context) for e in q1.evidence] == [("m1", None)]
     assert (q1.row.cause, q1.row.recall) == ("untraceable", None)
+
+
+def test_a_search_o1_question_page_has_no_t2mem_timeline(tmp_path: Path) -> None:
+    trace = {"method": "search_o1", "steps": [], "stop": "answer", "fallback": False}
+    questions = [QSpec("q1", "single-hop", ("m1",), ("m1",), (1.0, 1.0), kind="memory",
+                       trace=trace)]
+    write_locomo_data(tmp_path, questions)
+    write_run(tmp_path, RUN, questions)
+    q1 = question_views(load_sweep(tmp_path), RUN.run_id, ["q1"])["q1"]
+    assert q1.context is not None and q1.context.timeline is None
+    assert q1.evidence_basis == "read" and [e.in_context for e in q1.evidence] == [True]

@@ -175,7 +175,7 @@ def _context(construct: Record, messages: Mapping[str, Message], gold: set[str]
     return ContextView(
         construct["kind"], construct["tokens"], context_lines(text, gold),
         forest_view(trace, text, messages, gold) if "forest" in trace else None,
-        timeline(trace) if "steps" in trace else None)
+        timeline(trace) if "steps" in trace and "initial" in trace else None)  # T2Mem's
 
 
 def _message(messages: Mapping[str, Message], msg_id: str) -> str:
