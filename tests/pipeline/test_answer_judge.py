@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import ROOT
-from tmem_core.pipeline._stages import AnswerStage, JudgeStage
+from tests.ray_head import ROOT
+from tmem_core.pipeline._answer_stage import AnswerStage
+from tmem_core.pipeline._judge_stage import JudgeStage
 from tmem_core.prompts import load_prompt
 
 pytestmark = pytest.mark.slow
@@ -33,7 +34,7 @@ def test_answers_and_judgements_are_recorded(bench: str, tmp_path: Path,
         methods = ["bm25"]
         backbones = ["smollm2"]
         top_k = [5]
-        budgets = [512]
+        budget = [512]
         """))
     done = subprocess.run([sys.executable, "-m", "jobs.sweep", "--local", str(config)],
                           cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import ROOT, gcs, run_sweep, sweep_config, sweep_env, wait_for
+from tests.pipeline.faults import probe_env
+from tests.ray_head import ROOT, gcs, run_sweep, sweep_config, sweep_env, wait_for
 from tmem_core.pipeline import STAGES
-from tmem_core.pipeline._stages import AnswerStage, JudgeStage
+from tmem_core.pipeline._answer_stage import AnswerStage
+from tmem_core.pipeline._judge_stage import JudgeStage
 from tmem_core.results import calls_store
 
 pytestmark = pytest.mark.slow
@@ -67,7 +69,7 @@ def test_dying_worker_and_llm_error(ray_address: str, tmp_path: Path) -> None:
     qids = _first_qids(tmp_path, config, ray_address)
     marker = tmp_path / "died-once"
     fault = f"stage=answer,qid={qids[1]},kind=exit,once={marker}"
-    run_sweep(config, ray_address, TMEM_FAULT=fault)
+    run_sweep(config, ray_address, **probe_env(fault))
     assert marker.exists()  # the worker did die
     run_dirs = _run_dirs(tmp_path, "faults")
     for run_dir in run_dirs:
@@ -75,7 +77,7 @@ def test_dying_worker_and_llm_error(ray_address: str, tmp_path: Path) -> None:
     # an LLM error on one question: an error row, the rest completes
     broken = f"stage=judge,qid={qids[2]},kind=llm_error"
     config2 = sweep_config(tmp_path, "llm-error", limit=4, extra="")
-    run_sweep(config2, ray_address, TMEM_FAULT=broken)
+    run_sweep(config2, ray_address, **probe_env(broken))
     (run_dir,) = _run_dirs(tmp_path, "llm-error")
     judged = JudgeStage.store_for(run_dir)
     failures = judged.failures().to_pylist()
@@ -103,8 +105,8 @@ def test_fused_worker_dying_mid_batch_is_retried_without_duplicates(
     marker = tmp_path / "died-once"
     # the fused actor dies at the last stage of the first batch's second question, after
     # the batch's other stages ran but before any of its records were written
-    run_sweep(config, ray_address, TMEM_FAULT=f"stage=judge,qid={qids[1]},kind=exit,"
-                                              f"once={marker}")
+    run_sweep(config, ray_address,
+              **probe_env(f"stage=judge,qid={qids[1]},kind=exit,once={marker}"))
     assert marker.exists()
     (run_dir,) = _run_dirs(tmp_path, "fused-death")
     for stage in STAGES:
