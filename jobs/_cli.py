@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from tmem_core._typed import ConfigError
 from tmem_core.benchmarks import LoadRequest, benchmark_names
 from tmem_core.schema import DataError
 
@@ -30,7 +31,7 @@ def run_main(main: Callable[[], int]) -> None:
     """Run a job; bad input ends with one clear error line and exit status 2."""
     try:
         code = main()
-    except DataError as exc:
+    except (ConfigError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         code = 2
     sys.exit(code)

@@ -67,7 +67,8 @@ from tmem_core.pipeline import (  # noqa: E402
     registered,
     run_sweep,
 )
-from tmem_core.pipeline._stages import AnswerStage, JudgeStage, judge_request  # noqa: E402
+from tmem_core.pipeline._answer_stage import AnswerStage  # noqa: E402
+from tmem_core.pipeline._judge_stage import JudgeStage, judge_request  # noqa: E402
 from tmem_core.prompts import as_chat, load_prompt  # noqa: E402
 from tmem_core.results import calls_store, calls_window  # noqa: E402
 from tmem_core.schema import gold_from_table, questions_from_table  # noqa: E402
@@ -123,7 +124,7 @@ def config(name: str, results: Path, args: argparse.Namespace, backbone: str, wo
     raw: dict[str, Any] = {
         "name": name, "results_dir": str(results), "benchmarks": [bench],
         "grid": {"methods": [args.method], "backbones": [backbone], "judges": [backbone],
-                 "top_k": list(top_k), "budgets": [512]},
+                 "top_k": list(top_k), "budget": [512]},
         "resources": {"retrieve_actors": workers, "llm_actors": workers,
                       "batch_size": args.batch_size, "fuse_stages": fused},
     }

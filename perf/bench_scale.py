@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> Path:
         "name": "scale", "results_dir": str(out / "results"), "backbones_file": str(backbones),
         "benchmarks": [{"name": "synthetic", "size": args.size, "limit": args.limit}],
         "grid": {"methods": args.methods.split(","), "backbones": ["sim"], "top_k": [36],
-                 "budgets": [4096]},
+                 "budget": [4096]},
         "resources": {"llm_actors": args.actors, "retrieve_actors": args.actors,
                       "batch_size": args.batch_size, "engine_replicas": args.replicas},
     })

@@ -63,7 +63,7 @@ def sweep(args: argparse.Namespace, replicas: int, work: Path) -> Measured:
         "backbones_file": str(backbones),
         "benchmarks": [{"name": "synthetic", "size": args.size, "limit": args.limit}],
         "grid": {"methods": args.methods.split(","), "backbones": ["sim"], "top_k": [36],
-                 "budgets": [4096]},
+                 "budget": [4096]},
         "resources": {"llm_actors": args.actors, "retrieve_actors": args.actors,
                       "batch_size": args.batch_size, "engine_replicas": replicas},
     })

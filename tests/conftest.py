@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
+from tests.ray_head import ray_address  # noqa: F401  (the session's Ray head, for every test)
 from tmem_core.benchmarks import PreparedBenchmark
 from tmem_core.llm import AccountingEndpoint
 from tmem_core.retrieval import MiniLMEmbedder

@@ -30,7 +30,7 @@ def sweep(fixtures: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         {"name": "groupmembench", "source": str(fixtures / "groupmembench"), "limit": 2},
         {"name": "evermembench", "source": str(evermembench / "dynamic"), "limit": 2},
         {"name": "evermembench", "source": str(evermembench / "eval"), "categories": ["F_TP"],
-         "limit": 1}], {"methods": list(METHODS), "top_k": [8], "budgets": [512]},
+         "limit": 1}], {"methods": list(METHODS), "top_k": [8], "budget": [512]},
         resources={"batch_size": 4})
     sweep_on_own_ray(config, timeout=1200)
     return tmp / "results" / SWEEP

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from tmem_core import ConfigError
 from tmem_core.methods import MethodEnv, build_method, method_names
 from tmem_core.methods.baselines import Bm25Expand, FullContext, NaiveRag, chunk_messages
 from tmem_core.retrieval import Budget, Conversation, IndexStore
-from tmem_core.schema import DataError, Question
+from tmem_core.schema import Question
 
 STRAY_Q = Question("c", "q", "Is anyone still blocked?", "x")
 
@@ -44,5 +45,5 @@ def test_registry_knows_every_method(store: IndexStore) -> None:
     env = MethodEnv(store.conversations, 3, 512, store)
     for name in method_names():
         assert build_method(name, env).name == name
-    with pytest.raises(DataError, match="unknown method 'nope'; known: bm25, "):
+    with pytest.raises(ConfigError, match="unknown method 'nope'; allowed: bm25, "):
         build_method("nope", env)

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tmem_core import ConfigError
 from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, Usage, get_backbone
 from tmem_core.methods import MethodEnv, build_method, get_method, method_names
 from tmem_core.methods.t2mem import (
@@ -22,7 +23,7 @@ from tmem_core.methods.t2mem import (
     render_trace,
 )
 from tmem_core.retrieval import IndexStore, cl100k_tokens
-from tmem_core.schema import DataError, Question
+from tmem_core.schema import Question
 
 QUESTION = Question("c", "q1", "What is the checkout retry limit?", "knowledge_update")
 Script = Sequence[dict[str, str] | str]
@@ -279,7 +280,7 @@ def test_variants_by_name(store: IndexStore) -> None:
                           {"k_initial": 3})
     assert isinstance(no_raw, T2Mem)
     assert no_raw.config == T2MemConfig(k_initial=3, read_raw=False)
-    with pytest.raises(DataError, match="unknown method 't2mem_tree'"):
+    with pytest.raises(ConfigError, match="unknown method 't2mem_tree'"):
         build_method("t2mem_tree", MethodEnv(store.conversations, 5, 500, store))
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from test_tmem_fakes import ScriptedLLM, by_stage, label_all, link_all, message
 
+from tmem_core import ConfigError
 from tmem_core.llm import count_tokens
 from tmem_core.methods import Evidence, MethodEnv, build_method, get_method, method_names
 from tmem_core.methods._context import Context
@@ -21,7 +22,7 @@ from tmem_core.methods.tmem import (
     trace_problems,
 )
 from tmem_core.retrieval import Conversation, HashEmbedder, IndexStore
-from tmem_core.schema import DataError, Question
+from tmem_core.schema import Question
 
 COUNT = functools.partial(count_tokens, "smollm2")
 QUESTION = Question("c", "q1", "What is the current retry limit for Atlas checkout?", "ku")
@@ -115,7 +116,7 @@ def test_variants_registry_and_missing_llm(store: IndexStore) -> None:
     assert forest.config.discovery_config.anchors == 8  # the grid's Top-k
     variants = [n for n in method_names() if get_method(n).variant_of == "tmem"]
     assert len(variants) == 7
-    with pytest.raises(DataError, match="unknown method 'tmem_nope'"):
+    with pytest.raises(ConfigError, match="unknown method 'tmem_nope'"):
         build_method("tmem_nope", env)
     method = TMem(store, CONFIG)
     with pytest.raises(ValueError, match="needs an LLM"):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import (
+from tests.ray_head import (
     ROOT,
     cluster_env,
     free_ports,

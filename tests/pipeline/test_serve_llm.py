@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import ROOT, gcs, run_sweep, sweep_config, sweep_env
+from tests.ray_head import ROOT, gcs, run_sweep, sweep_config, sweep_env
 from tmem_core.llm import PREFIX_ROUTER, BackboneConfig, ConfigError, parse_backbones
 from tmem_core.pipeline import STAGES
 from tmem_core.pipeline._serve import serve_options

@@ -30,7 +30,7 @@ def forest_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("viewer")
     config = write_sweep(tmp, SWEEP, [{"name": "synthetic", "size": 200, "seed": 0, "limit": 2}],
                          {"methods": ["bm25", "tmem"], "judges": ["smollm2"], "top_k": [12],
-                          "budgets": [1024]},
+                          "budget": [1024]},
                          resources={"retrieve_actors": 1, "llm_actors": 1, "batch_size": 2})
     sweep_on_own_ray(config, timeout=1800)
     return tmp / "results" / SWEEP

@@ -4,13 +4,6 @@ Add a benchmark by decorating its loader with `@benchmark("name", protocol=Proto
 description=...)`: the loader and how its answers are scored, in one file.
 """
 
-from tmem_core.benchmarks import (  # noqa: F401  (registration side effects)
-    _evermembench,
-    _groupmembench,
-    _locomo,
-    _longmemeval,
-    _synthetic,
-)
 from tmem_core.benchmarks._prepare import (
     DEFAULT_OUT,
     PreparedBenchmark,

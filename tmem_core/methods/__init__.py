@@ -6,8 +6,6 @@ systems (`memory_system`) in `external`. `build_method` makes
 one by name for a run, `evidence_recall_at_k` scores the ranked ones without an LLM.
 """
 
-# registration side effects: every bundled method
-from tmem_core.methods import baselines, external, t2mem, tmem  # noqa: F401
 from tmem_core.methods._base import Evidence, EvidenceMethod, evidence
 from tmem_core.methods._context import LLM, Context, ContextKind, ContextMethod, render_message
 from tmem_core.methods._flat import FlatContextMethod, ranked

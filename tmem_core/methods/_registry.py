@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Generic, TypeVar, cast
 
+from tmem_core._registry import Registry
 from tmem_core._typed import ConfigError, build_config
 from tmem_core.methods._base import Evidence
 from tmem_core.methods._context import Context, ContextMethod
 from tmem_core.retrieval import Conversation, IndexStore
-from tmem_core.schema import DataError, Message
+from tmem_core.schema import Message
 
 P = TypeVar("P")
 Show = Callable[[Evidence, Context, Mapping[str, Message]], str]
@@ -68,15 +69,19 @@ class MethodSpec(Generic[P]):
     ranked: bool = False
 
     def parse(self, raw: Mapping[str, Any], where: str = "") -> P:
-        """The method's parameters from a config table (the variant's changes applied last)."""
-        params = build_config(self.params, raw, where or f"methods.{self.name}")
+        """The method's parameters from a config table, with the variant's changes (a key
+        the variant sets is refused: it would be dropped)."""
+        where = where or f"methods.{self.name}"
+        _refuse_overridden(raw, self.overrides, where, self)
+        params = build_config(self.params, raw, where)
         return cast(P, _apply(params, self.overrides))
 
     def create(self, env: MethodEnv, raw: Mapping[str, Any] | None = None) -> ContextMethod:
         return self.build(env, self.parse(raw or {}), self.name)
 
 
-_REGISTRY: dict[str, MethodSpec[Any]] = {}
+METHODS: Registry[MethodSpec[Any]] = Registry("method", tuple(
+    f"tmem_core.methods.{package}" for package in ("baselines", "external", "t2mem", "tmem")))
 
 
 def method(name: str, *, description: str, config: type[Any] = NoParams,
@@ -92,25 +97,21 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
         for spec in (base, *(dataclasses.replace(base, name=variant, overrides=changes,
                                                  variant_of=name)
                              for variant, changes in (variants or {}).items())):
-            if spec.name in _REGISTRY:
-                raise ValueError(f"method {spec.name!r} is already registered")
             _apply(build_config(config, {}, f"methods.{spec.name}"), spec.overrides)
-            _REGISTRY[spec.name] = spec
+            METHODS.add(spec.name, spec)
         return build
 
     return register
 
 
-def get_method(name: str) -> MethodSpec[Any]:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise DataError(f"unknown method {name!r}; known: {', '.join(method_names())}") from None
+def get_method(name: str, key: str = "") -> MethodSpec[Any]:
+    """The method registered as `name` (`key`: where a config named it)."""
+    return METHODS.get(name, key)
 
 
 def method_names(*, ranked: bool | None = None) -> list[str]:
     """Registered method names (only those that rank without an LLM, with `ranked=True`)."""
-    return sorted(n for n, s in _REGISTRY.items() if ranked is None or s.ranked == ranked)
+    return [n for n, s in METHODS if ranked is None or s.ranked == ranked]
 
 
 def build_method(name: str, env: MethodEnv, raw: Mapping[str, Any] | None = None
@@ -124,8 +125,21 @@ def _apply(params: Any, changes: Mapping[str, Any]) -> Any:
     updates = {}
     for key, value in changes.items():
         if not hasattr(params, key):
-            raise ConfigError(f"variant changes unknown parameter {key!r}")
+            raise ConfigError("", f"variant changes unknown parameter {key!r}")
         current = getattr(params, key)
         nested = dataclasses.is_dataclass(current) and isinstance(value, Mapping)
         updates[key] = _apply(current, value) if nested else value
     return dataclasses.replace(params, **updates) if updates else params
+
+
+def _refuse_overridden(raw: Mapping[str, Any], changes: Mapping[str, Any], where: str,
+                       spec: MethodSpec[Any]) -> None:
+    for key, value in changes.items():
+        if key not in raw:
+            continue
+        if isinstance(value, Mapping) and isinstance(raw[key], Mapping):
+            _refuse_overridden(raw[key], value, f"{where}.{key}", spec)
+            continue
+        raise ConfigError(f"{where}.{key}", f"set to {value!r} by the variant {spec.name} of "
+                                            f"{spec.variant_of}; name {spec.variant_of} to "
+                                            f"choose it yourself")

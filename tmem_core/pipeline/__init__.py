@@ -4,10 +4,11 @@ Nothing below this package imports Ray; methods, retrieval and the LLM layer are
 Python that the stages here wrap.
 """
 
+from tmem_core._typed import ConfigError
+from tmem_core.pipeline._actors import STAGES
 from tmem_core.pipeline._config import (
     Allowed,
     BenchmarkConfig,
-    ConfigError,
     Resources,
     RunSpec,
     SweepConfig,
@@ -26,7 +27,7 @@ from tmem_core.pipeline._runner import (
     run_sweep,
     select_questions,
 )
-from tmem_core.pipeline._stages import STAGES, StageJob
+from tmem_core.pipeline._stage import StageJob
 from tmem_core.pipeline._watch import STATUS_ENV, supervise
 
 __all__ = [

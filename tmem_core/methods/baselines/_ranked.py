@@ -78,37 +78,22 @@ def _full_context(env: MethodEnv, _params: NoParams, _name: str) -> ContextMetho
     return FlatContextMethod(FullContext(env.index_store), env, Budget(tokens=env.budget_tokens))
 
 
-@method("bm25", description="BM25 over messages, Top-k", ranked=True)
-def _bm25(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
-    return ranked(RankedRetrieval(env.index_store, "bm25"), env)
+@dataclass(frozen=True)
+class RankedParams:
+    kind: Kind = "bm25"  # the retriever: bm25, dense (MiniLM + faiss) or hybrid (RRF of both)
+    metadata: bool = False  # metadata-expanded messages and query
 
 
-@method("dense", description="MiniLM + faiss over messages, Top-k", ranked=True)
-def _dense(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
-    return ranked(RankedRetrieval(env.index_store, "dense"), env)
-
-
-@method("hybrid", description="BM25 and dense fused by reciprocal rank, Top-k", ranked=True)
-def _hybrid(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
-    return ranked(RankedRetrieval(env.index_store, "hybrid"), env)
-
-
-@method("bm25_meta", description="BM25 over metadata-expanded messages and query, Top-k",
-        ranked=True)
-def _bm25_meta(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
-    return ranked(RankedRetrieval(env.index_store, "bm25", metadata=True), env)
-
-
-@method("dense_meta", description="dense over metadata-expanded messages and query, Top-k",
-        ranked=True)
-def _dense_meta(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
-    return ranked(RankedRetrieval(env.index_store, "dense", metadata=True), env)
-
-
-@method("hybrid_meta", description="hybrid over metadata-expanded messages and query, Top-k",
-        ranked=True)
-def _hybrid_meta(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
-    return ranked(RankedRetrieval(env.index_store, "hybrid", metadata=True), env)
+@method("bm25", config=RankedParams, ranked=True, variants={
+    "dense": {"kind": "dense"},
+    "hybrid": {"kind": "hybrid"},
+    "bm25_meta": {"metadata": True},
+    "dense_meta": {"kind": "dense", "metadata": True},
+    "hybrid_meta": {"kind": "hybrid", "metadata": True},
+}, description="one retriever over messages (BM25, dense, or both fused by reciprocal rank), "
+               "optionally metadata-expanded, Top-k")
+def _ranked(env: MethodEnv, params: RankedParams, name: str) -> ContextMethod:
+    return ranked(RankedRetrieval(env.index_store, params.kind, params.metadata, name), env)
 
 
 @dataclass(frozen=True)

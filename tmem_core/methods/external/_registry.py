@@ -36,5 +36,6 @@ def _check_installed(spec: SystemSpec[Any]) -> None:
     missing = [m for m in spec.imports if importlib.util.find_spec(m) is None]
     if missing:
         hint = f": pip install -e '.[{spec.extra}]'" if spec.extra else ""
-        raise ConfigError(f"method {spec.name!r} needs {', '.join(missing)}, which is not "
-                          f"installed{hint}")
+        raise ConfigError(f"methods.{spec.name}", f"method {spec.name!r} needs "
+                                                  f"{', '.join(missing)}, which is not "
+                                                  f"installed{hint}")
