@@ -18,7 +18,7 @@ import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from jobs._cli import add_source_args, load_request, run_main
+from jobs._cli import add_method_args, add_source_args, load_request, method_tables, run_main
 from tmem_core.benchmarks import build, read_prepared
 from tmem_core.llm import count_tokens, open_client
 from tmem_core.methods import LLM, ContextMethod, MethodEnv, Show, get_method, method_names
@@ -33,10 +33,11 @@ def main() -> int:
     questions = {q.qid: q for q in questions_from_table(prepared.questions)}
     if args.qid not in questions:
         raise DataError(f"no question {args.qid!r}; for example: {', '.join(list(questions)[:5])}")
+    spec = get_method(args.method, key="--method")
+    params = method_tables(args, [args.method]).get(args.method, {})
     conversations = conversations_from_table(prepared.messages)
-    spec = get_method(args.method)
     store = IndexStore(conversations)
-    method = spec.create(MethodEnv(conversations, args.top_k, args.budget, store))
+    method = spec.create(MethodEnv(conversations, args.top_k, args.budget, store), params)
     with open_client(args.backbone) as llm:
         print(report(questions[args.qid], method, spec.show, llm, args.budget, conversations))
     print(gold_lines(gold_from_table(prepared.questions)[args.qid]))
@@ -49,11 +50,12 @@ def _parser() -> argparse.ArgumentParser:
     add_source_args(parser)
     parser.add_argument("--prepared", type=Path, help="read a prepared folder instead")
     parser.add_argument("--qid", required=True, help="the question to inspect")
-    parser.add_argument("--method", default="tmem", choices=method_names())
+    parser.add_argument("--method", default="tmem", help=f"one of {', '.join(method_names())}")
     parser.add_argument("--backbone", default="smollm2", help="LLM backbone of the method")
-    parser.add_argument("--budget", type=int, default=8192, help="evidence budget in tokens")
     parser.add_argument("--top-k", type=int, default=36,
-                        help="the grid's Top-k (T-MEM: anchors; baselines: messages kept)")
+                        help="the retrieval depth (a sweep's grid.top_k; T-MEM: anchors; "
+                             "baselines: messages kept; external systems: items recalled)")
+    add_method_args(parser)
     return parser
 
 
@@ -64,7 +66,7 @@ def report(question: Question, method: ContextMethod, show: Show, llm: LLM, budg
     if prepare is not None:  # offline memory first (T2Mem's metadata; cached on disk)
         prepare(question.conv_id, llm)
     evidence = method.retrieve(question)
-    context = method.construct(question, evidence, llm, budget,
+    context = method.construct(question, evidence, llm,
                                functools.partial(count_tokens, llm.backbone))
     messages = {m.msg_id: m for m in conversations[question.conv_id].messages}
     head = (f"== {question.qid} [{question.category}] {question.question}"

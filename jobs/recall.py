@@ -14,7 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-from jobs._cli import add_source_args, load_request, run_main
+from jobs._cli import add_method_args, add_source_args, load_request, method_tables, run_main
 from tmem_core.benchmarks import PreparedBenchmark, build, read_prepared
 from tmem_core.evaluation import RecallTable
 from tmem_core.methods import evidence_recall_at_k, method_names
@@ -44,8 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--methods", type=_names, default=_names(DEFAULT_METHODS),
                         help=f"comma-separated, from {', '.join(method_names(ranked=True))}")
     parser.add_argument("--k", type=_ints, default=_ints("5,10,20,36,48"),
-                        help="comma-separated message budgets")
-    parser.add_argument("--anchors", type=int, help="T-MEM: fixed anchor depth (default: k)")
+                        help="comma-separated Top-k (each method's top_k: messages kept, "
+                             "T-MEM's anchors)")
+    add_method_args(parser, budget=False)
     parser.add_argument("--conversations", type=_names, help="only these conversation ids")
     parser.add_argument("--out", type=Path, help="write the JSON here")
     return parser
@@ -55,9 +56,10 @@ def evaluate(prepared: PreparedBenchmark, args: argparse.Namespace) -> RecallTab
     """Recall of every method at every k over the scorable questions."""
     questions = [q for q in questions_from_table(prepared.questions)
                  if not args.conversations or q.conv_id in args.conversations]
+    params = method_tables(args, args.methods)
     return evidence_recall_at_k(questions, gold_from_table(prepared.questions),
                                 conversations_from_table(prepared.messages), args.methods,
-                                args.k, args.anchors)
+                                args.k, params)
 
 
 def print_table(table: RecallTable, ks: list[int]) -> None:

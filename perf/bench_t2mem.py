@@ -116,7 +116,7 @@ def _print_prepare(cold: ConstructionStats, warm: ConstructionStats,
 
 def _construct(method: T2Mem, question: Question, llm: LLM) -> Context:
     started = time.perf_counter()
-    context = method.construct(question, method.retrieve(question), llm, 8192, cl100k_tokens)
+    context = method.construct(question, method.retrieve(question), llm, cl100k_tokens)
     context.trace["wall_s"] = time.perf_counter() - started
     return context
 

@@ -3,11 +3,13 @@
 `build_config(cls, raw, where)` checks keys (unknown ones listed with the allowed keys),
 scalar types, `Literal` choices, lists (as tuples) and tables item by item, and nested
 dataclasses (given as sub-tables), then calls the constructor; a `ValueError` from
-`__post_init__` becomes a `ConfigError` at `where`. `read_config` reads the file.
+`__post_init__` becomes a `ConfigError` at `where`. `read_config` reads the file;
+`to_json` and `from_json` carry typed records (a method's evidence payload) through JSON.
 """
 
 from __future__ import annotations
 
+import json
 import tomllib
 import types
 from collections.abc import Mapping
@@ -121,3 +123,23 @@ def _kind(expected: type | tuple[type, ...]) -> str:
         return "a list"
     names: dict[type, str] = {Mapping: "a table"}
     return names.get(expected, expected.__name__)
+
+
+def to_json(value: object) -> str:
+    """Dataclasses, tuples, mappings and datetimes as JSON (for Parquet records)."""
+    return json.dumps(_plain(value), sort_keys=True, default=str)
+
+
+def from_json(cls: type[_T], text: str) -> _T:
+    """The dataclass `cls` of a record's JSON (`to_json`), typed as a config is."""
+    return build_config(cls, json.loads(text), cls.__name__)
+
+
+def _plain(value: object) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    return value

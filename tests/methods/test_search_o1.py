@@ -60,8 +60,8 @@ def step(action: str, query: str = "", reasoning: str = "thinking") -> dict[str,
 
 def run(store: IndexStore, llm: ScriptedLLM, budget: int = 4096, question: Question = QUESTION,
         **params: Any) -> Context:
-    method = SearchO1(store, SearchO1Params(**params))
-    return method.construct(question, method.retrieve(question), llm, budget, cl100k_tokens)
+    method = SearchO1(store, SearchO1Params(**params), budget=budget)
+    return method.construct(question, method.retrieve(question), llm, cl100k_tokens)
 
 
 def documents(prompt: str) -> list[str]:
@@ -165,7 +165,7 @@ def test_documents_and_context_stay_within_their_budgets(store: IndexStore) -> N
 
 
 def test_the_registered_method_takes_its_own_k_not_the_grids(store: IndexStore) -> None:
-    env = MethodEnv(store.conversations, top_k=12, budget_tokens=1024, store=store)
+    env = MethodEnv(store.conversations, top_k=12, budget=1024, store=store)
     method = build_method("search_o1", env, {"k": 2, "steps": 1})
     assert len(method.retrieve(QUESTION).ids) == 2
     with pytest.raises(ValueError, match="steps must be positive"):

@@ -74,11 +74,11 @@ def step(action: str, argument: str = "", memory: str = "") -> dict[str, str]:
 
 def run(store: IndexStore, tmp_path: Path, script: Script, budget: int = 4096,
         **config: Any) -> tuple[Any, ScriptedLLM]:
-    method = T2Mem(store, T2MemConfig(**config), cache=tmp_path / "t2mem")
+    method = T2Mem(store, T2MemConfig(**config), cache=tmp_path / "t2mem", budget=budget)
     llm = ScriptedLLM(script)
     method.prepare("c", llm)
     found = method.retrieve(QUESTION)
-    return method.construct(QUESTION, found, llm, budget, cl100k_tokens), llm
+    return method.construct(QUESTION, found, llm, cl100k_tokens), llm
 
 
 def shown(context: Any) -> list[str]:

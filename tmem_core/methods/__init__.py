@@ -7,15 +7,25 @@ one by name for a run, `evidence_recall_at_k` scores the ranked ones without an 
 """
 
 from tmem_core.methods._base import Evidence, EvidenceMethod, evidence
-from tmem_core.methods._context import LLM, Context, ContextKind, ContextMethod, render_message
+from tmem_core.methods._context import (
+    LLM,
+    MESSAGE_ID,
+    Context,
+    ContextKind,
+    ContextMethod,
+    render_message,
+)
 from tmem_core.methods._flat import FlatContextMethod, ranked
 from tmem_core.methods._recall import RecallProgress, evidence_recall_at_k
 from tmem_core.methods._registry import (
+    Check,
     MethodEnv,
     MethodSpec,
     NoParams,
     Show,
+    View,
     build_method,
+    check_params,
     get_method,
     method,
     method_names,
@@ -24,6 +34,8 @@ from tmem_core.methods._registry import (
 
 __all__ = [
     "LLM",
+    "MESSAGE_ID",
+    "Check",
     "Context",
     "ContextKind",
     "ContextMethod",
@@ -35,7 +47,9 @@ __all__ = [
     "NoParams",
     "RecallProgress",
     "Show",
+    "View",
     "build_method",
+    "check_params",
     "evidence",
     "evidence_recall_at_k",
     "get_method",

@@ -23,7 +23,7 @@ from typing import Any
 from tmem_core._typed import ConfigError, build_config, read_config
 from tmem_core.benchmarks import benchmark_names, get_benchmark
 from tmem_core.llm import load_backbones
-from tmem_core.methods import get_method, method_names
+from tmem_core.methods import check_params, method_names
 
 
 @dataclass(frozen=True)
@@ -192,23 +192,11 @@ def parse_sweep(raw: Mapping[str, Any], allowed: Allowed | None = None,
            _backbones(allowed, config.backbones_file))
     for index, bench in enumerate(config.benchmarks):
         _check_benchmark(bench, f"benchmarks[{index}]", allowed)
-    method_params(config.methods, config.grid.methods)
+    check_params(config.methods, config.grid.methods)
     for name, path in config.judge_prompts.items():
         _check_judge_prompt(name, path)
     _check_results_dir(Path(config.results_dir))
     return config
-
-
-def method_params(tables: Mapping[str, Mapping[str, Any]], methods: Iterable[str]) -> None:
-    """Each `[methods.<name>]` table checked by its method's parameter dataclass (unknown
-    keys, types, choices, and keys the method sets itself); each names a method in use."""
-    methods = tuple(methods)
-    for name, table in tables.items():
-        if name not in methods:
-            raise ConfigError(f"methods.{name}", f"parameters for a method not in grid.methods "
-                                                 f"({', '.join(methods)})")
-        if name in method_names():  # else a name the caller allowed unregistered (grid tests)
-            get_method(name).parse(table)
 
 
 def import_plugins(modules: Iterable[str]) -> None:

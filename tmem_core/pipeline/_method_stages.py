@@ -1,4 +1,8 @@
-"""The stages that run the method: retrieval (CPU) and construction (its LLM steps)."""
+"""The stages that run the method: retrieval (CPU) and construction (its LLM steps).
+
+Retrieval passes construction the evidence ids and the method's typed evidence payload (the
+type it registered as `evidence`, as JSON); construction stores the context with its typed
+payload (`context`), which the run's checks and the viewer read."""
 
 from __future__ import annotations
 
@@ -13,9 +17,9 @@ from typing import Any
 
 import pyarrow.compute as pc
 
+from tmem_core import from_json, to_json
 from tmem_core.llm import CallRecord, counter_for
-from tmem_core.methods import ContextMethod, Evidence, MethodEnv, build_method
-from tmem_core.pipeline._json import to_json
+from tmem_core.methods import ContextMethod, Evidence, MethodEnv, MethodSpec, get_method
 from tmem_core.pipeline._stage import Output, Row, Stage, StageJob
 from tmem_core.results import MEMORY_STAGE, calls_store, conversation_of, memory_qid
 from tmem_core.retrieval import conversations_from_table
@@ -48,11 +52,15 @@ class MethodStage(Stage):
         super().__init__(job)  # last: it warms up, which builds the method
 
     @cached_property
+    def spec(self) -> MethodSpec[Any]:
+        return get_method(self.job.run.method)
+
+    @cached_property
     def method(self) -> ContextMethod:
         run = self.job.run
         env = MethodEnv(conversations_from_table(self.prepared.messages), run.top_k,
                         run.budget)
-        return build_method(run.method, env, run.params)
+        return self.spec.create(env, run.params)
 
     def warm_up(self) -> None:
         self.method  # noqa: B018 (builds the method)
@@ -77,7 +85,14 @@ class MethodStage(Stage):
 
 class RetrieveStage(MethodStage):
     name = "retrieve"
-    writes = ("evidence_ids", "trace")
+    writes = ("evidence_ids", "payload")
+
+    def stored(self) -> dict[str, Row]:
+        """Records of earlier attempts, but for those written before the method's evidence
+        had its payload (retrieved again)."""
+        needed = get_method(self.job.run.method).evidence is not None
+        return {k: r for k, r in super().stored().items()
+                if r["payload"] is not None or not needed}
 
     def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
         question = self.questions[row["qid"]]
@@ -85,28 +100,34 @@ class RetrieveStage(MethodStage):
         started = time.perf_counter()
         evidence = self.method.retrieve(question)
         record = self.record(row, evidence_ids=list(evidence.ids), trace=to_json(evidence.trace),
+                             payload=_payload_json(evidence.payload),
                              latency_s=time.perf_counter() - started)
         return Output([record], calls)
 
 
 class ConstructStage(MethodStage):
     name = "construct"
-    reads = ("evidence_ids", "trace")
+    reads = ("evidence_ids", "payload")
     writes = ("kind", "context")
 
     def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
         question = self.questions[row["qid"]]
-        trace = json.loads(row["trace"]) if row["trace"] else None
-        evidence = Evidence(question.qid, self.job.run.method, tuple(row["evidence_ids"]), trace)
+        payload = (from_json(self.spec.evidence, row["payload"])
+                   if self.spec.evidence is not None else None)
+        evidence = Evidence(question.qid, self.job.run.method, tuple(row["evidence_ids"]),
+                            payload=payload)
         memory_calls = self.prepare_memory(question)
         llm = self.proxy(self.job.backbone, question.qid)
         started = time.perf_counter()
-        context = self.method.construct(question, evidence, llm, self.job.run.budget,
-                                        counter_for(self.job.backbone))
+        context = self.method.construct(question, evidence, llm, counter_for(self.job.backbone))
         record = self.record(row, kind=context.kind, context=context.text,
                              context_ids=list(context.ids), tokens=context.tokens,
-                             trace=to_json(context.trace),
+                             trace=to_json(context.trace), payload=_payload_json(context.payload),
                              degradation=json.dumps(context.trace.get("degradation", {}),
                                                     sort_keys=True),
                              latency_s=time.perf_counter() - started)
         return Output([record], memory_calls + llm.records)
+
+
+def _payload_json(payload: object | None) -> str | None:
+    return None if payload is None else to_json(payload)

@@ -20,6 +20,7 @@ from ray.data import ActorPoolStrategy
 
 from tmem_core.benchmarks import LoadRequest, get_protocol, prepare, read_prepared
 from tmem_core.llm import SERVE_BACKEND, BackboneConfig, get_backend, load_backbones
+from tmem_core.methods import get_method
 from tmem_core.pipeline._actors import FLOW_SCHEMA, STAGES, FusedStages, PerRun, split_by_run
 from tmem_core.pipeline._answer_stage import AnswerStage
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
@@ -384,7 +385,7 @@ def _validate(job: StageJob, qids: list[str], prepared: Any, histories: dict[str
                                                  latest[ConstructStage.name], questions, gold),
         "no_gold_ids_in_prompts": no_gold_ids_in_prompts(
             calls_store(Path(job.run_dir)).read_all()),
-        **context_checks(latest[ConstructStage.name]),
+        **context_checks(latest[ConstructStage.name], get_method(job.run.method)),
     }
     return {name: v.as_dict() for name, v in out.items()}
 

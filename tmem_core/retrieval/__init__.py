@@ -6,7 +6,7 @@ every method and run; embeddings are cached per text. `IndexStore` is the entry 
 
 from tmem_core._cache_dir import CACHE_ENV, build_once, cache_root
 from tmem_core.retrieval._bm25 import Bm25Index, Bm25Params
-from tmem_core.retrieval._budget import DEFAULT_TOKENS, Budget
+from tmem_core.retrieval._budget import within_tokens
 from tmem_core.retrieval._conversation import (
     Conversation,
     conversations_from_table,
@@ -42,13 +42,11 @@ from tmem_core.retrieval._tokens import TokenCounter, cl100k_tokens
 
 __all__ = [
     "CACHE_ENV",
-    "DEFAULT_TOKENS",
     "KINDS",
     "METADATA_FIELDS",
     "RRF_K",
     "Bm25Index",
     "Bm25Params",
-    "Budget",
     "BuildStats",
     "Conversation",
     "ConversationIndex",
@@ -75,4 +73,5 @@ __all__ = [
     "query_text",
     "rrf",
     "text_key",
+    "within_tokens",
 ]

@@ -23,7 +23,8 @@ def memory_system(name: str, *, description: str, config: type[Any] = NoParams,
 
         def build(env: MethodEnv, params: P, method_name: str) -> ContextMethod:
             _check_installed(spec)
-            return ExternalMemory(spec, params, env.index_store, env.top_k, method_name)
+            return ExternalMemory(spec, params, env.index_store, env.top_k, env.budget,
+                                  method_name)
 
         method(name, config=config, show=show_recalled,
                description=f"{description} (external system; Top-k items recalled)")(build)

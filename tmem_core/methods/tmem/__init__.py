@@ -36,27 +36,23 @@ from tmem_core.methods.tmem._forest import (
 from tmem_core.methods.tmem._labels import LLMSelector, Selection, interval_batches
 from tmem_core.methods.tmem._linearise import Linearised, linearise, node_line
 from tmem_core.methods.tmem._method import TemporalDiscovery
+from tmem_core.methods.tmem._payload import Built, Found
 from tmem_core.methods.tmem._rerank import ContextReranker, Selector
 from tmem_core.methods.tmem._show import describe, tree
 from tmem_core.methods.tmem._structure import Proposals, Structurer, topic_chunks
 from tmem_core.methods.tmem._timeline import GROUP_FIELDS, Timeline, group_key
-from tmem_core.methods.tmem._tmem import (
-    TMem,
-    TMemConfig,
-    candidates_from_json,
-    discovery_json,
-    intervals_from_json,
-)
+from tmem_core.methods.tmem._tmem import TMem, TMemConfig, discovery_json
 from tmem_core.methods.tmem._validate import (
     budget_problems,
     context_problems,
     forest_problems,
+    forest_structure,
     order_problems,
-    trace_problems,
 )
 
 __all__ = [
     "GROUP_FIELDS",
+    "Built",
     "Candidate",
     "Compression",
     "Constraints",
@@ -64,6 +60,7 @@ __all__ = [
     "Discovery",
     "DiscoveryConfig",
     "Forest",
+    "Found",
     "Interval",
     "Item",
     "LLMSelector",
@@ -84,7 +81,6 @@ __all__ = [
     "Timeline",
     "budget_problems",
     "build_forest",
-    "candidates_from_json",
     "compress",
     "context_problems",
     "describe",
@@ -93,11 +89,11 @@ __all__ = [
     "find_interval",
     "flat_forest",
     "forest_problems",
+    "forest_structure",
     "group_anchors",
     "group_key",
     "interval_batches",
     "interval_density",
-    "intervals_from_json",
     "linearise",
     "mandatory_text",
     "node_line",
@@ -109,6 +105,5 @@ __all__ = [
     "support",
     "temporal_clusters",
     "topic_chunks",
-    "trace_problems",
     "tree",
 ]

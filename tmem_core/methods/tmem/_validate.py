@@ -5,12 +5,12 @@ Gold leakage into prompts is checked by `tmem_core.evaluation.gold_leaks`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from tmem_core.llm import TokenCounter
 from tmem_core.methods._context import Context
 from tmem_core.methods.tmem._forest import EDGE_RELATIONS, Forest
+from tmem_core.methods.tmem._payload import Built
 
 _UNTYPED = ("RELATED",)
 
@@ -75,17 +75,19 @@ def budget_problems(context: Context, budget_tokens: int,
     return problems
 
 
-def trace_problems(trace: Mapping[str, Any], ids: Sequence[str]) -> list[str]:
-    """Forest structure and linearised order, from a T-MEM context's JSON trace and the ids it
-    presents (a pipeline construct record has both)."""
-    forest = Forest.from_json(trace["forest"])
+def forest_structure(built: Built, ids: Sequence[str]) -> list[str]:
+    """A T-MEM context's forest (parents, roots, time order) and the ids it presents in the
+    forest's linearised order, from its payload (a construct record has both)."""
+    forest = built.the_forest()
     return [*forest_problems(forest), *order_problems(forest, ids)]
 
 
 def context_problems(context: Context, budget_tokens: int,
                      count_tokens: TokenCounter | None = None) -> list[str]:
     """Every check of a T-MEM context."""
-    return [*trace_problems(context.trace, context.ids),
+    if not isinstance(context.payload, Built):
+        return [f"{context.qid}: not a T-MEM context"]
+    return [*forest_structure(context.payload, context.ids),
             *budget_problems(context, budget_tokens, count_tokens)]
 
 
