@@ -29,8 +29,7 @@ import ray
 from bench_sim_cluster import sim_backbones  # the same simulated engine
 from ray._private import state as ray_state
 
-from tmem_core.pipeline import STAGES, parse_sweep, run_sweep
-from tmem_core.pipeline._runner import init_ray
+from tmem_core.pipeline import STAGES, init_ray, parse_sweep, run_sweep
 from tmem_core.results import calls_store, calls_window, run_dirs
 
 SAMPLE_S = 3.0

@@ -25,7 +25,7 @@ from statistics import fmean
 
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.llm import BackboneConfig, HttpConfig, get_backbone, open_client
-from tmem_core.methods._context import LLM, Context
+from tmem_core.methods import LLM, Context
 from tmem_core.methods.t2mem import ConstructionStats, T2Mem, render_trace
 from tmem_core.retrieval import (
     CACHE_ENV,

@@ -17,12 +17,13 @@ import yaml
 from tests.conftest import scripted_backbones
 from tests.extending.toy_backend import TOY_BACKEND
 from tests.ray_head import run_sweep as run_sweep_on
+from tmem_core import ConfigError
 from tmem_core.benchmarks import (
     benchmark_names,
     get_benchmark,
 )
 from tmem_core.methods import method_names
-from tmem_core.pipeline import ConfigError, parse_sweep, run_sweep
+from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.prompts import load_prompt
 from tmem_core.results import calls_store, stage_store
 

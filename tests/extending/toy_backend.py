@@ -18,8 +18,8 @@ from tmem_core.llm import (
     SimEngineConfig,
     Usage,
     backend,
+    output_response,
 )
-from tmem_core.llm._types import output_response
 
 TOY_BACKEND = "toy_echo"
 

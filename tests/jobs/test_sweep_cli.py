@@ -60,7 +60,7 @@ def _cases(tmp: Path) -> dict[str, tuple[Path, str]]:
         "unknown backend": (
             _config(tmp, extra=f'backbones_file = "{unknown_backend}"'),
             f"error: config key 'backbones_file': {unknown_backend}: backbones.mine.backend: "
-            "unknown backend 'vlm'; allowed: embedded, openai, serve, sim, vllm"),
+            "unknown backend 'vlm'; allowed: embedded, openai, serve"),
         "no benchmark source": (
             _config(tmp, benchmark='[[benchmarks]]\nname = "locomo"\n'),
             "error: config key 'benchmarks[0].source': benchmark 'locomo' is read from its "

@@ -6,10 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tmem_core import ConfigError
 from tmem_core.llm import (
-    BUILTIN_BACKBONES,
-    ConfigError,
-    EmbeddedEngineConfig,
     OpenAIEngineConfig,
     Sampling,
     VLLMEngineConfig,
@@ -18,6 +16,8 @@ from tmem_core.llm import (
     make_backend,
     parse_backbones,
 )
+from tmem_core.llm._config import BUILTIN_BACKBONES
+from tmem_core.llm._embedded import EmbeddedEngineConfig
 
 
 def test_builtins_parse_into_typed_engine_configs() -> None:
@@ -83,7 +83,7 @@ def test_yaml_file_and_backend_change_replaces_the_entry(tmp_path: Path) -> None
         (
             {"backend": "vlm", "model": "m"},
             "config key 'backbones.x.backend': unknown backend 'vlm'; "
-            "allowed: embedded, openai, serve, sim, vllm",
+            "allowed: embedded, openai, serve, sim",
         ),
         (
             {"backend": "vllm", "model": "m", "engine": {"n_parallel": 4}},

@@ -9,9 +9,11 @@ import gguf
 import numpy as np
 import pytest
 
-from tmem_core.llm import BUNDLED_SMOLLM2, ConfigError, bundled_gguf, load_backbones
+from tmem_core import ConfigError
+from tmem_core.llm import load_backbones
+from tmem_core.llm._config import BUNDLED_SMOLLM2
 from tmem_core.llm._gguf import requantize
-from tmem_core.llm._models import serving_gguf
+from tmem_core.llm._models import bundled_gguf, serving_gguf
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tmem_core import ConfigError
-from tmem_core.methods import MethodEnv, build_method, method_names
-from tmem_core.methods.baselines import Bm25Expand, FullContext, NaiveRag, chunk_messages
+from tmem_core.methods import MethodEnv, method_names
+from tmem_core.methods._registry import build_method
+from tmem_core.methods.baselines._naive_rag import NaiveRag, chunk_messages
+from tmem_core.methods.baselines._ranked import Bm25Expand, FullContext
 from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
 from tmem_core.schema import Question
 

@@ -16,21 +16,20 @@ import pytest
 
 from tmem_core.benchmarks import LoadRequest, PreparedBenchmark, build
 from tmem_core.evaluation import evidence_recall, recall_scorable
-from tmem_core.methods import MethodEnv, build_method
-from tmem_core.methods.tmem import (
+from tmem_core.methods import MethodEnv
+from tmem_core.methods._registry import build_method
+from tmem_core.methods.tmem import DiscoveryConfig, TemporalDiscovery
+from tmem_core.methods.tmem._discovery import (
     Candidate,
     Discovery,
-    DiscoveryConfig,
-    TemporalDiscovery,
-    Timeline,
     discover,
     find_interval,
     group_anchors,
-    group_key,
     interval_density,
     padded_members,
     temporal_clusters,
 )
+from tmem_core.methods.tmem._timeline import Timeline, group_key
 from tmem_core.retrieval import Conversation, IndexStore, MiniLMEmbedder
 from tmem_core.retrieval import conversations_from_table as conversations
 from tmem_core.schema import Gold, Message, Question, gold_from_table, questions_from_table

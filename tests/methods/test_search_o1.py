@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 
 from tests.conftest import FIXTURES
+from tests.hashed_embedder import HashEmbedder
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.evaluation import gold_strings
 from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, Usage, get_backbone
-from tmem_core.methods import Context, MethodEnv, build_method, get_method, render_message
-from tmem_core.methods.baselines import SearchO1, SearchO1Params
-from tmem_core.retrieval import HashEmbedder, IndexStore, cl100k_tokens, conversations_from_table
+from tmem_core.methods import Context, MethodEnv, get_method, render_message
+from tmem_core.methods._registry import build_method
+from tmem_core.methods.baselines._search_o1 import SearchO1, SearchO1Params
+from tmem_core.retrieval import IndexStore, cl100k_tokens, conversations_from_table
 from tmem_core.schema import Question, gold_from_table, messages_from_table, questions_from_table
 
 QUESTION = Question("c", "q1", "What is the checkout retry limit?", "knowledge_update")

@@ -15,7 +15,9 @@ import pytest
 from tests.conftest import source_named
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.llm import BackboneConfig, LazyBackend, LLMClient, get_backbone, open_client
-from tmem_core.methods.t2mem import STEP_STAGE, T2Mem, T2MemConfig, render_trace
+from tmem_core.methods.t2mem import T2Mem, render_trace
+from tmem_core.methods.t2mem._config import T2MemConfig
+from tmem_core.methods.t2mem._loop import STEP_STAGE
 from tmem_core.retrieval import (
     Conversation,
     IndexStore,

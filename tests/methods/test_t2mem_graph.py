@@ -9,8 +9,11 @@ from typing import Any
 
 from tests.methods.test_t2mem_loop import QUESTION, ScriptedLLM, step
 from tmem_core.llm import ChatRequest, ChatResponse, Usage
-from tmem_core.methods import MethodEnv, build_method
-from tmem_core.methods.t2mem import T2Mem, T2MemConfig, extraction_schema, render_trace
+from tmem_core.methods import MethodEnv
+from tmem_core.methods._registry import build_method
+from tmem_core.methods.t2mem import T2Mem, render_trace
+from tmem_core.methods.t2mem._config import T2MemConfig
+from tmem_core.methods.t2mem._extract import extraction_schema
 from tmem_core.retrieval import IndexStore, cl100k_tokens
 
 GRAPH = T2MemConfig(units="graph")

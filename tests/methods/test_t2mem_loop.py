@@ -13,15 +13,13 @@ import pytest
 
 from tmem_core import ConfigError
 from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, Usage, get_backbone
-from tmem_core.methods import MethodEnv, build_method, get_method, method_names
-from tmem_core.methods.t2mem import (
-    EXTRACT_STAGE,
-    STEP_STAGE,
-    NotPrepared,
-    T2Mem,
-    T2MemConfig,
-    render_trace,
-)
+from tmem_core.methods import MethodEnv, get_method, method_names
+from tmem_core.methods._base import NotPrepared
+from tmem_core.methods._registry import build_method
+from tmem_core.methods.t2mem import T2Mem, render_trace
+from tmem_core.methods.t2mem._config import T2MemConfig
+from tmem_core.methods.t2mem._extract import EXTRACT_STAGE
+from tmem_core.methods.t2mem._loop import STEP_STAGE
 from tmem_core.retrieval import IndexStore, cl100k_tokens
 from tmem_core.schema import Question
 

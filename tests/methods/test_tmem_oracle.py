@@ -18,12 +18,14 @@ import pytest
 from test_tmem_fakes import ScriptedLLM, asked_ids, by_stage, shown_lines
 
 from tests.conftest import source_named
+from tests.hashed_embedder import HashEmbedder
 from tmem_core.benchmarks import LoadRequest, _synthetic, build
 from tmem_core.evaluation import gold_leaks
 from tmem_core.llm import ChatRequest, count_tokens
 from tmem_core.methods._context import render_message
-from tmem_core.methods.tmem import TMem, context_problems
-from tmem_core.retrieval import HashEmbedder, IndexStore, conversations_from_table
+from tmem_core.methods.tmem import TMem
+from tmem_core.methods.tmem._validate import context_problems
+from tmem_core.retrieval import IndexStore, conversations_from_table
 from tmem_core.schema import Gold, Question, gold_from_table, questions_from_table
 
 COUNT = functools.partial(count_tokens, "smollm2")

@@ -10,20 +10,15 @@ from pathlib import Path
 import pytest
 from test_tmem_fakes import ScriptedLLM, by_stage, label_all, link_all, message
 
+from tests.hashed_embedder import HashEmbedder
 from tmem_core import ConfigError, from_json, to_json
 from tmem_core.llm import count_tokens
-from tmem_core.methods import Evidence, MethodEnv, build_method, get_method, method_names
+from tmem_core.methods import Evidence, MethodEnv, get_method, method_names
 from tmem_core.methods._context import Context
-from tmem_core.methods.tmem import (
-    Built,
-    DiscoveryConfig,
-    Found,
-    TMem,
-    TMemConfig,
-    context_problems,
-    forest_structure,
-)
-from tmem_core.retrieval import Conversation, HashEmbedder, IndexStore
+from tmem_core.methods._registry import build_method
+from tmem_core.methods.tmem import Built, DiscoveryConfig, Found, TMem, TMemConfig
+from tmem_core.methods.tmem._validate import context_problems, forest_structure
+from tmem_core.retrieval import Conversation, IndexStore
 from tmem_core.schema import Question
 
 COUNT = functools.partial(count_tokens, "smollm2")

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.hashed_embedder import HashEmbedder
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.llm import LLMClient, count_tokens, open_client
-from tmem_core.methods.tmem import DiscoveryConfig, TMem, TMemConfig, context_problems
-from tmem_core.retrieval import HashEmbedder, IndexStore, conversations_from_table
+from tmem_core.methods.tmem import DiscoveryConfig, TMem, TMemConfig
+from tmem_core.methods.tmem._validate import context_problems
+from tmem_core.retrieval import IndexStore, conversations_from_table
 from tmem_core.schema import Question, questions_from_table
 
 pytestmark = pytest.mark.slow

@@ -12,8 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tmem_core.llm import Answered, CallRecord, ChatRequest
-from tmem_core.llm._types import error_response
+from tmem_core.llm import Answered, CallRecord, ChatRequest, error_response
 from tmem_core.pipeline._engine import EngineProxy
 from tmem_core.pipeline._probe import PROBE_ENV, Probe
 

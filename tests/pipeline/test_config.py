@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from tmem_core._typed import read_config
+from tmem_core import ConfigError
 from tmem_core.llm import load_backbones
-from tmem_core.pipeline import Allowed, ConfigError, load_sweep, parse_sweep, registered
+from tmem_core.pipeline import load_sweep, parse_sweep, registered
+from tmem_core.pipeline._config import Allowed
 
 ALLOWED = Allowed(benchmarks=["locomo", "synthetic"], methods=["bm25", "tmem_reranked"],
                   backbones=lambda _: ["smollm2", "qwen"])
@@ -86,7 +88,7 @@ def test_example_configs_load(path: Path, tmp_path: Path) -> None:
     if path.name.startswith("backbones"):
         assert load_backbones(path)
         return
-    raw = read_config(path)
+    raw = tomllib.loads(path.read_text())
     for bench in raw["benchmarks"]:  # a cluster's data folder stands in for itself here
         if "source" in bench and not Path(bench["source"]).exists():
             bench["source"] = str(tmp_path)

@@ -10,8 +10,7 @@ import pyarrow as pa
 
 from tmem_core import to_json
 from tmem_core.methods import get_method
-from tmem_core.methods.tmem import Built
-from tmem_core.methods.tmem._forest import Forest, Node, Relation
+from tmem_core.methods.tmem import Built, Forest, Node, Relation
 from tmem_core.pipeline._validators import context_checks
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tmem_core.retrieval import cl100k_tokens, rrf, within_tokens
+from tmem_core.retrieval import cl100k_tokens, within_tokens
+from tmem_core.retrieval._fusion import rrf
 from tmem_core.schema import Message
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from tmem_core import to_json
-from tmem_core.methods.t2mem._method import LoopRecord
+from tmem_core.methods.t2mem import LoopRecord
 from tmem_core.methods.tmem import Built, Proposal, build_forest, linearise
 from tmem_core.schema import Message
 from tmem_core.viewer._evidence import context_lines, panels

@@ -13,7 +13,6 @@ from tmem_core.benchmarks._prepare import (
     write_prepared,
 )
 from tmem_core.benchmarks._registry import (
-    BenchmarkSpec,
     LoadedBenchmark,
     LoadRequest,
     benchmark,
@@ -24,7 +23,6 @@ from tmem_core.benchmarks._registry import (
 
 __all__ = [
     "DEFAULT_OUT",
-    "BenchmarkSpec",
     "LoadRequest",
     "LoadedBenchmark",
     "PreparedBenchmark",

@@ -48,6 +48,7 @@ class BenchmarkSpec:
 BENCHMARKS: Registry[BenchmarkSpec] = Registry("benchmark", tuple(
     f"tmem_core.benchmarks._{name}"
     for name in ("evermembench", "groupmembench", "locomo", "longmemeval", "synthetic")))
+"""The bundled benchmarks, by the modules that register them."""
 
 
 def benchmark(

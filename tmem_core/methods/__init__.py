@@ -15,8 +15,8 @@ from tmem_core.methods._context import (
     ContextMethod,
     render_message,
 )
-from tmem_core.methods._flat import FlatContextMethod, ranked
-from tmem_core.methods._recall import RecallProgress, evidence_recall_at_k
+from tmem_core.methods._flat import ranked
+from tmem_core.methods._recall import evidence_recall_at_k
 from tmem_core.methods._registry import (
     Check,
     MethodEnv,
@@ -24,12 +24,10 @@ from tmem_core.methods._registry import (
     NoParams,
     Show,
     View,
-    build_method,
     check_params,
     get_method,
     method,
     method_names,
-    show_context,
 )
 
 __all__ = [
@@ -41,14 +39,11 @@ __all__ = [
     "ContextMethod",
     "Evidence",
     "EvidenceMethod",
-    "FlatContextMethod",
     "MethodEnv",
     "MethodSpec",
     "NoParams",
-    "RecallProgress",
     "Show",
     "View",
-    "build_method",
     "check_params",
     "evidence",
     "evidence_recall_at_k",
@@ -57,5 +52,4 @@ __all__ = [
     "method_names",
     "ranked",
     "render_message",
-    "show_context",
 ]

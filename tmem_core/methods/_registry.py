@@ -104,7 +104,10 @@ class MethodSpec(Generic[P]):
 
 
 METHODS: Registry[MethodSpec[Any]] = Registry("method", tuple(
-    f"tmem_core.methods.{package}" for package in ("baselines", "external", "t2mem", "tmem")))
+    f"tmem_core.methods.{module}" for module in (
+        "baselines._ranked", "baselines._naive_rag", "baselines._search_o1", "external._mem0",
+        "external._graphiti", "t2mem._method", "tmem._method", "tmem._tmem")))
+"""The bundled methods, by the modules that register them."""
 
 
 def method(name: str, *, description: str, config: type[Any] = NoParams,

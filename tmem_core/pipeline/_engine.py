@@ -33,8 +33,8 @@ from tmem_core.llm import (
     SharedEngine,
     cache_first,
     get_backend,
+    run_sync,
 )
-from tmem_core.llm._types import run_sync
 from tmem_core.pipeline._config import import_plugins
 
 ENGINE_PREFIX = "tmem-llm-"
