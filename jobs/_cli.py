@@ -11,9 +11,21 @@ from pathlib import Path
 from typing import Any
 
 from tmem_core import ConfigError
-from tmem_core.benchmarks import LoadRequest, benchmark_names
+from tmem_core.benchmarks import (
+    LoadRequest,
+    PreparedBenchmark,
+    benchmark_names,
+    build,
+    read_prepared,
+)
 from tmem_core.methods import check_params
 from tmem_core.schema import DataError
+
+
+def add_benchmark_args(parser: argparse.ArgumentParser) -> None:
+    """A benchmark's source flags, or `--prepared` (see `load_benchmark`)."""
+    add_source_args(parser)
+    parser.add_argument("--prepared", type=Path, help="read a prepared folder instead")
 
 
 def add_source_args(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +80,12 @@ def _toml_value(text: str) -> Any:
 
 def load_request(args: argparse.Namespace) -> LoadRequest:
     return LoadRequest(source=args.source, size=args.size, seed=args.seed, variant=args.variant)
+
+
+def load_benchmark(args: argparse.Namespace) -> PreparedBenchmark:
+    """The `--prepared` folder, else the benchmark built from its source flags."""
+    return (read_prepared(args.prepared) if args.prepared
+            else build(args.benchmark, load_request(args)))
 
 
 def run_main(main: Callable[[], int]) -> None:

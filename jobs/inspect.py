@@ -16,10 +16,14 @@ from __future__ import annotations
 import argparse
 import functools
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
-from jobs._cli import add_method_args, add_source_args, load_request, method_tables, run_main
-from tmem_core.benchmarks import build, read_prepared
+from jobs._cli import (
+    add_benchmark_args,
+    add_method_args,
+    load_benchmark,
+    method_tables,
+    run_main,
+)
 from tmem_core.llm import count_tokens, open_client
 from tmem_core.methods import LLM, ContextMethod, MethodEnv, Show, get_method, method_names
 from tmem_core.retrieval import Conversation, IndexStore, conversations_from_table
@@ -28,8 +32,7 @@ from tmem_core.schema import DataError, Gold, Question, gold_from_table, questio
 
 def main() -> int:
     args = _parser().parse_args()
-    prepared = (read_prepared(args.prepared) if args.prepared
-                else build(args.benchmark, load_request(args)))
+    prepared = load_benchmark(args)
     questions = {q.qid: q for q in questions_from_table(prepared.questions)}
     if args.qid not in questions:
         raise DataError(f"no question {args.qid!r}; for example: {', '.join(list(questions)[:5])}")
@@ -47,8 +50,7 @@ def main() -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m jobs.inspect", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_source_args(parser)
-    parser.add_argument("--prepared", type=Path, help="read a prepared folder instead")
+    add_benchmark_args(parser)
     parser.add_argument("--qid", required=True, help="the question to inspect")
     parser.add_argument("--method", default="tmem", help=f"one of {', '.join(method_names())}")
     parser.add_argument("--backbone", default="smollm2", help="LLM backbone of the method")

@@ -35,12 +35,11 @@ import re
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,7 @@ from tmem_core.benchmarks import read_prepared  # noqa: E402
 from tmem_core.llm import (  # noqa: E402
     ChatRequest,
     LLMClient,
+    LoopbackServer,
     RequestCache,
     get_backbone,
     load_backbones,
@@ -82,17 +82,14 @@ class InstantEndpoint:
     a JSON schema is asked for, a fixed short answer otherwise. Only warms the cache."""
 
     def __init__(self) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _InstantHandler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.server = LoopbackServer(_InstantHandler)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        return self.server.base_url
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.server.close()
 
 
 class _InstantHandler(BaseHTTPRequestHandler):

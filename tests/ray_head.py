@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tmem_core.pipeline import STATUS_ENV
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -108,9 +110,12 @@ def sweep_env(address: str, **extra: str) -> dict[str, str]:
 
 def run_sweep(config: Path, address: str, timeout: float = 900, **env: str
               ) -> subprocess.CompletedProcess[str]:
+    """`python -m jobs.sweep config` on the head; it must succeed. The command runs its driver
+    itself, as the child it supervises would (the supervision has tests of its own)."""
+    status = {STATUS_ENV: str(config.with_suffix(".status.json"))}
     done = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
-                          env=sweep_env(gcs(address), **env), capture_output=True, text=True,
-                          timeout=timeout, check=False)
+                          env=sweep_env(gcs(address), **status, **env), capture_output=True,
+                          text=True, timeout=timeout, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 

@@ -66,13 +66,9 @@ def benchmark(
     return register
 
 
-def get_benchmark(name: str, key: str = "") -> BenchmarkSpec:
-    """The benchmark registered as `name` (`key`: where a config named it)."""
-    return BENCHMARKS.get(name, key)
-
-
-def benchmark_names() -> list[str]:
-    return BENCHMARKS.names()
+get_benchmark = BENCHMARKS.get
+"""The benchmark registered as `name` (`key`: where a config named it)."""
+benchmark_names = BENCHMARKS.names
 
 
 def get_protocol(name: str) -> Protocol:

@@ -37,6 +37,7 @@ from tmem_core.llm._http import (
     OpenAIEngineConfig,
     StaticEndpoint,
 )
+from tmem_core.llm._loopback import LoopbackServer
 from tmem_core.llm._request_cache import RequestCache, request_hash
 from tmem_core.llm._serve import PREFIX_ROUTER, SERVE_BACKEND, ServeLLMEngineConfig, app_name
 from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
@@ -83,6 +84,7 @@ __all__ = [
     "HttpConfig",
     "LLMClient",
     "LazyBackend",
+    "LoopbackServer",
     "OpenAICompatBackend",
     "OpenAIEngineConfig",
     "RequestCache",

@@ -50,10 +50,6 @@ def backend(name: str, *, engine: type[E], uses_gpus: bool = False, in_process: 
     return register
 
 
-def get_backend(name: str, key: str = "") -> BackendSpec:
-    """The backend registered as `name` (`key`: where a config named it)."""
-    return BACKENDS.get(name, key)
-
-
-def backend_names() -> list[str]:
-    return BACKENDS.names()
+get_backend = BACKENDS.get
+"""The backend registered as `name` (`key`: where a config named it)."""
+backend_names = BACKENDS.names
