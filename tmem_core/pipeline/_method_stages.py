@@ -90,7 +90,7 @@ class RetrieveStage(MethodStage):
     def stored(self) -> dict[str, Row]:
         """Records of earlier attempts, but for those written before the method's evidence
         had its payload (retrieved again)."""
-        needed = get_method(self.job.run.method).evidence is not None
+        needed = self.spec.evidence is not None
         return {k: r for k, r in super().stored().items()
                 if r["payload"] is not None or not needed}
 

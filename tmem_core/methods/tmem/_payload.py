@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tmem_core.methods.tmem._discovery import Candidate, Discovery, Interval
+from tmem_core.methods.tmem._discovery import Discovery, Interval
 from tmem_core.methods.tmem._forest import Forest, Node, Repair
-from tmem_core.retrieval import Conversation
 
 
 @dataclass(frozen=True)
@@ -33,10 +32,6 @@ class Found:
     def of(cls, found: Discovery) -> Found:
         return cls(tuple(Scored(c.message.msg_id, c.relevance, c.support, c.anchor_rank)
                          for c in found.candidates), found.intervals)
-
-    def candidates_in(self, conversation: Conversation) -> list[Candidate]:
-        return [Candidate(conversation.messages[conversation.position[c.id]], c.relevance,
-                          c.support, c.anchor_rank) for c in self.candidates]
 
 
 @dataclass(frozen=True)

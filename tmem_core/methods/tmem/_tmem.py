@@ -131,7 +131,8 @@ class TMem:
         if not isinstance(evidence.payload, Found):
             raise ValueError(f"{evidence.qid}: evidence has no T-MEM discovery")
         conversation = self.store.conversations[question.conv_id]
-        candidates = evidence.payload.candidates_in(conversation)
+        candidates = [Candidate(conversation.messages[conversation.position[c.id]], c.relevance,
+                                c.support, c.anchor_rank) for c in evidence.payload.candidates]
         marks = [time.perf_counter()]
         selection = self._select(question, candidates, evidence.payload.intervals, llm)
         marks.append(time.perf_counter())
