@@ -62,13 +62,13 @@ def order_problems(forest: Forest, order: Sequence[str]) -> list[str]:
     return [f"linearised order differs from chronological pre-order at position {at}"]
 
 
-def budget_problems(context: Context, budget_tokens: int,
+def budget_problems(context: Context, budget: int,
                     count_tokens: TokenCounter | None = None) -> list[str]:
     """The context is within budget; with a counter, its recorded token count is exact."""
     problems = []
-    if context.tokens > budget_tokens:
+    if context.tokens > budget:
         problems.append(f"{context.qid}: {context.tokens} tokens over a budget of "
-                        f"{budget_tokens}")
+                        f"{budget}")
     if count_tokens is not None and count_tokens(context.text) != context.tokens:
         problems.append(f"{context.qid}: records {context.tokens} tokens, text has "
                         f"{count_tokens(context.text)}")
@@ -82,13 +82,13 @@ def forest_structure(built: Built, ids: Sequence[str]) -> list[str]:
     return [*forest_problems(forest), *order_problems(forest, ids)]
 
 
-def context_problems(context: Context, budget_tokens: int,
+def context_problems(context: Context, budget: int,
                      count_tokens: TokenCounter | None = None) -> list[str]:
     """Every check of a T-MEM context."""
     if not isinstance(context.payload, Built):
         return [f"{context.qid}: not a T-MEM context"]
     return [*forest_structure(context.payload, context.ids),
-            *budget_problems(context, budget_tokens, count_tokens)]
+            *budget_problems(context, budget, count_tokens)]
 
 
 def _cyclic(forest: Forest) -> list[str]:
