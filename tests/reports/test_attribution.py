@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from tests.reports.conftest import QSpec, locomo_run, write_locomo_data, write_run
-from tmem_core.reports import Report, Summary, read_sweep, summarise
+from tmem_core.reports import Summary, read_sweep, summarise
+from tmem_core.reports._markdown import Report
 from tmem_core.reports._stats import wilson
 from tmem_core.results import calibration_store
 

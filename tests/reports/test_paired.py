@@ -11,8 +11,9 @@ import pytest
 
 from tests.reports.conftest import QUESTIONS, locomo_run, write_locomo_data, write_run
 from tmem_core.pipeline import BenchmarkConfig
-from tmem_core.reports import Report, read_sweep, summarise
 from tmem_core.reports import _stats as stats
+from tmem_core.reports import read_sweep, summarise
+from tmem_core.reports._markdown import Report
 
 BASE = locomo_run("grid")
 SAME = locomo_run("grid", budget=1024)  # the same answers and verdicts as BASE

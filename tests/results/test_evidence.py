@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tmem_core.results import READ, SHOWN, UNTRACEABLE, evidence_basis
+from tmem_core.results._evidence import READ, SHOWN, UNTRACEABLE, evidence_basis
 
 
 def _recalled(*items: tuple[bool, list[str]], shown: int | None = None) -> str:

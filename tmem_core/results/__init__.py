@@ -17,19 +17,17 @@ from tmem_core.results._accuracy import (
     with_overall,
 )
 from tmem_core.results._calibration import (
-    CONTROLS,
     RELIABLE_RATE,
     JudgeCalibration,
     calibration,
     judge_calibrations,
 )
 from tmem_core.results._degradation import degradation_counts, degraded
-from tmem_core.results._evidence import READ, SHOWN, UNTRACEABLE, evidence_basis
+from tmem_core.results._evidence import SHOWN, UNTRACEABLE, evidence_basis
 from tmem_core.results._layout import (
     CALIBRATION,
     CALIBRATION_STAGE,
     CALLS,
-    CALLS_STORE_SCHEMA,
     CONTRACT_FILE,
     MEMORY_STAGE,
     RECORD_STAGES,
@@ -44,13 +42,7 @@ from tmem_core.results._layout import (
     run_dirs,
     stage_store,
 )
-from tmem_core.results._store import (
-    RECORD_COLUMNS,
-    StageStore,
-    failures_of,
-    latest_of,
-    stage_schema,
-)
+from tmem_core.results._store import StageStore, failures_of, latest_of
 from tmem_core.results._sweep import SweepResults, read_sweep
 
 __all__ = [
@@ -58,14 +50,10 @@ __all__ = [
     "CALIBRATION",
     "CALIBRATION_STAGE",
     "CALLS",
-    "CALLS_STORE_SCHEMA",
     "CONTRACT_FILE",
-    "CONTROLS",
     "CORRECT_AT",
     "MEMORY_STAGE",
     "OVERALL",
-    "READ",
-    "RECORD_COLUMNS",
     "RECORD_STAGES",
     "RELIABLE_RATE",
     "SCOPE",
@@ -95,7 +83,6 @@ __all__ = [
     "read_sweep",
     "run_dirs",
     "score_accuracy",
-    "stage_schema",
     "stage_store",
     "with_overall",
 ]
