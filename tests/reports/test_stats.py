@@ -20,6 +20,13 @@ def test_wilson_matches_the_published_values() -> None:
     assert stats.wilson(0, 0) == stats.NO_INTERVAL
 
 
+@pytest.mark.parametrize("n", range(1, 40))
+def test_wilson_holds_an_estimate_of_none_or_all(n: int) -> None:
+    """0 of 3 would otherwise start at 5.6e-17 (matplotlib refuses the negative error bar)."""
+    assert stats.wilson(0, n).low == 0.0
+    assert stats.wilson(n, n).high == 1.0
+
+
 def test_wilson_for_a_proportion_the_bootstrap_otherwise() -> None:
     assert stats.interval([[1.0], [0.0], [1.0]]).method == stats.WILSON
     assert stats.interval([[1.0], [0.5], [1.0]]).method == stats.BOOTSTRAP  # an F1

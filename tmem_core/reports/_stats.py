@@ -88,13 +88,15 @@ class Paired:
 
 
 def wilson(successes: int, n: int) -> Interval:
-    """Wilson's score interval of `successes` out of `n`."""
+    """Wilson's score interval of `successes` out of `n` (exactly 0 below none, 1 above all:
+    the formula's rounding would leave the estimate outside it)."""
     if n == 0:
         return NO_INTERVAL
     p, z2 = successes / n, _Z * _Z
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = _Z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return Interval(max(0.0, centre - half), min(1.0, centre + half), WILSON)
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    return Interval(low, 1.0 if successes == n else min(1.0, centre + half), WILSON)
 
 
 def is_proportion(values: Values) -> bool:
