@@ -47,15 +47,19 @@ RUN = locomo_run("planted", judge_repeats=3)
 UNRELIABLE = locomo_run("planted", judge_repeats=3, budget=1024)
 
 
-@pytest.fixture
-def summary(tmp_path: Path) -> Summary:
+def write_planted(root: Path) -> None:
     """Two runs of the planted questions; the second one's judge fails its calibration."""
-    write_locomo_data(tmp_path, QUESTIONS)
-    write_run(tmp_path, RUN, QUESTIONS)
-    run_dir = write_run(tmp_path, UNRELIABLE, QUESTIONS)
+    write_locomo_data(root, QUESTIONS)
+    write_run(root, RUN, QUESTIONS)
+    run_dir = write_run(root, UNRELIABLE, QUESTIONS)
     calibration_store(run_dir).append([
         {"run_id": UNRELIABLE.run_id, "key": "q1|j1|gold", "qid": "q1", "conv_id": "c1",
          "ok": True, "judge": "j1", "control": "gold", "score": 0.0, "expected": 1.0}])
+
+
+@pytest.fixture
+def summary(tmp_path: Path) -> Summary:
+    write_planted(tmp_path)
     return summarise(read_sweep(tmp_path))
 
 

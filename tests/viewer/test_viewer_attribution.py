@@ -10,20 +10,13 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser
 
-from tests.reports.conftest import write_locomo_data, write_run
-from tests.reports.test_attribution import PLANTED, QUESTIONS, RUN, UNRELIABLE
+from tests.reports.test_attribution import PLANTED, RUN, UNRELIABLE, write_planted
 from tmem_core.reports import read_sweep, summarise
-from tmem_core.results import calibration_store
 
 
 @pytest.fixture
 def planted(tmp_path: Path) -> Path:
-    write_locomo_data(tmp_path, QUESTIONS)
-    write_run(tmp_path, RUN, QUESTIONS)
-    run_dir = write_run(tmp_path, UNRELIABLE, QUESTIONS)
-    calibration_store(run_dir).append([
-        {"run_id": UNRELIABLE.run_id, "key": "q1|j1|gold", "qid": "q1", "conv_id": "c1",
-         "ok": True, "judge": "j1", "control": "gold", "score": 0.0, "expected": 1.0}])
+    write_planted(tmp_path)
     return tmp_path
 
 
