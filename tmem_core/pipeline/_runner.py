@@ -51,6 +51,7 @@ from tmem_core.results import (
     CALIBRATION_STAGE,
     SWEEP_FILE,
     JudgeCalibration,
+    Lease,
     calibration_store,
     calls_store,
     degradation_counts,
@@ -60,6 +61,8 @@ from tmem_core.results import (
     latest_of,
     mean_exact_match,
     overall_accuracy,
+    remove_leftovers,
+    write_atomic,
 )
 from tmem_core.schema import gold_from_table, questions_from_table
 
@@ -67,6 +70,7 @@ Log = Callable[[str], None]
 LOCAL_RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 FAULT_ENV = "TMEM_FAULT"
 PROPAGATED_ENV = ("TMEM_CACHE_DIR", "HF_HUB_OFFLINE", "HF_HOME")
+JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # set by Ray's job server for the entrypoint
 
 
 def init_ray(num_cpus: int | None = None) -> None:
@@ -134,13 +138,22 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     """Every run of the grid, through one pipeline whose actors serve all runs in turn (so
     runs neither start actors nor drain the pipeline at their boundaries); each run's summary
     is logged as soon as its last question is out. `local` runs the stages in this process."""
-    if not local:
-        init_ray()
+    root = Path(config.results_dir) / config.name
+    with Lease(root, log) as lease:  # LeaseHeld: another driver writes this sweep
+        assert lease.holder is not None
+        for path in remove_leftovers(root, lease.holder.since):
+            log(f"removed {path}: left over by an interrupted write")
+        if not local:
+            init_ray()
+            lease.note(_ray_job())
+        return _run_held(config, root, log, local)
+
+
+def _run_held(config: SweepConfig, root: Path, log: Log, local: bool) -> list[RunSummary]:
+    """`run_sweep` once its driver holds the sweep folder's lease."""
     backbones = {name: with_replicas(b, config.resources)
                  for name, b in load_backbones(config.backbones_file).items()}
-    root = Path(config.results_dir) / config.name
-    root.mkdir(parents=True, exist_ok=True)
-    (root / SWEEP_FILE).write_text(json.dumps(_sweep_json(config), indent=2, default=str))
+    write_atomic(root / SWEEP_FILE, json.dumps(_sweep_json(config), indent=2, default=str))
     bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
     plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, local)
              for run in config.runs()]
@@ -172,6 +185,14 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
         for backbone in served:
             undeploy_serve(backbone)
     return summaries
+
+
+def _ray_job() -> str:
+    """This driver's Ray job, with its submission id when `ray job submit` started it."""
+    job = ray.get_runtime_context().get_job_id()
+    submitted = json.loads(os.environ.get(JOB_CONFIG_ENV, "{}")).get("metadata", {})
+    submission = submitted.get("job_submission_id")
+    return f"{submission} (driver job {job})" if submission else job
 
 
 def with_replicas(backbone: BackboneConfig, resources: Resources) -> BackboneConfig:

@@ -101,10 +101,13 @@ class StageJob:
 
 @dataclass(frozen=True)
 class Fault:
-    """A fault injected for tests: `stage=<name>,qid=<qid>,kind=exit|llm_error[,once=<file>]`.
+    """A fault injected for tests:
+    `stage=<name>,qid=<qid>,kind=exit|exit_before_records|llm_error[,once=<file>]`.
 
     `exit` kills the stage's worker process when it reaches the question (once, if a marker
-    file is given); `llm_error` makes every LLM call of that question in that stage fail.
+    file is given); `exit_before_records` kills it after its batch's calls are written and
+    before the stage records are; `llm_error` makes every LLM call of that question in that
+    stage fail.
     """
 
     stage: str
@@ -205,8 +208,11 @@ class Stage:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         results = list(self._threads.map(self.step, batch.to_pylist()))
-        self.write(results)
+        # calls first: a record on disk always has its calls (a kill in between redoes the
+        # question, whose calls then count once, by identity)
         self.calls.append(_call_rows(self.job.run.run_id, results))
+        _exit_before_records(self.fault, [(self.name, r.flow["qid"]) for r in results])
+        self.write(results)
         return _flow_table(results)
 
     def write(self, results: list[StageResult]) -> None:
@@ -239,6 +245,14 @@ class Stage:
 
     def process(self, row: dict[str, Any]) -> StageResult:
         raise NotImplementedError
+
+
+def _exit_before_records(fault: Fault | None, reached: list[tuple[str, str]]) -> None:
+    """The `exit_before_records` fault: the worker dies once a batch's calls are written and
+    before its stage records are."""
+    if fault is not None and fault.kind == "exit_before_records" and any(
+            fault.hits(stage, qid) for stage, qid in reached):
+        os._exit(1)
 
 
 def _flow_table(results: list[StageResult]) -> pa.Table:
@@ -560,9 +574,12 @@ class FusedStages:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         per_question = list(self._threads.map(self._through_all, batch.to_pylist()))
+        self.calls.append(_call_rows(self.run_id, [r for rs in per_question for r in rs]))
+        _exit_before_records(self.stages[0].fault, [
+            (stage.name, results[0].flow["qid"]) for results in per_question
+            for stage in self.stages])
         for index, stage in enumerate(self.stages):
             stage.write([results[index] for results in per_question])
-        self.calls.append(_call_rows(self.run_id, [r for rs in per_question for r in rs]))
         return _flow_table([results[-1] for results in per_question])
 
     def _through_all(self, row: dict[str, Any]) -> list[StageResult]:
