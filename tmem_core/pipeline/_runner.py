@@ -48,7 +48,6 @@ from tmem_core.pipeline._validators import (
 from tmem_core.pipeline._watch import ClusterWatch, Landed
 from tmem_core.prompts import load_prompt, prompt_names
 from tmem_core.results import (
-    CALIBRATION_STAGE,
     SWEEP_FILE,
     JudgeCalibration,
     Lease,
@@ -62,6 +61,7 @@ from tmem_core.results import (
     mean_exact_match,
     overall_accuracy,
     remove_leftovers,
+    run_count,
     write_atomic,
 )
 from tmem_core.schema import gold_from_table, questions_from_table
@@ -109,11 +109,13 @@ class RunSummary:
     stage_errors: dict[str, int]
     accuracy: float | None
     judged: int  # questions with a score in `accuracy`
-    tokens: int  # the method's calls (judge calibration left out), reused memories included
-    cost_usd: float  # spent now: calls that reached an engine
+    tokens: int  # the method's calls as if run (`run_count`): reused memories once
+    cost_usd: float  # spent now: every attempt that reached an engine, failed ones too
     seconds: float  # from the start of the sweep's stages to the run's last record
     run_dir: Path
     method_cost_usd: float = 0.0  # every call priced as if run (cache hits, reused memories)
+    calibration_tokens: int = 0  # the judges' controls, never the method's
+    calibration_cost_usd: float = 0.0  # spent now
     exact_match: float | None = None
     calibrations: tuple[JudgeCalibration, ...] = ()
     degradation: dict[str, int] = field(default_factory=dict)
@@ -130,7 +132,9 @@ class RunSummary:
         return (f"run {self.run_id}: {self.questions} questions, accuracy {acc} "
                 f"({self.judged} judged){em}, {errors} errors {self.stage_errors}{fallbacks}, "
                 f"{self.tokens} tokens, ${self.cost_usd:.4f} spent now "
-                f"(${self.method_cost_usd:.4f} as if run), done at {self.seconds:.1f}s")
+                f"(${self.method_cost_usd:.4f} as if run), calibration "
+                f"{self.calibration_tokens} tokens ${self.calibration_cost_usd:.4f}, "
+                f"done at {self.seconds:.1f}s")
 
 
 def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
@@ -405,8 +409,9 @@ def _validate(job: StageJob, qids: list[str], prepared: Any, histories: dict[str
     out = {
         "question_counts": question_counts(qids, histories),
         "budget": budget_respected(latest[ConstructStage.name], job.run.budget),
-        "no_gold_in_prompts": no_gold_in_prompts(latest[AnswerStage.name],
-                                                 latest[ConstructStage.name], questions, gold),
+        "no_gold_in_prompts": no_gold_in_prompts(
+            latest[AnswerStage.name], latest[ConstructStage.name], questions, gold,
+            get_protocol(job.run.benchmark.name)),
         "no_gold_ids_in_prompts": no_gold_ids_in_prompts(
             calls_store(Path(job.run_dir)).read_all()),
         **context_checks(latest[ConstructStage.name]),
@@ -421,16 +426,16 @@ def summarise(run: RunSpec, run_dir: Path, questions: int, seconds: float,
     errors = {name: failures_of(history).num_rows for name, history in histories.items()}
     accuracy, judged = overall_accuracy(latest_of(histories[JudgeStage.name]),
                                         get_protocol(run.benchmark.name).reports_separately)
-    calls = [c for c in calls_store(run_dir).read_all().to_pylist()
-             if c["stage"] != CALIBRATION_STAGE]
+    count = run_count(calls_store(run_dir).read_all())
     judged_records = latest_of(histories[JudgeStage.name])
     return RunSummary(
         run_id=run.run_id, questions=questions, stage_errors=errors,
-        accuracy=accuracy, judged=judged,
-        tokens=sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls),
-        cost_usd=sum(c["cost_usd"] for c in calls), seconds=seconds, run_dir=run_dir,
-        method_cost_usd=sum(c["method_cost_usd"] or 0.0 for c in calls),
+        accuracy=accuracy, judged=judged, tokens=count.tokens, cost_usd=count.cost_usd,
+        seconds=seconds, run_dir=run_dir, method_cost_usd=count.method_cost_usd,
+        calibration_tokens=count.calibration_tokens,
+        calibration_cost_usd=count.calibration_cost_usd,
         exact_match=mean_exact_match(judged_records),
-        calibrations=tuple(judge_calibrations(calibration_store(run_dir).latest())),
+        calibrations=tuple(judge_calibrations(calibration_store(run_dir).latest(),
+                                              run.judges)),
         degradation=degradation_counts(
             latest_of(histories[ConstructStage.name]).column("degradation").to_pylist()))

@@ -27,11 +27,13 @@ import pyarrow.compute as pc
 
 from tmem_core.benchmarks import get_protocol, read_prepared
 from tmem_core.evaluation import (
+    GUARDED_STAGES,
+    ControlPool,
+    Rules,
     answer_prompt,
     choice_correct,
     exact_match,
     gold_strings,
-    normalise,
     parse_verdict,
     says_not_available,
     stemmer,
@@ -183,13 +185,14 @@ class Stage:
         broken = (self.fault is not None and self.fault.kind == "llm_error"
                   and self.fault.hits(stage, qid))
         conv_id = self.questions[qid].conv_id if qid in self.questions else ""
+        guarded = self.forbidden.get(conv_id, ()) if stage in GUARDED_STAGES else ()
         return (FailingProxy if broken else EngineProxy)(call, backbone, stage, qid, conv_id,
-                                                         self.forbidden.get(conv_id, ()))
+                                                         guarded)
 
     @cached_property
     def forbidden(self) -> dict[str, tuple[str, ...]]:
-        """Per conversation, the gold-derived strings no prompt may contain (read here, by
-        the harness, to check prompts; never given to a method)."""
+        """Per conversation, the gold-derived ids no guarded prompt may contain (read here,
+        by the harness, to check prompts; never given to a method)."""
         gold = gold_from_table(self.prepared.questions)
         evidence = {e for g in gold.values() for e in g.evidence_ids}
         messages = self.prepared.messages
@@ -476,46 +479,27 @@ class JudgeStage(GoldStage):
     def _controls(self, row: dict[str, Any], question: Question, gold: Gold,
                   judge: BackboneConfig, calls: list[CallRecord]) -> list[dict[str, Any]]:
         """The judge's verdicts on this question's control answers not yet recorded."""
-        if get_protocol(self.job.run.benchmark.name).judge_for(question, gold) is None:
-            return []  # scored without an LLM: nothing to calibrate
         records = []
-        for control, prediction, other in self._control_answers(question, gold):
-            key = f"{question.qid}|{judge.name}|{control}"
+        for control in self.control_pool.controls(question, gold):
+            key = f"{question.qid}|{judge.name}|{control.kind}"
             if key in self.done_controls:
                 continue
             llm = self.proxy(judge, question.qid, CALIBRATION_STAGE)
-            verdict = self._verdict(question, gold, prediction, 0, llm)
+            verdict = self._verdict(question, gold, control.prediction, 0, llm)
             calls.extend(llm.records)
             records.append(self.record(
                 row, key=key, ok=verdict.error is None, error=verdict.error, judge=judge.name,
-                control=control, other_qid=other, category=question.category,
-                expected=1.0 if control == "gold" else 0.0, score=verdict.score,
-                raw=verdict.raw, prompt_name=verdict.prompt_name,
+                control=control.kind, other_qid=control.other_qid, category=question.category,
+                expected=control.expected, prediction=control.prediction,
+                score=verdict.score, raw=verdict.raw, prompt_name=verdict.prompt_name,
                 prompt_sha256=verdict.prompt_sha256))
         return records
 
-    def _control_answers(self, question: Question, gold: Gold
-                         ) -> list[tuple[str, str, str | None]]:
-        """(control, prediction, other qid): the gold answer, then another question's."""
-        if not gold.answer:
-            return []
-        controls: list[tuple[str, str, str | None]] = [("gold", gold.answer, None)]
-        other = self._other_gold(question, gold)
-        if other is not None:
-            controls.append(("other", other.answer or "", other.qid))
-        return controls
-
-    def _other_gold(self, question: Question, gold: Gold) -> Gold | None:
-        """Another question's gold answer that differs once normalised: the next question by
-        qid (wrapping) of the same category, else of any category."""
-        by_qid = sorted(self.questions.values(), key=lambda q: q.qid)
-        start = next(i for i, q in enumerate(by_qid) if q.qid == question.qid)
-        ring = by_qid[start + 1:] + by_qid[:start]
-        for candidate in sorted(ring, key=lambda q: q.category != question.category):
-            other = self.gold[candidate.qid]
-            if other.answer and normalise(other.answer) != normalise(gold.answer or ""):
-                return other
-        return None
+    @cached_property
+    def control_pool(self) -> ControlPool:
+        """Control answers from the benchmark's questions (`tmem_core.evaluation`)."""
+        return ControlPool([(q, self.gold[q.qid]) for q in self.questions.values()],
+                           Rules.of(get_protocol(self.job.run.benchmark.name)))
 
     def _verdict(self, question: Question, gold: Gold, prediction: str, repeat: int,
                  llm: EngineProxy) -> Verdict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -12,7 +13,7 @@ from tmem_core.reports._compare import COMPARED, SWEEP, Comparison
 from tmem_core.reports._metrics import LLM_STAGES, PHASE
 from tmem_core.reports._plots import run_labels
 from tmem_core.reports._summary import Summary
-from tmem_core.results import ALL_JUDGES, OVERALL, RELIABLE_RATE, degraded
+from tmem_core.results import ALL_JUDGES, OVERALL, RELIABLE_RATE, UNRELIABLE, degraded
 
 MATCHED_EVIDENCE = 0.25  # mean context tokens of compared runs may differ by this much
 MAX_LISTED = 50  # error rows listed per store; errors.parquet has them all
@@ -165,12 +166,20 @@ class Report:
                 if (worse := degraded({k: int(row[k]) for k in counters}))]
 
     def calibration(self) -> list[str]:
-        note = ("Each judge scored control answers built from the run's own questions: the "
-                "gold answer as prediction (must be correct: TPR) and another question's "
-                "differing gold answer, of the same category where there is one (must be "
-                f"wrong: TNR). A judge below {RELIABLE_RATE} on either is **unreliable** and "
-                "its accuracy is not a measurement.")
-        return [note, "", *markdown_table(self._with_run(self.summary.calibration))]
+        note = ("Each judge scored control answers built from the run's own questions, per "
+                "kind (`results/README.md`): positives it must judge correct (TPR: the gold, "
+                "a paraphrase, the right letter) and negatives it must judge wrong (TNR: "
+                "another question's gold, a superseded value, a shifted date, a made-up "
+                "answer to an unanswerable question, a wrong letter). A kind is **unreliable** "
+                f"below {RELIABLE_RATE}, *not calibrated* without a scored control; a judge "
+                "unreliable on any kind makes its run's accuracy no measurement.")
+        def cell(s: dict[str, Any]) -> str:
+            status = "**UNRELIABLE**" if s["status"] == UNRELIABLE else s["status"]
+            return status if s["rate"] is None else f"{status} {fmt(s['rate'])} (n={s['controls']})"
+        cells = pl.struct("rate", "controls", "status").map_elements(cell, return_dtype=pl.String)
+        table = self.summary.calibration.with_columns(cells.alias("cell")).pivot(
+            on="control", index=["run_id", "judge"], values="cell")
+        return [note, "", *markdown_table(self._with_run(table))]
 
     def agreement(self) -> list[str]:
         if self.summary.agreement.is_empty():

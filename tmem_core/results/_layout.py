@@ -67,7 +67,7 @@ CALIBRATION_SCHEMA = stage_schema(
     pa.field("other_qid", pa.string()), pa.field("category", pa.string()),
     pa.field("expected", pa.float64()), pa.field("score", pa.float64()),
     pa.field("raw", pa.string()), pa.field("prompt_name", pa.string()),
-    pa.field("prompt_sha256", pa.string()))
+    pa.field("prompt_sha256", pa.string()), pa.field("prediction", pa.string()))
 CALLS_STORE_SCHEMA = pa.schema([*RECORD_COLUMNS, *[
     f for f in CALLS_SCHEMA if f.name not in {c.name for c in RECORD_COLUMNS}]])
 STORES = (*RECORD_STAGES, CALIBRATION, CALLS)

@@ -61,10 +61,12 @@ class RunRow:
     context_tokens: float | None
     tokens_per_question: float | None
     cost_per_question: float | None
+    calibration_tokens_per_question: float | None  # the judges' controls, never the method's
     wall_s: float | None
     errors: int  # failed records whose key never succeeded
     failed_attempts: int
     unreliable_judges: list[str]  # judges that failed their calibration on this run
+    uncalibrated: list[str]  # `judge:control kind` pairs without a scored control
     degraded: dict[str, int]  # the method's non-zero fallback and repair counters
 
 
@@ -93,6 +95,7 @@ class QuestionRow:
     context_tokens: int | None
     llm_tokens: int
     cost_usd: float
+    calibration_tokens: int
     prediction: str | None
     answer: str | None
     error: str | None
@@ -139,8 +142,9 @@ def _run_row(row: dict[str, Any], worse: dict[str, int]) -> RunRow:
         row["accuracy_std"], row["f1"], row["exact_match"], row["recall"],
         row["context_tokens"], row["tokens_per_question"],
         None if cost is None or not questions else cost / questions,
+        None if not questions else (row["calibration_tokens"] or 0) / questions,
         row["wall_s"], row["errors"] or 0, row["failed_attempts"] or 0,
-        list(row.get("unreliable_judges") or []), worse)
+        list(row.get("unreliable_judges") or []), list(row.get("uncalibrated") or []), worse)
 
 
 def run_view(data: SweepData, run_id: str) -> RunView | None:
@@ -181,6 +185,7 @@ def _question_row(row: dict[str, Any], question: str, answer: str | None) -> Que
         row["qid"], question, row["category"], _outcome(row["status"], row["score"]),
         row["score"], row["judged"], bool(row["disagreement"]), row["f1"], row["exact_match"],
         row["recall"], row["context_tokens"], row["llm_tokens"], row["cost_usd"],
+        row["calibration_tokens"],
         row["prediction"], answer, row["error"])
 
 

@@ -122,7 +122,8 @@ async function sweepPage() {
 
 function runTable(runs) {
   const head = ["run", "backbone", "questions", "judged / failed / pending", "accuracy",
-    "F1", "EM", "recall", "context tok", "tokens / q", "USD / q", "wall", "errors"];
+    "F1", "EM", "recall", "context tok", "tokens / q", "USD / q", "calibration tok / q", "wall",
+    "errors"];
   return table(head, runs.map((r) => h("tr", {},
     h("td", {}, h("a", { href: runHref(r.run_id), class: "run-link" }, r.label),
       r.running ? [" ", badge("running")] : null, h("div", { class: "muted small" }, r.run_id)),
@@ -133,6 +134,9 @@ function runTable(runs) {
       r.accuracy_std !== null ? h("span", { class: "muted" }, ` ± ${pct(r.accuracy_std)}`) : null,
       r.unreliable_judges.length
         ? [" ", badge(`unreliable judge: ${r.unreliable_judges.join(", ")}`, "failed")] : null,
+      r.uncalibrated.length
+        ? [" ", h("span", { class: "muted small", title: r.uncalibrated.join(", ") },
+          `${r.uncalibrated.length} judge × control kinds not calibrated`)] : null,
       Object.keys(r.degraded).length
         ? [" ", badge(`degraded: ${Object.entries(r.degraded).map(([k, v]) => `${k} ${v}`)
           .join(", ")}`, "failed")] : null),
@@ -142,6 +146,7 @@ function runTable(runs) {
     h("td", { class: "num" }, int(r.context_tokens)),
     h("td", { class: "num" }, int(r.tokens_per_question)),
     h("td", { class: "num" }, usd(r.cost_per_question)),
+    h("td", { class: "num" }, int(r.calibration_tokens_per_question)),
     h("td", { class: "num" }, secs(r.wall_s)),
     h("td", { class: "num" }, r.errors ? badge(`${r.errors}`, "failed") : "0",
       r.failed_attempts > r.errors
@@ -240,13 +245,14 @@ async function runPage(runId, params) {
       + ` · budget ${r.budget} · judges ${r.judges}`),
     h("p", { class: "stats" }, `accuracy ${pct(r.accuracy)} · F1 ${fixed(r.f1, 3)} · EM `
       + `${pct(r.exact_match)} · recall ${pct(r.recall)} · ${int(r.context_tokens)} context `
-      + `tokens · ${int(r.tokens_per_question)} tokens / question · ${r.errors} errors`),
+      + `tokens · ${int(r.tokens_per_question)} tokens / question · `
+      + `${int(r.calibration_tokens_per_question)} calibration tokens / question · ${r.errors} errors`),
     comparePicker(sweep.runs, runId), controls, body);
 }
 
 function questionTable(runId, rows) {
   return table(["question", "category", "outcome", "score", "prediction", "gold answer",
-    "context tok", "LLM tok"], rows.map((q) => h("tr", {},
+    "context tok", "LLM tok", "calibration tok"], rows.map((q) => h("tr", {},
     h("td", {}, h("a", { href: questionHref(runId, q.qid), class: "question-link" }, q.qid),
       h("div", { class: "small" }, clip(q.question, 140))),
     h("td", {}, q.category),
@@ -256,7 +262,8 @@ function questionTable(runId, rows) {
       : clip(q.prediction, 120)),
     h("td", { class: "small" }, clip(q.answer, 80)),
     h("td", { class: "num" }, int(q.context_tokens)),
-    h("td", { class: "num" }, int(q.llm_tokens)))), { class: "questions" });
+    h("td", { class: "num" }, int(q.llm_tokens)),
+    h("td", { class: "num" }, int(q.calibration_tokens)))), { class: "questions" });
 }
 
 // ---- question ---------------------------------------------------------------------------
@@ -370,17 +377,24 @@ function goldEvidence(items) {
 
 function calls(rows) {
   if (!rows.length) return h("p", { class: "muted" }, "No LLM call.");
-  const sum = (k) => rows.reduce((a, c) => a + c[k], 0);
   const row = (c) => h("tr", {}, h("td", {}, c.stage), h("td", {}, c.backbone),
     h("td", { class: "small" }, c.model), h("td", { class: "num tokens" }, int(c.prompt_tokens)),
     h("td", { class: "num" }, int(c.completion_tokens)), h("td", { class: "num" }, secs(c.latency_s)),
     h("td", { class: "num" }, usd(c.cost_usd)), h("td", {}, c.cached ? badge("cache hit", "cached") : ""));
+  // the judges' controls are never the question's tokens: their own total
+  const method = rows.filter((c) => c.stage !== "calibration");
+  const controls = rows.filter((c) => c.stage === "calibration");
+  const total = (label, group) => {
+    const sum = (k) => group.reduce((a, c) => a + c[k], 0);
+    return h("tr", { class: "total" }, h("td", {}, `${group.length} ${label}`),
+      h("td", {}), h("td", {}), h("td", { class: "num" }, int(sum("prompt_tokens"))),
+      h("td", { class: "num" }, int(sum("completion_tokens"))), h("td", { class: "num" }, secs(sum("latency_s"))),
+      h("td", { class: "num" }, usd(sum("cost_usd"))),
+      h("td", {}, `${group.filter((c) => c.cached).length} hits`));
+  };
   return table(["stage", "backbone", "model", "prompt tok", "completion tok", "latency", "cost",
-    "cache"], [...rows.map(row), h("tr", { class: "total" }, h("td", {}, `${rows.length} calls`),
-    h("td", {}), h("td", {}), h("td", { class: "num" }, int(sum("prompt_tokens"))),
-    h("td", { class: "num" }, int(sum("completion_tokens"))), h("td", { class: "num" }, secs(sum("latency_s"))),
-    h("td", { class: "num" }, usd(sum("cost_usd"))),
-    h("td", {}, `${rows.filter((c) => c.cached).length} hits`))], { class: "calls" });
+    "cache"], [...rows.map(row), total("calls", method),
+    controls.length ? total("calibration calls", controls) : null], { class: "calls" });
 }
 
 function failures(rows) {
