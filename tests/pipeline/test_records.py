@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import scripted_backbones
+from tests.conftest import Step, scripted_backbones
 from tests.pipeline.conftest import ROOT, gcs, run_sweep, sweep_env
 from tests.pipeline.test_memory_cost import ShapedServer
-from tmem_core.pipeline import STAGES
+from tmem_core import pipeline
+from tmem_core.pipeline import STAGES, prepare_benchmark, select_questions
 from tmem_core.reports import read_sweep, summarise
 from tmem_core.results import LEASE_FILE, calls_store, run_dirs, stage_store
 from tmem_core.viewer._data import load_sweep
@@ -35,7 +36,7 @@ T2MEM = ('[methods.t2mem]\nepisodes = "topic_window"\ntopic_gap_hours = 1440\n'
 
 @pytest.fixture(scope="module")
 def server() -> Any:
-    served = ShapedServer([])
+    served = ShapedServer([Step()])
     yield served
     served.close()
 
@@ -107,7 +108,7 @@ def test_two_drivers_started_together_one_refuses(ray_address: str, tmp_path: Pa
     errors = [line for line in refused.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "is being written by another driver (host " in errors[0], refused
     assert re.search(r"pid \d+(, Ray job [^,]+)?, since \d{4}-\d\d-\d\d", errors[0])
-    done, _, _ = next(o for o in outcomes if o[0] == 0)
+    _, done, _ = next(o for o in outcomes if o[0] == 0)
     sweep = tmp_path / "results" / "twice"
     assert not (sweep / LEASE_FILE).exists()  # released on exit
     assert_no_duplicated_or_lost_records(sweep, 3)
@@ -139,7 +140,10 @@ def test_a_kill_between_a_batch_s_calls_and_its_records_loses_no_call(
         ray_address: str, tmp_path: Path, server: ShapedServer) -> None:
     config = _config(tmp_path, server, "between", limit=3)
     marker = tmp_path / "died-once"
-    qid = "syn-0-0:q00001"
+    loaded = pipeline.load_sweep(config)
+    bench = loaded.benchmarks[0]
+    data = prepare_benchmark(bench, Path(loaded.results_dir) / loaded.name / "data")
+    qid = select_questions(data, bench)[1][0]
     started = time.time()
     done = run_sweep(config, ray_address,
                      TMEM_FAULT=f"stage=answer,qid={qid},kind=exit_before_records,once={marker}")
@@ -153,10 +157,11 @@ def test_a_kill_between_a_batch_s_calls_and_its_records_loses_no_call(
     assert_run_lines_equal_report_and_viewer(done.stdout, sweep)
 
 
-def test_a_damaged_part_is_skipped_and_its_questions_redone(ray_address: str, tmp_path: Path,
-                                                             server: ShapedServer) -> None:
-    config = _config(tmp_path, server, "damaged", limit=3)
-    run_sweep(config, ray_address)
+def test_a_damaged_part_is_skipped_and_its_questions_redone(
+        tmp_path: Path, server: ShapedServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """In one process (the point is the stores, not Ray)."""
+    config = pipeline.load_sweep(_config(tmp_path, server, "damaged", limit=3))
+    pipeline.run_sweep(config, log=lambda _: None, local=True)
     sweep = tmp_path / "results" / "damaged"
     (run_dir,) = run_dirs(sweep)
     part = stage_store(run_dir, "answer").parts()[0]
@@ -164,11 +169,13 @@ def test_a_damaged_part_is_skipped_and_its_questions_redone(ray_address: str, tm
     part.write_bytes(b"PAR1 damaged")
     leftover = run_dir / "calls" / ".part-0000000000001-dead.parquet.tmp"
     leftover.write_text("half")
-    again = run_sweep(config, ray_address)
-    assert f"warning: unreadable record part {part} skipped" in again.stderr
-    assert f"removed {leftover}: left over by an interrupted write" in again.stdout
+    lines: list[str] = []
+    capsys.readouterr()
+    pipeline.run_sweep(config, log=lines.append, local=True)
+    assert f"warning: unreadable record part {part} skipped" in capsys.readouterr().err
+    assert f"removed {leftover}: left over by an interrupted write" in lines
     assert not leftover.exists()
     redone = set(stage_store(run_dir, "answer").read_all().column("qid").to_pylist())
     assert lost <= redone and part.exists()
     assert_no_duplicated_or_lost_records(sweep, 3)
-    assert_run_lines_equal_report_and_viewer(again.stdout, sweep)
+    assert_run_lines_equal_report_and_viewer("\n".join(lines), sweep)
