@@ -229,11 +229,17 @@ class Report:
         totals = self.summary.runs.select("run_id", pl.col("tokens").alias("total tokens"),
                                           pl.col("tokens_per_question").alias("per question"),
                                           pl.col("cost_usd").alias("USD spent now"),
-                                          pl.col("method_cost_usd").alias("USD as if run"))
+                                          pl.col("method_cost_usd").alias("USD as if run"),
+                                          pl.col("calibration_tokens").alias(
+                                              "calibration tokens"),
+                                          pl.col("calibration_cost_usd").alias(
+                                              "calibration USD spent now"))
         table = stages.select("run_id", *LLM_STAGES).join(
             phases.select("run_id", *dict.fromkeys(PHASE.values())), on="run_id").join(
             totals, on="run_id")
-        return ["LLM tokens (prompt + completion) per question of the run.", "",
+        return ["LLM tokens (prompt + completion) per question of the run, the judges' "
+                "calibration controls apart (never a method's tokens); totals as "
+                "`results/README.md` (Tokens and cost) counts them.", "",
                 *markdown_table(self._with_run(table))]
 
     def timing(self) -> list[str]:

@@ -381,8 +381,10 @@ function calls(rows) {
     h("td", { class: "small" }, c.model), h("td", { class: "num tokens" }, int(c.prompt_tokens)),
     h("td", { class: "num" }, int(c.completion_tokens)), h("td", { class: "num" }, secs(c.latency_s)),
     h("td", { class: "num" }, usd(c.cost_usd)), h("td", {}, c.cached ? badge("cache hit", "cached") : ""));
-  // the judges' controls are never the question's tokens: their own total
-  const method = rows.filter((c) => c.stage !== "calibration");
+  // the question's own calls, as its LLM tokens count them; the run's memory (shown here,
+  // counted once per run) and the judges' controls (never a question's tokens) apart
+  const method = rows.filter((c) => c.stage !== "calibration" && c.stage !== "memory");
+  const memory = rows.filter((c) => c.stage === "memory");
   const controls = rows.filter((c) => c.stage === "calibration");
   const total = (label, group) => {
     const sum = (k) => group.reduce((a, c) => a + c[k], 0);
@@ -394,6 +396,7 @@ function calls(rows) {
   };
   return table(["stage", "backbone", "model", "prompt tok", "completion tok", "latency", "cost",
     "cache"], [...rows.map(row), total("calls", method),
+    memory.length ? total("memory calls (the run's)", memory) : null,
     controls.length ? total("calibration calls", controls) : null], { class: "calls" });
 }
 
