@@ -8,17 +8,16 @@ from collections import Counter
 from pathlib import Path
 
 from tmem_core.benchmarks import LoadRequest, build, get_protocol
-from tmem_core.evaluation import (
+from tmem_core.evaluation import normalise, says_not_available
+from tmem_core.evaluation._controls import (
     KINDS,
     ControlPool,
     Rules,
+    dates,
     equivalent,
-    normalise,
     paraphrase,
-    says_not_available,
     shift_dates,
 )
-from tmem_core.evaluation._controls import dates
 from tmem_core.schema import Gold, Option, Question, gold_from_table, questions_from_table
 
 PM_ONE_DAY = Rules(tolerance_days=1)

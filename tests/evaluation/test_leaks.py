@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.conftest import FIXTURES
 from tmem_core.benchmarks import LoadRequest, build
-from tmem_core.evaluation import GUARDED_STAGES, gold_strings, ids_in, meta_kind
+from tmem_core.evaluation._leaks import GUARDED_STAGES, gold_strings, ids_in, meta_kind
 from tmem_core.schema import gold_from_table, messages_from_table, questions_from_table
 
 

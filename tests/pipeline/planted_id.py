@@ -7,8 +7,7 @@ import dataclasses
 import os
 
 from tmem_core.llm import TokenCounter
-from tmem_core.methods import ContextMethod, Evidence, MethodEnv, method, ranked
-from tmem_core.methods._context import LLM, Context
+from tmem_core.methods import LLM, Context, ContextMethod, Evidence, MethodEnv, method, ranked
 from tmem_core.methods.baselines import RankedRetrieval
 from tmem_core.schema import Question
 
@@ -28,8 +27,8 @@ class Planted:
         return self.inner.retrieve(question)
 
     def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
-                  budget_tokens: int, count_tokens: TokenCounter) -> Context:
-        context = self.inner.construct(question, evidence, llm, budget_tokens, count_tokens)
+                  count_tokens: TokenCounter) -> Context:
+        context = self.inner.construct(question, evidence, llm, count_tokens)
         if question.qid != self.qid:
             return context
         return dataclasses.replace(context, text=f"{context.text}\n(see {self.shown})")

@@ -22,13 +22,12 @@ from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.reports import write_report
 from tmem_core.results import (
     CALIBRATION_STAGE,
-    NOT_CALIBRATED,
-    RELIABLE,
     UNRELIABLE,
     calibration_store,
     calls_store,
     run_count,
 )
+from tmem_core.results._calibration import NOT_CALIBRATED, RELIABLE
 from tmem_core.viewer._data import load_sweep
 from tmem_core.viewer._views import sweep_view
 
@@ -76,7 +75,7 @@ def _sweep(tmp_path: Path, server: ScriptedServer, benchmark: dict[str, Any] = S
         "name": name, "results_dir": str(tmp_path / "results"),
         "backbones_file": str(scripted_backbones(tmp_path, server, "judge")),
         "benchmarks": [benchmark],
-        "grid": {"methods": ["bm25"], "backbones": ["judge"], "top_k": [4], "budgets": [256]}})
+        "grid": {"methods": ["bm25"], "backbones": ["judge"], "top_k": [4], "budget": [256]}})
     lines: list[str] = []
     (summary,) = run_sweep(config, log=lines.append, local=True)
     return summary, lines, tmp_path / "results" / name

@@ -40,7 +40,7 @@ def _sweep(tmp_path: Path, name: str, methods: list[str], locomo: Path, limit: i
     config = parse_sweep({
         "name": name, "results_dir": str(tmp_path / "results"),
         "backbones_file": str(_backbones(tmp_path)), "benchmarks": [bench],
-        "grid": {"methods": methods, "backbones": ["sim"], "top_k": [10], "budgets": [1024]},
+        "grid": {"methods": methods, "backbones": ["sim"], "top_k": [10], "budget": [1024]},
         "resources": {"batch_size": 64}, **extra})
     return run_sweep(config, log=lambda _line: None, local=True)
 

@@ -15,10 +15,12 @@ from typing import Any
 import pytest
 
 from tests.conftest import Step, scripted_backbones
-from tests.pipeline.conftest import ROOT, gcs, run_sweep, sweep_env
+from tests.pipeline.faults import probe_env
 from tests.pipeline.test_memory_cost import ShapedServer
+from tests.ray_head import ROOT, gcs, run_sweep, sweep_env
 from tmem_core import pipeline
-from tmem_core.pipeline import STAGES, prepare_benchmark, select_questions
+from tmem_core.pipeline import STAGES
+from tmem_core.pipeline._runner import prepare_benchmark, select_questions
 from tmem_core.reports import read_sweep, summarise
 from tmem_core.results import LEASE_FILE, calls_store, run_dirs, stage_store
 from tmem_core.viewer._data import load_sweep
@@ -50,7 +52,7 @@ def _config(tmp: Path, server: ShapedServer, name: str, *, methods: str = '["bm2
     path.write_text(
         f'name = "{name}"\nresults_dir = "{tmp / "results"}"\nbackbones_file = "{backbones}"\n'
         f'[[benchmarks]]\nname = "synthetic"\nsize = 200\nlimit = {limit}\n'
-        f'[grid]\nmethods = {methods}\nbackbones = ["priced"]\ntop_k = [4]\nbudgets = [512]\n'
+        f'[grid]\nmethods = {methods}\nbackbones = ["priced"]\ntop_k = [4]\nbudget = [512]\n'
         f"[resources]\nretrieve_actors = {actors}\nllm_actors = {actors}\nbatch_size = 1\n"
         f"fuse_stages = {str(fused).lower()}\n{extra}")
     return path
@@ -145,8 +147,8 @@ def test_a_kill_between_a_batch_s_calls_and_its_records_loses_no_call(
     data = prepare_benchmark(bench, Path(loaded.results_dir) / loaded.name / "data")
     qid = select_questions(data, bench)[1][0]
     started = time.time()
-    done = run_sweep(config, ray_address,
-                     TMEM_FAULT=f"stage=answer,qid={qid},kind=exit_before_records,once={marker}")
+    done = run_sweep(config, ray_address, **probe_env(
+        f"stage=answer,qid={qid},kind=exit_before_records,once={marker}"))
     assert marker.exists()  # the worker died with the batch's calls written, not its records
     sweep = tmp_path / "results" / "between"
     (run_dir,) = run_dirs(sweep)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tmem_core.results import LEASE_FILE, Holder, Lease, LeaseHeld, read_holder
+from tmem_core.results._lease import LEASE_FILE, Holder, Lease, LeaseHeld, read_holder
 
 
 def _write(folder: Path, **fields: object) -> Holder:

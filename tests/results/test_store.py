@@ -6,7 +6,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tmem_core.results import StageStore, remove_leftovers, stage_schema
+from tmem_core.results import StageStore, remove_leftovers
+from tmem_core.results._store import stage_schema
 
 SCHEMA = stage_schema(pa.field("value", pa.int64()))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -20,24 +21,18 @@ from ray.data import ActorPoolStrategy
 
 from tmem_core.benchmarks import LoadRequest, get_protocol, prepare, read_prepared
 from tmem_core.llm import SERVE_BACKEND, BackboneConfig, get_backend, load_backbones
+from tmem_core.methods import get_method
+from tmem_core.pipeline._actors import FLOW_SCHEMA, STAGES, FusedStages, PerRun, split_by_run
+from tmem_core.pipeline._answer_stage import AnswerStage
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
 from tmem_core.pipeline._contract import Contract
 from tmem_core.pipeline._engine import close_local_engines, engine_handles
+from tmem_core.pipeline._judge_stage import JudgeStage
+from tmem_core.pipeline._method_stages import ConstructStage, RetrieveStage
+from tmem_core.pipeline._probe import PROBE_ENV
 from tmem_core.pipeline._serve import deploy as deploy_serve
 from tmem_core.pipeline._serve import undeploy as undeploy_serve
-from tmem_core.pipeline._stages import (
-    FLOW_SCHEMA,
-    STAGES,
-    AnswerStage,
-    ConstructStage,
-    FusedStages,
-    JudgeStage,
-    PerRun,
-    RetrieveStage,
-    Stage,
-    StageJob,
-    split_by_run,
-)
+from tmem_core.pipeline._stage import Stage, StageJob
 from tmem_core.pipeline._validators import (
     budget_respected,
     context_checks,
@@ -68,7 +63,6 @@ from tmem_core.schema import gold_from_table, questions_from_table
 
 Log = Callable[[str], None]
 LOCAL_RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-FAULT_ENV = "TMEM_FAULT"
 PROPAGATED_ENV = ("TMEM_CACHE_DIR", "HF_HUB_OFFLINE", "HF_HOME")
 JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # set by Ray's job server for the entrypoint
 
@@ -142,23 +136,36 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     """Every run of the grid, through one pipeline whose actors serve all runs in turn (so
     runs neither start actors nor drain the pipeline at their boundaries); each run's summary
     is logged as soon as its last question is out. `local` runs the stages in this process."""
-    root = Path(config.results_dir) / config.name
-    with Lease(root, log) as lease:  # LeaseHeld: another driver writes this sweep
-        assert lease.holder is not None
-        for path in remove_leftovers(root, lease.holder.since):
-            log(f"removed {path}: left over by an interrupted write")
-        if not local:
-            init_ray()
-            lease.note(_ray_job())
-        return _run_held(config, root, log, local)
-
-
-def _run_held(config: SweepConfig, root: Path, log: Log, local: bool) -> list[RunSummary]:
-    """`run_sweep` once its driver holds the sweep folder's lease."""
     backbones = {name: with_replicas(b, config.resources)
                  for name, b in load_backbones(config.backbones_file).items()}
-    write_atomic(root / SWEEP_FILE, json.dumps(_sweep_json(config), indent=2, default=str))
-    bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
+    root = Path(config.results_dir) / config.name
+    missing = [root / "data", *(f for f in (root, *root.parents) if not f.exists())]
+    held = False
+    try:
+        with Lease(root, log) as lease:  # LeaseHeld: another driver writes this sweep
+            assert lease.holder is not None
+            held = True
+            for path in remove_leftovers(root, lease.holder.since):
+                log(f"removed {path}: left over by an interrupted write")
+            # the data first: a source that cannot be read ends the sweep before anything
+            # else is written
+            bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
+            write_atomic(root / SWEEP_FILE,
+                         json.dumps(_sweep_json(config), indent=2, default=str))
+            if not local:
+                init_ray()
+                lease.note(_ray_job())
+            return _run_held(config, backbones, bench_dirs, root, log, local)
+    finally:  # a sweep that wrote nothing leaves no folder behind (rmdir: only empty ones)
+        for folder in missing if held else ():
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def _run_held(config: SweepConfig, backbones: dict[str, BackboneConfig],
+              bench_dirs: dict[BenchmarkConfig, Path], root: Path, log: Log, local: bool
+              ) -> list[RunSummary]:
+    """`run_sweep` once its driver holds the sweep folder's lease."""
     plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, local)
              for run in config.runs()]
     summaries: list[RunSummary] = []
@@ -176,7 +183,8 @@ def _run_held(config: SweepConfig, root: Path, log: Log, local: bool) -> list[Ru
                 if backbone.backend == SERVE_BACKEND:
                     deploy_serve(backbone)
                     served.append(backbone)
-                engines += engine_handles(backbone, config.resources.gpus_per_engine)
+                engines += engine_handles(backbone, config.resources.gpus_per_engine,
+                                          config.plugins)
         started = time.time()
         if local:
             _run_plain(plans, config.resources, log, finished)
@@ -288,7 +296,7 @@ def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig]
     contract.write(run_dir)
     questions = select_questions(bench_dir, run.benchmark)
     job = StageJob(run, str(run_dir), str(bench_dir), backbones[run.backbone],
-                   tuple(backbones[j] for j in run.judges), os.environ.get(FAULT_ENV, ""),
+                   tuple(backbones[j] for j in run.judges), os.environ.get(PROBE_ENV, ""),
                    local)
     return RunPlan(job, questions, contract, prepared)
 
@@ -313,8 +321,9 @@ def _data_facts(manifest: dict[str, Any], bench_dir: Path) -> dict[str, Any]:
 
 def _flow_rows(job: StageJob, questions: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """The run's questions as the rows that flow through the stages (`FLOW_SCHEMA`)."""
-    return [{"run_id": job.run.run_id, "qid": q, "conv_id": c, "ok": True, "error": None,
-             "evidence": None, "context": None, "prediction": None} for q, c in questions]
+    empty = dict.fromkeys(FLOW_SCHEMA.names)
+    return [{**empty, "run_id": job.run.run_id, "qid": q, "conv_id": c, "ok": True}
+            for q, c in questions]
 
 
 def _run_plain(plans: list[RunPlan], resources: Resources, log: Log,
@@ -323,9 +332,10 @@ def _run_plain(plans: list[RunPlan], resources: Resources, log: Log,
     progress = Progress(plans, log)
     for plan in plans:
         stages = FusedStages(plan.job)
-        flow = pa.Table.from_pylist(_flow_rows(plan.job, plan.questions), schema=FLOW_SCHEMA)
-        for start in range(0, flow.num_rows, resources.batch_size):
-            progress.add(plan, stages(flow.slice(start, resources.batch_size)))
+        rows = _flow_rows(plan.job, plan.questions)
+        for start in range(0, len(rows), resources.batch_size):
+            out = stages(rows[start:start + resources.batch_size])
+            progress.add(plan, pa.Table.from_pylist(out, schema=FLOW_SCHEMA))
         finished(plan)
 
 
@@ -414,7 +424,7 @@ def _validate(job: StageJob, qids: list[str], prepared: Any, histories: dict[str
             get_protocol(job.run.benchmark.name)),
         "no_gold_ids_in_prompts": no_gold_ids_in_prompts(
             calls_store(Path(job.run_dir)).read_all()),
-        **context_checks(latest[ConstructStage.name]),
+        **context_checks(latest[ConstructStage.name], get_method(job.run.method)),
     }
     return {name: v.as_dict() for name, v in out.items()}
 

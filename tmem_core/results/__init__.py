@@ -1,5 +1,5 @@
 """A sweep's results on disk: the layout, the append-only stores, their readers, and the
-definitions that the run summaries and the reports share (`overall_accuracy`).
+definitions that the run summaries and the reports share (`overall_accuracy`, `run_count`).
 
 Below both the pipeline (which writes) and the reports (which read): reading a sweep imports
 neither Ray nor any method.
@@ -14,29 +14,19 @@ from tmem_core.results._accuracy import (
     with_overall,
 )
 from tmem_core.results._calibration import (
-    NOT_CALIBRATED,
-    RELIABLE,
     RELIABLE_RATE,
     UNRELIABLE,
     JudgeCalibration,
-    KindRate,
     calibration,
     judge_calibrations,
     judges_status,
 )
-from tmem_core.results._count import (
-    SUMMED,
-    RunCount,
-    call_totals,
-    counted_calls,
-    run_count,
-)
+from tmem_core.results._count import SUMMED, call_totals, counted_calls, run_count
 from tmem_core.results._degradation import degradation_counts, degraded
 from tmem_core.results._layout import (
     CALIBRATION,
     CALIBRATION_STAGE,
     CALLS,
-    CALLS_STORE_SCHEMA,
     CONTRACT_FILE,
     MEMORY_STAGE,
     RECORD_STAGES,
@@ -53,15 +43,13 @@ from tmem_core.results._layout import (
     stage_store,
     write_atomic,
 )
-from tmem_core.results._lease import LEASE_FILE, Holder, Lease, LeaseHeld, read_holder
+from tmem_core.results._lease import LEASE_FILE, Lease, LeaseHeld
 from tmem_core.results._store import (
-    RECORD_COLUMNS,
     StageStore,
     failures_of,
     latest_of,
     read_parts,
     report_unreadable,
-    stage_schema,
 )
 from tmem_core.results._sweep import SweepResults, read_sweep
 
@@ -70,27 +58,20 @@ __all__ = [
     "CALIBRATION",
     "CALIBRATION_STAGE",
     "CALLS",
-    "CALLS_STORE_SCHEMA",
     "CONTRACT_FILE",
     "LEASE_FILE",
     "MEMORY_STAGE",
-    "NOT_CALIBRATED",
     "OVERALL",
-    "RECORD_COLUMNS",
     "RECORD_STAGES",
-    "RELIABLE",
     "RELIABLE_RATE",
     "STAGE_SCHEMAS",
     "STORES",
     "SUMMED",
     "SWEEP_FILE",
     "UNRELIABLE",
-    "Holder",
     "JudgeCalibration",
-    "KindRate",
     "Lease",
     "LeaseHeld",
-    "RunCount",
     "StageStore",
     "SweepResults",
     "calibration",
@@ -109,7 +90,6 @@ __all__ = [
     "mean_exact_match",
     "memory_qid",
     "overall_accuracy",
-    "read_holder",
     "read_parts",
     "read_sweep",
     "remove_leftovers",
@@ -117,7 +97,6 @@ __all__ = [
     "run_count",
     "run_dirs",
     "score_accuracy",
-    "stage_schema",
     "stage_store",
     "with_overall",
     "write_atomic",
