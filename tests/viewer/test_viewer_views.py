@@ -41,8 +41,8 @@ def test_run_row_headline(data: SweepData) -> None:
     assert (run.questions, run.judged, run.failed, run.pending) == (5, 4, 1, 0)
     assert run.accuracy == pytest.approx(0.5) and not run.running
     assert (run.errors, run.failed_attempts) == (2, 3)  # q5's answer and call; q1's retry
-    # successful calls: q1's memory call, four answers (q5's timed out), eight judge calls
-    assert run.cost_per_question == pytest.approx((0.01 + 0.001 * 4 + 0.0005 * 8) / 5)
+    # spent now: q1's memory call, five answers (q5's timed out, and spent), eight judge calls
+    assert run.cost_per_question == pytest.approx((0.01 + 0.001 * 5 + 0.0005 * 8) / 5)
 
 
 def test_question_page_records(data: SweepData) -> None:

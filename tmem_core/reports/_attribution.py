@@ -23,7 +23,7 @@ import polars as pl
 from tmem_core.reports import _stats as stats
 from tmem_core.reports._intervals import INTERVAL_SCHEMA
 from tmem_core.reports._metrics import ALL_GOLD
-from tmem_core.results import CORRECT_AT, UNTRACEABLE, SweepResults, degraded
+from tmem_core.results import CORRECT_AT, UNRELIABLE, UNTRACEABLE, SweepResults, degraded
 
 ERROR, PENDING, CORRECT = "error", "pending", "correct"
 JUDGING, DEGRADED, UNKNOWN = "judging", "degraded", "unknown"
@@ -36,7 +36,8 @@ _ID = ["run_id", "qid"]
 def with_causes(questions: pl.DataFrame, results: SweepResults,
                 calibration: pl.DataFrame) -> pl.DataFrame:
     """The question table with `unreliable_judge`, `degraded` and `cause`."""
-    unreliable = calibration.filter(~pl.col("reliable")).select("run_id", "judge")
+    unreliable = calibration.filter(pl.col("status") == UNRELIABLE).select(
+        "run_id", "judge").unique()
     flagged = results.records["judge"].join(unreliable, on=["run_id", "judge"]).select(
         _ID).unique().with_columns(pl.lit(True).alias("unreliable_judge"))
     construct = results.records["construct"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -13,7 +14,7 @@ from tmem_core.reports._metrics import LLM_STAGES, PHASE
 from tmem_core.reports._plots import run_labels
 from tmem_core.reports._sections import attribution_lines, paired_lines
 from tmem_core.reports._summary import Summary
-from tmem_core.results import ALL_JUDGES, OVERALL, RELIABLE_RATE, SHOWN, degraded
+from tmem_core.results import ALL_JUDGES, OVERALL, RELIABLE_RATE, SHOWN, UNRELIABLE, degraded
 
 MATCHED_EVIDENCE = 0.25  # mean context tokens of compared runs may differ by this much
 MAX_LISTED = 50  # error rows listed per store; errors.parquet has them all
@@ -171,12 +172,20 @@ class Report:
                 if (worse := degraded({k: int(row[k]) for k in counters}))]
 
     def calibration(self) -> list[str]:
-        note = ("Each judge scored control answers built from the run's own questions: the "
-                "gold answer as prediction (must be correct: TPR) and another question's "
-                "differing gold answer, of the same category where there is one (must be "
-                f"wrong: TNR). A judge below {RELIABLE_RATE} on either is **unreliable** and "
-                "its accuracy is not a measurement.")
-        return [note, "", *markdown_table(self._with_run(self.summary.calibration))]
+        note = ("Each judge scored control answers built from the run's own questions, per "
+                "kind (`results/README.md`): positives it must judge correct (TPR: the gold, "
+                "a paraphrase, the right letter) and negatives it must judge wrong (TNR: "
+                "another question's gold, a superseded value, a shifted date, a made-up "
+                "answer to an unanswerable question, a wrong letter). A kind is **unreliable** "
+                f"below {RELIABLE_RATE}, *not calibrated* without a scored control; a judge "
+                "unreliable on any kind makes its run's accuracy no measurement.")
+        def cell(s: dict[str, Any]) -> str:
+            status = "**UNRELIABLE**" if s["status"] == UNRELIABLE else s["status"]
+            return status if s["rate"] is None else f"{status} {fmt(s['rate'])} (n={s['controls']})"
+        cells = pl.struct("rate", "controls", "status").map_elements(cell, return_dtype=pl.String)
+        table = self.summary.calibration.with_columns(cells.alias("cell")).pivot(
+            on="control", index=["run_id", "judge"], values="cell")
+        return [note, "", *markdown_table(self._with_run(table))]
 
     def agreement(self) -> list[str]:
         if self.summary.agreement.is_empty():
@@ -229,11 +238,17 @@ class Report:
         totals = self.summary.runs.select("run_id", pl.col("tokens").alias("total tokens"),
                                           pl.col("tokens_per_question").alias("per question"),
                                           pl.col("cost_usd").alias("USD spent now"),
-                                          pl.col("method_cost_usd").alias("USD as if run"))
+                                          pl.col("method_cost_usd").alias("USD as if run"),
+                                          pl.col("calibration_tokens").alias(
+                                              "calibration tokens"),
+                                          pl.col("calibration_cost_usd").alias(
+                                              "calibration USD spent now"))
         table = stages.select("run_id", *LLM_STAGES).join(
             phases.select("run_id", *dict.fromkeys(PHASE.values())), on="run_id").join(
             totals, on="run_id")
-        return ["LLM tokens (prompt + completion) per question of the run.", "",
+        return ["LLM tokens (prompt + completion) per question of the run, the judges' "
+                "calibration controls apart (never a method's tokens); totals as "
+                "`results/README.md` (Tokens and cost) counts them.", "",
                 *markdown_table(self._with_run(table))]
 
     def timing(self) -> list[str]:

@@ -7,21 +7,27 @@ import polars as pl
 from tmem_core.evaluation import evidence_recall
 from tmem_core.reports._intervals import VALUES, per_question, score_intervals, with_intervals
 from tmem_core.results import (
+    CALIBRATION_STAGE,
     CORRECT_AT,
+    MEMORY_STAGE,
     RECORD_STAGES,
     SCOPE,
     STORES,
+    SUMMED,
     UNTRACEABLE,
     SweepResults,
+    call_totals,
     degradation_counts,
     score_accuracy,
     with_overall,
 )
 
-LLM_STAGES = ("memory", *RECORD_STAGES)  # `calls.stage` values
+LLM_STAGES = (MEMORY_STAGE, *RECORD_STAGES)  # `calls.stage` values of a method's calls
+COUNTED_STAGES = (*LLM_STAGES, CALIBRATION_STAGE)  # and of the judges' controls
 MEMORY_PROCESSING, ANSWER_JUDGE = "memory processing", "answer+judge"
-PHASE = {"memory": MEMORY_PROCESSING, "retrieve": MEMORY_PROCESSING,
-         "construct": MEMORY_PROCESSING, "answer": ANSWER_JUDGE, "judge": ANSWER_JUDGE}
+PHASE = {MEMORY_STAGE: MEMORY_PROCESSING, "retrieve": MEMORY_PROCESSING,
+         "construct": MEMORY_PROCESSING, "answer": ANSWER_JUDGE, "judge": ANSWER_JUDGE,
+         CALIBRATION_STAGE: CALIBRATION_STAGE}
 ALL_GOLD, PART_GOLD, NO_GOLD = "all", "partial", "none"  # of the gold evidence in a context
 _ID = ["run_id", "qid"]
 
@@ -46,9 +52,9 @@ def question_table(results: SweepResults) -> pl.DataFrame:
         (pl.col("score").drop_nulls().n_unique() > 1).alias("judge_disagreement"))
     context = results.records["construct"].select(*_ID, pl.col("tokens").alias(
         "context_tokens"), "evidence_basis")
-    calls = results.records["calls"].group_by(_ID).agg(
-        (pl.col("prompt_tokens") + pl.col("completion_tokens")).sum().alias("llm_tokens"),
-        pl.col("cost_usd").sum())
+    calls = call_totals(results.calls, _ID).select(
+        *_ID, pl.col("tokens").alias("llm_tokens"), "cost_usd", "calibration_tokens",
+        "calibration_cost_usd")
     table = results.questions
     for facts in (_first_failure(results), judge, _recall(results), context, calls):
         table = left_join(table, facts, _ID)
@@ -56,8 +62,8 @@ def question_table(results: SweepResults) -> pl.DataFrame:
               .when(pl.col("judged").is_not_null()).then(pl.lit("judged"))
               .otherwise(pl.lit("pending")))
     return table.with_columns(status.alias("status"), pl.col("judged").fill_null(0),
-                              pl.col("llm_tokens").fill_null(0),
-                              pl.col("cost_usd").fill_null(0.0))
+                              pl.col("llm_tokens", "calibration_tokens").fill_null(0),
+                              pl.col("cost_usd", "calibration_cost_usd").fill_null(0.0))
 
 
 def _first_failure(results: SweepResults) -> pl.DataFrame:
@@ -172,19 +178,15 @@ def _grid(runs: pl.DataFrame, column: str, values: tuple[str, ...], *frames: pl.
 
 
 def tokens(results: SweepResults, questions: pl.DataFrame) -> pl.DataFrame:
-    """LLM calls per run x stage: counts, tokens, USD, latency; per question of the run."""
-    sums = results.records["calls"].group_by("run_id", "stage").agg(
-        pl.len().alias("calls"), pl.col("cached").sum(), pl.col("prompt_tokens").sum(),
-        pl.col("completion_tokens").sum(), pl.col("cost_usd").sum(),
-        pl.col("method_cost_usd").fill_null(0.0).sum(), pl.col("reused").fill_null(False).sum(),
-        pl.col("latency_s").sum().alias("llm_latency_s"))
+    """LLM calls per run x stage (the judges' controls apart, as stage `calibration`):
+    counts, tokens, USD, latency as `counted_calls` counts them; per question of the run."""
+    sums = results.calls.group_by("run_id", "stage").agg(pl.col(list(SUMMED)).sum())
     per_run = questions.group_by("run_id").agg(pl.len().alias("questions"))
-    table = left_join(_grid(results.runs, "stage", LLM_STAGES, sums).fill_null(0), per_run,
-                      "run_id")
-    return table.with_columns(
-        pl.col("stage").replace_strict(PHASE).alias("phase"),
-        (pl.col("prompt_tokens") + pl.col("completion_tokens")).alias("tokens"),
-    ).with_columns((pl.col("tokens") / pl.col("questions")).alias("tokens_per_question"))
+    table = left_join(_grid(results.runs, "stage", COUNTED_STAGES, sums).fill_null(0),
+                      per_run, "run_id")
+    return table.with_columns(pl.col("stage").replace_strict(PHASE).alias("phase"),
+                              (pl.col("tokens") / pl.col("questions")).alias(
+                                  "tokens_per_question"))
 
 
 def timing(results: SweepResults, token_table: pl.DataFrame) -> pl.DataFrame:

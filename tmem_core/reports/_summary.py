@@ -10,7 +10,15 @@ import polars as pl
 from tmem_core.reports import _metrics as m
 from tmem_core.reports._attribution import attribution, gold_context, with_causes
 from tmem_core.reports._paired import paired_differences
-from tmem_core.results import ALL_JUDGES, CALIBRATION, OVERALL, SweepResults, calibration
+from tmem_core.results import (
+    ALL_JUDGES,
+    CALIBRATION,
+    OVERALL,
+    SweepResults,
+    calibration,
+    call_totals,
+    judges_status,
+)
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,7 @@ class Summary:
 
 
 def summarise(results: SweepResults) -> Summary:
-    judge_calibration = calibration(results.records[CALIBRATION])
+    judge_calibration = calibration(results.records[CALIBRATION], results.runs)
     questions = with_causes(m.question_table(results), results, judge_calibration)
     accuracy = m.accuracy(results)
     f1, recall = m.f1(questions), m.recall(questions)
@@ -56,7 +64,7 @@ def summarise(results: SweepResults) -> Summary:
     tokens = m.tokens(results, questions)
     error_counts = m.error_counts(results)
     runs = _runs(results.runs, questions, accuracy, f1, exact_match, judge_calibration, recall,
-                 tokens)
+                 _token_totals(results, tokens))
     return Summary(
         runs=runs, questions=questions, accuracy=accuracy, f1=f1, exact_match=exact_match,
         calibration=judge_calibration, agreement=m.agreement(results),
@@ -70,7 +78,7 @@ def summarise(results: SweepResults) -> Summary:
 
 def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,
           f1: pl.DataFrame, exact_match: pl.DataFrame, judge_calibration: pl.DataFrame,
-          recall: pl.DataFrame, tokens: pl.DataFrame) -> pl.DataFrame:
+          recall: pl.DataFrame, token_totals: pl.DataFrame) -> pl.DataFrame:
     """One row per run: its config and headline figures."""
     overall = pl.col("category") == OVERALL
     outcome = questions.group_by("run_id").agg(
@@ -84,15 +92,13 @@ def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,
             pl.col("std").alias("accuracy_std"), *_bounds("accuracy")),
         f1.filter(overall).select("run_id", "f1", *_bounds("f1")),
         exact_match.filter(overall).select("run_id", "exact_match", *_bounds("exact_match")),
-        judge_calibration.group_by("run_id").agg(
-            pl.col("reliable").all().alias("judges_reliable"),
-            pl.col("judge").filter(~pl.col("reliable")).alias("unreliable_judges")),
+        judges_status(judge_calibration),
         recall.filter(overall).select(
             "run_id", "recall", *_bounds("recall"),
             pl.col("questions").alias("recall_questions"),
             pl.col("untraceable").alias("recall_untraceable"),
             pl.col("basis").alias("recall_basis")),
-        _token_totals(tokens),
+        token_totals,
     ]
     table = runs
     for frame in (outcome, *headline):
@@ -105,11 +111,16 @@ def _bounds(metric: str) -> list[pl.Expr]:
     return [pl.col("ci_low").alias(f"{metric}_low"), pl.col("ci_high").alias(f"{metric}_high")]
 
 
-def _token_totals(tokens: pl.DataFrame) -> pl.DataFrame:
-    """Per run: tokens in total, per question and per phase, and USD."""
+def _token_totals(results: SweepResults, tokens: pl.DataFrame) -> pl.DataFrame:
+    """Per run: tokens in total (`call_totals`), per question and per phase, and USD."""
     phases = tokens.pivot(on="phase", index="run_id", values="tokens", aggregate_function="sum")
-    totals = tokens.group_by("run_id").agg(
-        pl.col("tokens").sum(), pl.col("tokens_per_question").sum(), pl.col("cost_usd").sum(),
-        pl.col("method_cost_usd").sum())
-    return totals.join(phases.rename({m.MEMORY_PROCESSING: "tokens_memory",
-                                      m.ANSWER_JUDGE: "tokens_answer_judge"}), on="run_id")
+    totals = call_totals(results.calls, ["run_id"]).select(
+        "run_id", "tokens", "cost_usd", "method_cost_usd", "calibration_tokens",
+        "calibration_cost_usd")
+    questions = tokens.group_by("run_id").agg(pl.col("questions").first())
+    totals = m.left_join(results.runs.select("run_id"), totals, "run_id").fill_null(0).join(
+        questions, on="run_id").with_columns(
+        (pl.col("tokens") / pl.col("questions")).alias("tokens_per_question")).drop("questions")
+    return totals.join(phases.select(
+        "run_id", pl.col(m.MEMORY_PROCESSING).alias("tokens_memory"),
+        pl.col(m.ANSWER_JUDGE).alias("tokens_answer_judge")), on="run_id")

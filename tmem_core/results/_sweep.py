@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from tmem_core.benchmarks import get_protocol, read_prepared
 from tmem_core.evaluation import recall_scorable
+from tmem_core.results._count import HISTORY_COLUMNS, counted_calls
 from tmem_core.results._evidence import basis_columns
 from tmem_core.results._layout import (
     CALIBRATION,
@@ -56,7 +57,9 @@ class SweepResults:
 
     `records[store]`: the latest successful record per key of each run (stores: retrieve,
     construct, answer, judge, calls), without the large text columns; construct records also
-    have `evidence_basis` and `linked_ids` (see `evidence_basis`). `failures`: every
+    have `evidence_basis` and `linked_ids` (see `evidence_basis`). `calls`: every call
+    identity of each run as `counted_calls` counts it (the one count of tokens and cost;
+    read it, not `records["calls"]`, for totals). `failures`: every
     failed attempt, `resolved` when its key has a successful record. `questions`: every
     question with a record in a run, with its gold facts. `gold[run_id]`: gold by qid.
     """
@@ -66,6 +69,7 @@ class SweepResults:
     runs: pl.DataFrame
     validators: pl.DataFrame
     records: Mapping[str, pl.DataFrame]
+    calls: pl.DataFrame
     failures: pl.DataFrame
     questions: pl.DataFrame
     gold: Mapping[str, Mapping[str, Gold]]
@@ -88,6 +92,7 @@ class _Run:
     contract: dict[str, Any]
     data_dir: Path
     records: dict[str, pl.DataFrame]
+    calls: pl.DataFrame
     failures: pl.DataFrame
     qids: pl.DataFrame
 
@@ -104,6 +109,7 @@ def read_sweep(root: Path) -> SweepResults:
         runs=pl.DataFrame([_run_row(r) for r in runs], schema=RUN_SCHEMA),
         validators=_validators(runs),
         records={s: pl.concat([r.records[s] for r in runs]) for s in STORES},
+        calls=pl.concat([r.calls for r in runs]),
         failures=pl.concat([r.failures for r in runs]),
         questions=pl.concat([_questions(r, benchmarks[r.data_dir]) for r in runs]),
         gold={r.contract["run_id"]: benchmarks[r.data_dir].gold for r in runs})
@@ -126,6 +132,8 @@ def _read_run(run_dir: Path, root: Path) -> _Run:
         contract=contract,
         data_dir=_data_dir(contract, root),
         records={name: _latest(name, t).with_columns(run_id) for name, t in tables.items()},
+        calls=counted_calls(_frame(tables[CALLS].select(list(HISTORY_COLUMNS)))
+                            .with_columns(run_id)),
         failures=pl.concat([_failed(name, histories[name]) for name in STORES]),
         qids=qids.unique("qid", keep="first", maintain_order=True))
 

@@ -95,10 +95,12 @@ class RunRow:
     context_tokens: float | None
     tokens_per_question: float | None
     cost_per_question: float | None
+    calibration_tokens_per_question: float | None  # the judges' controls, never the method's
     wall_s: float | None
     errors: int  # failed records whose key never succeeded
     failed_attempts: int
     unreliable_judges: list[str]  # judges that failed their calibration on this run
+    uncalibrated: list[str]  # `judge:control kind` pairs without a scored control
     degraded: dict[str, int]  # the method's non-zero fallback and repair counters
     causes: dict[str, int]  # questions per cause of the failure attribution
     gold_context: list[GoldContext]
@@ -133,6 +135,7 @@ class QuestionRow:
     context_tokens: int | None
     llm_tokens: int
     cost_usd: float
+    calibration_tokens: int
     prediction: str | None
     answer: str | None
     error: str | None
@@ -200,8 +203,10 @@ def _run_row(row: dict[str, Any], worse: dict[str, int], causes: dict[str, int],
         *_with_ci(row, "recall"), row["recall_basis"], row["recall_untraceable"] or 0,
         row["context_tokens"], row["tokens_per_question"],
         None if cost is None or not questions else cost / questions,
+        None if not questions else (row["calibration_tokens"] or 0) / questions,
         row["wall_s"], row["errors"] or 0, row["failed_attempts"] or 0,
-        list(row.get("unreliable_judges") or []), worse, causes, gold)
+        list(row.get("unreliable_judges") or []), list(row.get("uncalibrated") or []), worse,
+        causes, gold)
 
 
 def _with_ci(row: dict[str, Any], metric: str) -> tuple[float | None, list[float] | None]:
@@ -243,6 +248,7 @@ def _question_row(row: dict[str, Any], question: str, answer: str | None) -> Que
         row["cause"], row["score"], row["judged"], bool(row["judge_disagreement"]),
         row["gold_in_context"], row["evidence_basis"], row["f1"], row["exact_match"],
         row["recall"], row["context_tokens"], row["llm_tokens"], row["cost_usd"],
+        row["calibration_tokens"],
         row["prediction"], answer, row["error"])
 
 

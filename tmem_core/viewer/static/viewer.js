@@ -135,7 +135,8 @@ async function sweepPage() {
 
 function runTable(runs) {
   const head = ["run", "backbone", "questions", "judged / failed / pending", "accuracy",
-    "F1", "EM", "recall", "context tok", "tokens / q", "USD / q", "wall", "errors"];
+    "F1", "EM", "recall", "context tok", "tokens / q", "USD / q", "calibration tok / q", "wall",
+    "errors"];
   return table(head, runs.map((r) => h("tr", {},
     h("td", {}, h("a", { href: runHref(r.run_id), class: "run-link" }, r.label),
       r.running ? [" ", badge("running")] : null, h("div", { class: "muted small" }, r.run_id)),
@@ -146,6 +147,9 @@ function runTable(runs) {
       r.accuracy_ci ? h("span", { class: "muted ci" }, ` [${pct(r.accuracy_ci[0])}–${pct(r.accuracy_ci[1])}]`) : null,
       r.unreliable_judges.length
         ? [" ", badge(`unreliable judge: ${r.unreliable_judges.join(", ")}`, "failed")] : null,
+      r.uncalibrated.length
+        ? [" ", h("span", { class: "muted small", title: r.uncalibrated.join(", ") },
+          `${r.uncalibrated.length} judge × control kinds not calibrated`)] : null,
       Object.keys(r.degraded).length
         ? [" ", badge(`degraded: ${Object.entries(r.degraded).map(([k, v]) => `${k} ${v}`)
           .join(", ")}`, "failed")] : null),
@@ -155,6 +159,7 @@ function runTable(runs) {
     h("td", { class: "num" }, int(r.context_tokens)),
     h("td", { class: "num" }, int(r.tokens_per_question)),
     h("td", { class: "num" }, usd(r.cost_per_question)),
+    h("td", { class: "num" }, int(r.calibration_tokens_per_question)),
     h("td", { class: "num" }, secs(r.wall_s)),
     h("td", { class: "num" }, r.errors ? badge(`${r.errors}`, "failed") : "0",
       r.failed_attempts > r.errors
@@ -262,7 +267,8 @@ async function runPage(runId, params) {
     h("p", { class: "stats" }, `accuracy ${withCi(r.accuracy, r.accuracy_ci, pct)} · F1 `
       + `${withCi(r.f1, r.f1_ci, (x) => fixed(x, 3))} · EM ${withCi(r.exact_match, r.exact_match_ci, pct)}`
       + ` · recall ${recallText(r)} · ${int(r.context_tokens)} context `
-      + `tokens · ${int(r.tokens_per_question)} tokens / question · ${r.errors} errors`),
+      + `tokens · ${int(r.tokens_per_question)} tokens / question · `
+      + `${int(r.calibration_tokens_per_question)} calibration tokens / question · ${r.errors} errors`),
     attributionLine(r), goldContextLine(r),
     comparePicker(sweep.runs, runId), controls, body);
 }
@@ -285,7 +291,7 @@ function goldContextLine(r) {
 
 function questionTable(runId, rows) {
   return table(["question", "category", "outcome", "cause", "score", "prediction", "gold answer",
-    "context tok", "LLM tok"], rows.map((q) => h("tr", {},
+    "context tok", "LLM tok", "calibration tok"], rows.map((q) => h("tr", {},
     h("td", {}, h("a", { href: questionHref(runId, q.qid), class: "question-link" }, q.qid),
       h("div", { class: "small" }, clip(q.question, 140))),
     h("td", {}, q.category),
@@ -296,7 +302,8 @@ function questionTable(runId, rows) {
       : clip(q.prediction, 120)),
     h("td", { class: "small" }, clip(q.answer, 80)),
     h("td", { class: "num" }, int(q.context_tokens)),
-    h("td", { class: "num" }, int(q.llm_tokens)))), { class: "questions" });
+    h("td", { class: "num" }, int(q.llm_tokens)),
+    h("td", { class: "num" }, int(q.calibration_tokens)))), { class: "questions" });
 }
 
 // ---- question ---------------------------------------------------------------------------
@@ -416,17 +423,27 @@ function goldEvidence(items, basis) {
 
 function calls(rows) {
   if (!rows.length) return h("p", { class: "muted" }, "No LLM call.");
-  const sum = (k) => rows.reduce((a, c) => a + c[k], 0);
   const row = (c) => h("tr", {}, h("td", {}, c.stage), h("td", {}, c.backbone),
     h("td", { class: "small" }, c.model), h("td", { class: "num tokens" }, int(c.prompt_tokens)),
     h("td", { class: "num" }, int(c.completion_tokens)), h("td", { class: "num" }, secs(c.latency_s)),
     h("td", { class: "num" }, usd(c.cost_usd)), h("td", {}, c.cached ? badge("cache hit", "cached") : ""));
+  // the question's own calls, as its LLM tokens count them; the run's memory (shown here,
+  // counted once per run) and the judges' controls (never a question's tokens) apart
+  const method = rows.filter((c) => c.stage !== "calibration" && c.stage !== "memory");
+  const memory = rows.filter((c) => c.stage === "memory");
+  const controls = rows.filter((c) => c.stage === "calibration");
+  const total = (label, group) => {
+    const sum = (k) => group.reduce((a, c) => a + c[k], 0);
+    return h("tr", { class: "total" }, h("td", {}, `${group.length} ${label}`),
+      h("td", {}), h("td", {}), h("td", { class: "num" }, int(sum("prompt_tokens"))),
+      h("td", { class: "num" }, int(sum("completion_tokens"))), h("td", { class: "num" }, secs(sum("latency_s"))),
+      h("td", { class: "num" }, usd(sum("cost_usd"))),
+      h("td", {}, `${group.filter((c) => c.cached).length} hits`));
+  };
   return table(["stage", "backbone", "model", "prompt tok", "completion tok", "latency", "cost",
-    "cache"], [...rows.map(row), h("tr", { class: "total" }, h("td", {}, `${rows.length} calls`),
-    h("td", {}), h("td", {}), h("td", { class: "num" }, int(sum("prompt_tokens"))),
-    h("td", { class: "num" }, int(sum("completion_tokens"))), h("td", { class: "num" }, secs(sum("latency_s"))),
-    h("td", { class: "num" }, usd(sum("cost_usd"))),
-    h("td", {}, `${rows.filter((c) => c.cached).length} hits`))], { class: "calls" });
+    "cache"], [...rows.map(row), total("calls", method),
+    memory.length ? total("memory calls (the run's)", memory) : null,
+    controls.length ? total("calibration calls", controls) : null], { class: "calls" });
 }
 
 function failures(rows) {
