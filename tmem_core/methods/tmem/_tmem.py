@@ -28,6 +28,7 @@ from tmem_core.methods.tmem._forest import (
     Constraints,
     Forest,
     Node,
+    PhaseRanks,
     Repair,
     build_forest,
     flat_forest,
@@ -40,6 +41,7 @@ from tmem_core.methods.tmem._show import describe
 from tmem_core.methods.tmem._steps import prompt_hashes
 from tmem_core.methods.tmem._structure import STRUCTURE_PROMPT, Proposals, Structurer
 from tmem_core.methods.tmem._timeline import Timeline
+from tmem_core.methods.tmem._withhold import check_withheld, withheld, withheld_conversation
 from tmem_core.prompts import load_prompt
 from tmem_core.retrieval import Budget, Conversation, IndexStore
 from tmem_core.schema import Message, Question
@@ -58,7 +60,11 @@ class TMemConfig:
     - `selection`: "llm" (KEY/SUPPORT labels) or "reranked" (the no-LLM reranker);
     - `structuring` off: a flat chronological list; `typed_relations` off: RELATED edges;
     - `compression` off: no span is dropped, whole messages are admitted within the budget;
-    - metadata expansion and global scope are `discovery_config.metadata` / `.scope`.
+    - metadata expansion and global scope are `discovery_config.metadata` / `.scope`;
+    - `discovery_withheld` / `structuring_withheld`: metadata fields ("topic", "phase") that
+      discovery (indexes, groups, the selection prompt) or structuring (its prompt, its
+      same-topic and phase-order checks, its repair groups) read as null (Exp-6); the
+      answer context keeps them.
     """
 
     discovery_config: DiscoveryConfig = field(default_factory=DiscoveryConfig)
@@ -67,16 +73,24 @@ class TMemConfig:
     structuring: bool = True
     typed_relations: bool = True
     compression: bool = True
+    discovery_withheld: tuple[str, ...] = ()
+    structuring_withheld: tuple[str, ...] = ()
     select_batch: int = 20
     min_coverage: float = 0.5
     link_batch: int = 12
     link_context: int = 8
 
+    def __post_init__(self) -> None:
+        check_withheld(self.discovery_withheld, "TMemConfig.discovery_withheld")
+        check_withheld(self.structuring_withheld, "TMemConfig.structuring_withheld")
+
     def switches(self) -> dict[str, Any]:
         return {"discovery": self.discovery, "selection": self.selection,
                 "structuring": self.structuring, "typed_relations": self.typed_relations,
                 "compression": self.compression, "metadata": self.discovery_config.metadata,
-                "scope": self.discovery_config.scope}
+                "scope": self.discovery_config.scope,
+                "discovery_withheld": list(self.discovery_withheld),
+                "structuring_withheld": list(self.structuring_withheld)}
 
     def search(self) -> DiscoveryConfig:
         """The discovery parameters in effect (no interval passes without discovery)."""
@@ -109,11 +123,12 @@ class TMem:
     config: TMemConfig = field(default_factory=TMemConfig)
     name: str = "tmem"
     _timelines: dict[str, Timeline] = field(default_factory=dict, repr=False)
-    _phases: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+    _phases: dict[str, PhaseRanks] = field(default_factory=dict, repr=False)
+    _discovery_store: IndexStore | None = field(default=None, repr=False)
 
     def retrieve(self, question: Question) -> Evidence:
         search = self.config.search()
-        index = self.store.index(question.conv_id, search.metadata)
+        index = self._seen_by_discovery().index(question.conv_id, search.metadata)
         if question.conv_id not in self._timelines:
             self._timelines[question.conv_id] = Timeline.of(index.conversation)
         found = discover(question, index, self._timelines[question.conv_id], search,
@@ -125,12 +140,14 @@ class TMem:
                   budget_tokens: int, count_tokens: TokenCounter) -> Context:
         conversation = self.store.conversations[question.conv_id]
         found = _discovery_of(evidence)
-        candidates = candidates_from_json(found, conversation)
+        seen = self._seen_by_discovery().conversations[question.conv_id]
+        candidates = candidates_from_json(found, seen)
         marks = [time.perf_counter()]
         selection = self._select(question, candidates, intervals_from_json(found), llm)
         marks.append(time.perf_counter())
         terms = QueryTerms.of(question)
-        by_id = {c.message.msg_id: c.message for c in candidates}
+        by_id = {c.message.msg_id: conversation.messages[conversation.position[c.message.msg_id]]
+                 for c in candidates}
         admitted = self._admit([by_id[i] for i in selection.ranked], terms, budget_tokens,
                                count_tokens)
         structured = self._structure(question, admitted, llm, conversation)
@@ -172,8 +189,9 @@ class TMem:
         if not self.config.structuring:
             return Structured(flat_forest(admitted), Proposals({}))
         structurer = Structurer(_need(llm), self.config.link_batch, self.config.link_context)
-        proposals = structurer.propose(question, admitted)
-        forest, repairs = build_forest(admitted, proposals.edges, self._constraints(conversation),
+        seen = withheld(admitted, self.config.structuring_withheld)
+        proposals = structurer.propose(question, seen)
+        forest, repairs = build_forest(seen, proposals.edges, self._constraints(conversation),
                                        self.config.typed_relations)
         return Structured(forest, proposals, tuple(repairs))
 
@@ -210,9 +228,23 @@ class TMem:
         return compression.texts, compression
 
     def _constraints(self, conversation: Conversation) -> Constraints:
+        """Phase ranks of the conversation as structuring sees it (its withheld fields null)."""
         if conversation.conv_id not in self._phases:
-            self._phases[conversation.conv_id] = phase_order(conversation.messages)
+            self._phases[conversation.conv_id] = phase_order(
+                withheld(conversation.messages, self.config.structuring_withheld))
         return Constraints(self._phases[conversation.conv_id])
+
+    def _seen_by_discovery(self) -> IndexStore:
+        """The indexes discovery searches: the run's own, or (with withheld fields) indexes of
+        the conversations with those fields null, built beside them."""
+        fields = self.config.discovery_withheld
+        if not fields:
+            return self.store
+        if self._discovery_store is None:
+            self._discovery_store = IndexStore(
+                {k: withheld_conversation(c, fields) for k, c in self.store.conversations.items()},
+                self.store.embedder, self.store.root, self.store.config, self.store.stats)
+        return self._discovery_store
 
     def _prompts(self) -> dict[str, str]:
         used = [SELECT_PROMPT] * (self.config.selection == "llm")
@@ -228,6 +260,11 @@ class TMem:
     "tmem_untyped": {"typed_relations": False},
     "tmem_global_forest": {"discovery_config": {"scope": "global"}},
     "tmem_reranked_forest": {"selection": "reranked"},
+    # Exp-6 (robustness to metadata availability): what each module reads as null
+    "tmem_wo_topic_in_discovery": {"discovery_withheld": ("topic",)},
+    "tmem_wo_meta_in_structuring": {"structuring_withheld": ("topic", "phase")},
+    "tmem_wo_meta_in_both": {"discovery_withheld": ("topic", "phase"),
+                             "structuring_withheld": ("topic", "phase")},
 }, description="T-MEM: temporal discovery, KEY/SUPPORT selection, evidence forest")
 def _tmem(env: MethodEnv, config: TMemConfig, name: str) -> ContextMethod:
     """The grid's Top-k is the anchor depth (paper §5.3), its budget the evidence budget."""
