@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,20 @@ def test_judge_prompt_override(tmp_path: Path) -> None:
         parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(tmp_path / "no.txt")}},
                     ALLOWED)
     assert err.value.key == "judge_prompts.judge/locomo"
+
+
+def test_a_methods_definition_version_enters_its_run_identity(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A redefined method (version past 1) never shares a run id, and so never resumes the
+    records, of its older definition; methods at version 1 keep the ids they had."""
+    from tmem_core.methods import _registry
+
+    runs = {r.method: r for r in parse_sweep(GOOD, ALLOWED).runs()}
+    assert "method_version" not in runs["bm25"].identity()
+    assert runs["tmem_reranked"].identity()["method_version"] == 2
+    ids = {method: run.run_id for method, run in runs.items()}
+    older = dataclasses.replace(_registry.get_method("tmem_reranked"), version=1)
+    monkeypatch.setitem(_registry._REGISTRY, "tmem_reranked", older)
+    again = {r.method: r for r in parse_sweep(GOOD, ALLOWED).runs()}
+    assert again["tmem_reranked"].run_id != ids["tmem_reranked"]
+    assert again["bm25"].run_id == ids["bm25"]

@@ -93,8 +93,11 @@ class RunSpec:
         return f"{slug}_{digest[:8]}"
 
     def identity(self) -> dict[str, Any]:
-        """Everything that changes a run's results (and so its id)."""
+        """Everything that changes a run's results (and so its id); a method's definition
+        version enters once it is past 1, so the ids of unchanged methods stay as they were."""
+        version = get_method(self.method).version
         return {"benchmark": asdict(self.benchmark), "method": self.method,
+                **({"method_version": version} if version > 1 else {}),
                 "params": dict(self.params), "backbone": self.backbone,
                 "judges": list(self.judges), "top_k": self.top_k, "budget": self.budget,
                 "judge_repeats": self.judge_repeats, "judge_prompts": dict(self.judge_prompts)}
