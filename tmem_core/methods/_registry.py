@@ -84,8 +84,9 @@ _REGISTRY: dict[str, MethodSpec[Any]] = {}
 
 def method(name: str, *, description: str, config: type[Any] = NoParams,
            variants: Mapping[str, Mapping[str, Any]] | None = None, show: Show | None = None,
-           ranked: bool = False, version: int = 1) -> Callable[[Callable[[MethodEnv, P, str], ContextMethod]],
-                                             Callable[[MethodEnv, P, str], ContextMethod]]:
+           ranked: bool = False, version: int = 1
+           ) -> Callable[[Callable[[MethodEnv, P, str], ContextMethod]],
+                         Callable[[MethodEnv, P, str], ContextMethod]]:
     """Register a method factory under `name` (and its ablations under `variants`)."""
 
     def register(build: Callable[[MethodEnv, P, str], ContextMethod]
