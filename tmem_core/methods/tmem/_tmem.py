@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -96,7 +95,7 @@ class TMemConfig:
         """The discovery parameters in effect (no interval passes without discovery)."""
         if self.discovery:
             return self.discovery_config
-        return replace(self.discovery_config, scope="interval", min_density=math.inf)
+        return self.discovery_config.without_intervals()
 
 
 @dataclass(frozen=True)
@@ -294,8 +293,7 @@ def candidates_from_json(found: Mapping[str, Any], conversation: Conversation
 
 
 def intervals_from_json(found: Mapping[str, Any]) -> list[Interval]:
-    return [Interval(iv["group"], tuple(iv["anchors"]), iv["span_seconds"], iv["size"],
-                     iv["density"], iv["kept"], tuple(iv["members"]))
+    return [Interval(**{**iv, "anchors": tuple(iv["anchors"]), "members": tuple(iv["members"])})
             for iv in found["intervals"]]
 
 
