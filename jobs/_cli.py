@@ -11,13 +11,14 @@ from tmem_core.benchmarks import LoadRequest, benchmark_names
 from tmem_core.schema import DataError
 
 
-def add_source_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--benchmark", required=True, help=f"one of {', '.join(benchmark_names())}")
+def add_source_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("--benchmark", required=required,
+                        help=f"one of {', '.join(benchmark_names())}")
     parser.add_argument("--source", type=Path, help="the benchmark's native file or folder")
     parser.add_argument("--size", type=int, default=2000, help="synthetic: number of messages")
     parser.add_argument("--seed", type=int, default=0, help="synthetic: random seed")
     parser.add_argument("--variant", default="base",
-                        help="synthetic: base, revisions, no-metadata, interleaved[=N] "
+                        help="synthetic: base, native-revisions, no-metadata, interleaved[=N] "
                              "(join with '+'); evermembench: the upstream shape, eval or "
                              "dynamic (default: detected from the files)")
 

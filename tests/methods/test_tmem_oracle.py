@@ -58,7 +58,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
     spy.setattr(_synthetic._Conversation, "_questions", capture)
     prepared = source_named(build("synthetic",
-                                  LoadRequest(size=2000, seed=0, variant="revisions")))
+                                  LoadRequest(size=2000, seed=0, variant="native-revisions")))
     spy.undo()
     conversations = conversations_from_table(prepared.messages)
     store = IndexStore(conversations, HashEmbedder(), tmp_path_factory.mktemp("idx"))

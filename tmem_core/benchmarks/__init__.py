@@ -17,6 +17,8 @@ from tmem_core.benchmarks._prepare import (
     build,
     prepare,
     read_prepared,
+    tables_sha256,
+    with_revisions,
     write_prepared,
 )
 from tmem_core.benchmarks._registry import (
@@ -42,5 +44,7 @@ __all__ = [
     "get_protocol",
     "prepare",
     "read_prepared",
+    "tables_sha256",
+    "with_revisions",
     "write_prepared",
 ]
