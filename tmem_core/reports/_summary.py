@@ -8,6 +8,8 @@ from pathlib import Path
 import polars as pl
 
 from tmem_core.reports import _metrics as m
+from tmem_core.reports._chains import revision_chains
+from tmem_core.reports._paper import paper_table
 from tmem_core.results import ALL_JUDGES, CALIBRATION, OVERALL, SweepResults, calibration
 
 
@@ -29,6 +31,8 @@ class Summary:
     error_counts: pl.DataFrame
     errors: pl.DataFrame
     validators: pl.DataFrame
+    paper: pl.DataFrame  # the paper's figures beside the runs that match them
+    revision_chains: pl.DataFrame  # Exp-5: complete-chain recovery, revision-only contexts
 
     def tables(self) -> dict[str, pl.DataFrame]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -50,16 +54,18 @@ def summarise(results: SweepResults) -> Summary:
     judge_calibration = calibration(results.records[CALIBRATION])
     tokens = m.tokens(results, questions)
     error_counts = m.error_counts(results)
+    runs = _runs(results.runs, questions, accuracy, f1, exact_match, judge_calibration, recall,
+                 tokens)
     return Summary(
-        runs=_runs(results.runs, questions, accuracy, f1, exact_match, judge_calibration,
-                   recall, tokens),
+        runs=runs,
         questions=questions, accuracy=accuracy, f1=f1, exact_match=exact_match,
         calibration=judge_calibration, agreement=m.agreement(results),
         degradation=m.degradation(results), recall=recall,
         tokens=tokens,
         timing=m.timing(results, tokens), error_counts=error_counts,
         errors=results.failures.sort("run_id", "store", "written_at"),
-        validators=results.validators)
+        validators=results.validators, paper=paper_table(runs),
+        revision_chains=revision_chains(results))
 
 
 def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,
