@@ -43,8 +43,8 @@ def test_grid_expands_and_ids_are_stable() -> None:
     ({"extra": 1}, "extra", "allowed"),
     ({"methods": {"bm25": {"bogus_param": 3}}}, "methods.bm25",
      "unknown key 'bogus_param'; allowed: (none)"),
-    ({"methods": {"tmem_reranked": {"min_density": "high"}}},
-     "methods.tmem_reranked.min_density", "expected float, got str 'high'"),
+    ({"methods": {"tmem_reranked": {"episode_rate": "high"}}},
+     "methods.tmem_reranked.episode_rate", "expected float, got str 'high'"),
     ({"methods": {"tmem_reranked": {"scope": "everywhere"}}}, "methods.tmem_reranked.scope",
      "allowed: 'interval', 'global'"),
 ])
