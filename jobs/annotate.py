@@ -4,6 +4,7 @@
         --out results/annotation/locomo --backbone smollm2 [--depth 20] [--conversations conv-30]
     python -m jobs.view --audit results/annotation/locomo     # accept or reject the doubtful
     python -m jobs.annotate --apply results/annotation/locomo  # the variant with the decisions
+    python -m jobs.annotate --benchmark locomo --source PATH --coverage  # no filter, no files
 
 For each non-abstention question: reverse retrieval from its gold answer ("<question> <answer>",
 the first `--depth` messages), the backbone's filter labels each candidate ANSWER (answer-
@@ -13,7 +14,9 @@ accepted, audited or rejected (`tmem_core/annotation/_units.py`). The folder get
 calls and tokens, and, when the base has evidence of its own, the coverage of reverse retrieval
 at depths 10/20/50/100 and the precision and recall of the accepted units against it) and
 `prepared/`, the new prepared variant (the base is never changed). `--apply` rewrites
-`prepared/` with the audit's decisions, without calling the backbone again.
+`prepared/` with the audit's decisions, without calling the backbone again. `--coverage` only
+prints the coverage of reverse retrieval against the base's own evidence at each depth (per
+conversation and overall), calling no backbone and writing nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 from jobs._cli import add_source_args, load_request, run_main
 from tmem_core.annotation import (
     AUDIT_FILE,
+    COVERAGE_DEPTHS,
     PREPARED_DIR,
     SETTINGS_FILE,
     AnnotateConfig,
@@ -56,11 +60,15 @@ def main() -> int:
     args = _parser().parse_args()
     if args.apply:
         return apply_audit(args.apply)
-    if args.out is None or (args.benchmark is None and args.prepared is None):
-        raise DataError("annotating needs --out and a benchmark (--prepared DIR, or "
-                        "--benchmark NAME [--source PATH])")
+    if args.benchmark is None and args.prepared is None:
+        raise DataError("a benchmark is needed: --prepared DIR, or --benchmark NAME "
+                        "[--source PATH]")
     base_request = _base_request(args)
     base = _read_base(base_request)
+    if args.coverage:
+        return print_coverage(base, args.conversations)
+    if args.out is None:
+        raise DataError("annotating needs --out FOLDER")
     if args.prepared is not None and args.out.resolve() == args.prepared.resolve():
         raise DataError("--out must differ from --prepared: the base is never changed",
                         file=str(args.out))
@@ -109,6 +117,24 @@ def apply_audit(folder: Path) -> int:
     return 0
 
 
+def print_coverage(base: PreparedBenchmark, conversations: list[str] | None) -> int:
+    """Reverse retrieval's coverage of the base's own evidence, per conversation and in all."""
+    gold = gold_from_table(base.questions)
+    questions = [q for q in annotatable(questions_from_table(base.questions), gold)
+                 if gold[q.qid].evidence_ids and (not conversations or q.conv_id in conversations)]
+    if not questions:
+        raise DataError("no annotatable question with evidence of its own to measure against")
+    store = IndexStore(conversations_from_table(base.messages))
+    groups = {c: [q for q in questions if q.conv_id == c]
+              for c in dict.fromkeys(q.conv_id for q in questions)}
+    print(f"reverse-retrieval coverage of the base's evidence ({len(questions)} questions)")
+    for name, group in [*groups.items(), ("all", questions)]:
+        shares = coverage(store, group, gold)
+        print(f"  {name:<12} {len(group):>5} questions  " + "  ".join(
+            f"@{d} {shares[str(d)]:.3f}" for d in COVERAGE_DEPTHS))
+    return 0
+
+
 def print_summary(folder: Path, variant: PreparedBenchmark, settings: dict[str, Any]) -> None:
     facts = variant.manifest["annotation"]
     print(f"annotated {facts['questions_annotated']} questions with {settings['backbone']} "
@@ -149,6 +175,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--limit", type=int, help="the first N questions only")
     parser.add_argument("--apply", type=Path, metavar="FOLDER",
                         help="rewrite FOLDER/prepared with the audit's decisions")
+    parser.add_argument("--coverage", action="store_true",
+                        help="only print reverse retrieval's coverage of the base's evidence")
     return parser
 
 

@@ -191,3 +191,19 @@ def test_no_method_or_pipeline_module_imports_the_annotation() -> None:
                          else [a.name for a in node.names] if isinstance(node, ast.Import)
                          else [])
                 assert not any(n.startswith("tmem_core.annotation") for n in names), path
+
+
+def test_coverage_alone_calls_no_backbone(locomo_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    def no_backbone(_: str) -> None:
+        raise AssertionError("--coverage opened a backbone")
+
+    monkeypatch.setattr(annotate_job, "open_client", no_backbone)
+    monkeypatch.setattr(sys, "argv", ["annotate", "--benchmark", "locomo", "--source",
+                                      str(locomo_path), "--coverage", "--conversations",
+                                      CONVERSATION])
+    assert annotate_job.main() == 0
+    lines = capsys.readouterr().out.splitlines()
+    shares = [float(x) for x in lines[-1].split()[4::2]]
+    assert lines[1].split()[0] == CONVERSATION and len(shares) == 4
+    assert shares == sorted(shares) and shares[1] >= 0.8  # the default depth, 20
