@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tmem_core.benchmarks import LoadRequest, benchmark_names
+from tmem_core.llm import BackboneConfig, ConfigError, get_backbone
 from tmem_core.schema import DataError
 
 
@@ -21,6 +22,20 @@ def add_source_args(parser: argparse.ArgumentParser, required: bool = True) -> N
                         help="synthetic: base, native-revisions, no-metadata, interleaved[=N] "
                              "(join with '+'); evermembench: the upstream shape, eval or "
                              "dynamic (default: detected from the files)")
+
+
+def add_backbone_args(parser: argparse.ArgumentParser, default: str | None, role: str) -> None:
+    parser.add_argument("--backbone", "--writer" if role == "writer" else "--filter",
+                        dest="backbone", default=default, help=f"the {role}'s backbone")
+    parser.add_argument("--backbones-file", type=Path, help="TOML/YAML file adding backbones")
+
+
+def backbone_of(args: argparse.Namespace) -> BackboneConfig:
+    """The backbone named by `--backbone` (from `--backbones-file` or the built-ins)."""
+    try:
+        return get_backbone(args.backbone, args.backbones_file)
+    except ConfigError as exc:
+        raise DataError(str(exc)) from None
 
 
 def load_request(args: argparse.Namespace) -> LoadRequest:

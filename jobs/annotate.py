@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobs._cli import add_source_args, load_request, run_main
+from jobs._cli import add_backbone_args, add_source_args, backbone_of, load_request, run_main
 from tmem_core.annotation import (
     AUDIT_FILE,
     COVERAGE_DEPTHS,
@@ -51,7 +51,7 @@ from tmem_core.benchmarks import (
     tables_sha256,
     write_prepared,
 )
-from tmem_core.llm import get_backbone, open_client
+from tmem_core.llm import open_client
 from tmem_core.retrieval import IndexStore, conversations_from_table
 from tmem_core.schema import DataError, gold_from_table, questions_from_table
 
@@ -79,11 +79,11 @@ def main() -> int:
         raise DataError("no non-abstention question with a gold answer to annotate")
     store = IndexStore(conversations_from_table(base.messages))
     started = time.perf_counter()
-    with open_client(args.backbone) as llm:
+    backbone = backbone_of(args)
+    with open_client(backbone) as llm:
         done = annotate(store, questions, gold, llm, AnnotateConfig(args.depth, args.batch))
     args.out.mkdir(parents=True, exist_ok=True)
     write_units(args.out, done.units)
-    backbone = get_backbone(args.backbone)
     settings = {**done.stats, "backbone": backbone.name, "model": backbone.model,
                 "base_request": base_request,
                 "base_sha256": tables_sha256(base.messages, base.questions),
@@ -165,7 +165,7 @@ def _parser() -> argparse.ArgumentParser:
     add_source_args(parser, required=False)
     parser.add_argument("--prepared", type=Path, help="annotate a prepared folder")
     parser.add_argument("--out", type=Path, help="the annotation folder")
-    parser.add_argument("--backbone", default="smollm2", help="the filter's backbone")
+    add_backbone_args(parser, "smollm2", "filter")
     parser.add_argument("--depth", type=int, default=AnnotateConfig.depth,
                         help="reverse-retrieval candidates per question")
     parser.add_argument("--batch", type=int, default=AnnotateConfig.batch,

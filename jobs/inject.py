@@ -17,7 +17,7 @@ import argparse
 import time
 from pathlib import Path
 
-from jobs._cli import run_main
+from jobs._cli import add_backbone_args, backbone_of, run_main
 from jobs.prepare import print_summary
 from tmem_core.benchmarks import PreparedBenchmark, read_prepared, with_revisions, write_prepared
 from tmem_core.benchmarks._revisions import CONDITIONS, LLMWriter, TemplateWriter, Writer
@@ -32,7 +32,7 @@ def main() -> int:
     parser.add_argument("--condition", type=int, required=True, choices=CONDITIONS,
                         help="at most this many revisions per question")
     parser.add_argument("--out", type=Path, required=True, help="the new prepared folder")
-    parser.add_argument("--writer", help="a backbone that writes the texts (default: templates)")
+    add_backbone_args(parser, None, "writer")
     parser.add_argument("--seed", type=int, default=0, help="seed of every draw")
     args = parser.parse_args()
     if args.out.resolve() == args.prepared.resolve():
@@ -40,11 +40,12 @@ def main() -> int:
                         file=str(args.out))
     base = read_prepared(args.prepared)
     started = time.perf_counter()
-    if args.writer is None:
+    if args.backbone is None:
         write(base, args, TemplateWriter(args.seed))
     else:
-        with open_client(args.writer) as llm:
-            write(base, args, LLMWriter(llm, args.writer, args.seed))
+        backbone = backbone_of(args)
+        with open_client(backbone) as llm:
+            write(base, args, LLMWriter(llm, backbone.name, args.seed))
     print_summary(args.out, time.perf_counter() - started)
     return 0
 
