@@ -8,7 +8,9 @@ Development: LoCoMo conv-26 and conv-30, the synthetic set (2,000 messages) with
 101, base and interleaved. Reported: the other LoCoMo conversations, synthetic seeds 0-2. The
 episode rate is measured on the development split, the other parameters searched there
 (`tmem_core/methods/tmem/_development.py`); the figures of both splits are printed for the
-chosen parameters and for the seeds alone (no interval kept).
+chosen parameters, per part and depth: the recall of the seeds alone, of the candidate pool
+handed to selection and of the no-LLM reranker's Top-k of it, the pool's size, the intervals
+kept and the share of them holding gold evidence, and the lone seeds kept.
 """
 
 from __future__ import annotations
@@ -73,19 +75,19 @@ def print_points(points: list[Point]) -> None:
 
 
 def print_split(name: str, questions: list[Seeded], chosen: DiscoveryConfig
-                ) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
-    out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+                ) -> dict[str, dict[str, dict[str, float]]]:
+    out: dict[str, dict[str, dict[str, float]]] = {}
     print(f"== {name} split: {len(questions)} questions")
-    print(f"  {'part':<28}{'k':>4}{'seeds':>7}{'pool':>7}{'top-k':>7}{'size':>6}"
-          f"{'kept':>6}{'prec':>6}{'lone kept':>11}   (seeds alone: pool = top-k)")
+    print(f"  {'part':<32}{'k':>4}{'seeds':>7}{'pool':>7}{'top-k':>7}{'size':>6}"
+          f"{'kept':>6}{'prec':>6}{'lone kept':>11}")
     for part, qs in by_part(questions).items():
         out[part] = {}
         for depth in DEPTHS:
-            m, off = measure(qs, chosen, depth), measure(qs, chosen.without_intervals(), depth)
-            out[part][str(depth)] = {"chosen": _metrics(m), "seeds_alone": _metrics(off)}
-            print(f"  {part:<28}{depth:>4}{m.seed_recall:>7.3f}{m.pool_recall:>7.3f}"
+            m = measure(qs, chosen, depth)
+            out[part][str(depth)] = _metrics(m)
+            print(f"  {part:<32}{depth:>4}{m.seed_recall:>7.3f}{m.pool_recall:>7.3f}"
                   f"{m.reranked_recall:>7.3f}{m.pool_size:>6.0f}{m.kept:>6}{m.precision:>6.2f}"
-                  f"{f'{m.lone_kept}/{m.lone}':>11}   {off.pool_recall:.3f}")
+                  f"{f'{m.lone_kept}/{m.lone}':>11}")
     return out
 
 
