@@ -27,7 +27,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobs._cli import add_backbone_args, add_source_args, backbone_of, load_request, run_main
+from jobs._cli import (
+    add_backbone_args,
+    add_benchmark_args,
+    backbone_of,
+    load_request,
+    run_main,
+)
 from tmem_core.annotation import (
     AUDIT_FILE,
     COVERAGE_DEPTHS,
@@ -162,8 +168,7 @@ def print_summary(folder: Path, variant: PreparedBenchmark, settings: dict[str, 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m jobs.annotate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_source_args(parser, required=False)
-    parser.add_argument("--prepared", type=Path, help="annotate a prepared folder")
+    add_benchmark_args(parser, required=False)
     parser.add_argument("--out", type=Path, help="the annotation folder")
     add_backbone_args(parser, "smollm2", "filter")
     parser.add_argument("--depth", type=int, default=AnnotateConfig.depth,

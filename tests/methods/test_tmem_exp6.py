@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 from test_tmem_fakes import ScriptedLLM, asked_ids, by_stage, label_all, link_all, message
 
+from tests.hashed_embedder import HashEmbedder
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.llm import ChatRequest, count_tokens
-from tmem_core.methods import MethodEnv, build_method
+from tmem_core.methods import MethodEnv
+from tmem_core.methods._registry import build_method
 from tmem_core.methods._context import Context
 from tmem_core.methods.tmem import TMem
-from tmem_core.retrieval import Conversation, HashEmbedder, IndexStore, MiniLMEmbedder
+from tmem_core.retrieval import Conversation, IndexStore, MiniLMEmbedder
 from tmem_core.retrieval import conversations_from_table as conversations
 from tmem_core.schema import Question, questions_from_table
 
@@ -50,7 +52,7 @@ def _fields_in(text: str) -> set[str]:
 
 def _run(method: TMem, question: Question) -> tuple[Context, ScriptedLLM]:
     llm = ScriptedLLM(by_stage(select=label_all("KEY"), structure=link_all("m1", "UPDATE")))
-    return method.construct(question, method.retrieve(question), llm, 4000, COUNT), llm
+    return method.construct(question, method.retrieve(question), llm, COUNT), llm
 
 
 @pytest.mark.parametrize("variant", sorted(WITHHELD))
@@ -101,7 +103,7 @@ def test_withholding_the_phase_lifts_the_phase_order_check(tmp_path: Path) -> No
         method = build_method(variant, env)
         assert isinstance(method, TMem)
         llm = ScriptedLLM(by_stage(select=label_all("KEY"), structure=_previous))
-        context = method.construct(question, method.retrieve(question), llm, 4000, COUNT)
+        context = method.construct(question, method.retrieve(question), llm, COUNT)
         assert [r["problem"] for r in context.trace["structure"]["repairs"]] == problems
         assert _fields_in(_shown([r for r in llm.requests if r.stage == "tmem.structure"])
                           ) == ({"topic", "phase"} if problems else set())

@@ -11,7 +11,8 @@ HOUR = 3600.0
 
 @dataclass(frozen=True)
 class DiscoveryConfig:
-    """Paper defaults (§C.1): 36 anchors, at most 100 candidates, 8,192 evidence tokens.
+    """Paper defaults (§C.1): at most 100 candidates (the 36 anchors and 8,192 evidence tokens
+    are the grid's `top_k` and `budget`, the anchors seeded and the context's tokens).
 
     The density test (§4.2, appendix F.1). Seeds (the seed-retrieval anchors) are grouped by
     topic (else channel, session, conversation); each group's seeds, on the group's own
@@ -45,10 +46,7 @@ class DiscoveryConfig:
     reported on the rest.
     """
 
-    anchors: int = 36
-    anchors_follow_budget: bool = True  # Exp-2 protocol: anchors = the budget's message count
     max_candidates: int = 100
-    evidence_tokens: int = 8192  # budget used when the caller sets no limit
     metadata: bool = True  # metadata-expanded indexes and query (asking user)
     scope: Scope = "interval"  # "global": whole anchor groups instead of intervals (ablation)
     max_gap_seconds: float = 2 * HOUR
@@ -75,11 +73,6 @@ class DiscoveryConfig:
         if not 0 < self.threshold_position < 1:
             raise ValueError(f"DiscoveryConfig.threshold_position must lie strictly between 0 "
                              f"and 1, got {self.threshold_position}")
-
-    def anchor_depth(self, budget_messages: int | None) -> int:
-        if self.anchors_follow_budget and budget_messages:
-            return budget_messages
-        return self.anchors
 
     def episode_rate_at(self, seeded: int) -> float:
         """The relevant-episode rate (seeds per hour) when `seeded` anchors are seeded."""

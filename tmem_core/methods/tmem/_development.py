@@ -40,7 +40,7 @@ from tmem_core.methods.tmem._discovery import (
 )
 from tmem_core.methods.tmem._rerank import ContextReranker
 from tmem_core.methods.tmem._timeline import Timeline
-from tmem_core.retrieval import Budget, Conversation, IndexStore, conversations_from_table
+from tmem_core.retrieval import Conversation, IndexStore, conversations_from_table
 from tmem_core.schema import Question, gold_from_table, questions_from_table
 
 DEPTHS = (12, 24, 36, 48)
@@ -170,7 +170,7 @@ def measure(questions: Sequence[Seeded], config: DiscoveryConfig, depth: int) ->
         found = search(q.seeding.top(depth), q.conversation, q.timeline, config)
         ids = {c.message.msg_id for c in found.candidates}
         evidence = {q.conversation.messages[p].msg_id for p in q.evidence}
-        top = reranker.select(q.question, found.candidates, Budget.top_k(depth))
+        top = reranker.select(q.question, found.candidates, depth)
         pool += len(ids & evidence) / len(evidence)
         seeds += len(set(found.anchors) & evidence) / len(evidence)
         reranked += len(set(top) & evidence) / len(evidence)
