@@ -8,6 +8,7 @@ name that is not registered is a `ConfigError` that lists the allowed ones.
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
@@ -24,6 +25,7 @@ class Registry(Generic[S]):
         self._bundled = bundled
         self._specs: dict[str, S] = {}
         self._loaded = not bundled
+        self._loading = threading.RLock()
 
     def add(self, name: str, spec: S) -> None:
         if name in self._specs:
@@ -45,8 +47,12 @@ class Registry(Generic[S]):
         return iter(sorted(self._all().items()))
 
     def _all(self) -> dict[str, S]:
+        """Every spec; the first lookup imports the bundled modules, and lookups from other
+        threads meanwhile wait for them (a stage actor answers from several threads)."""
         if not self._loaded:
-            self._loaded = True
-            for module in self._bundled:
-                importlib.import_module(module)
+            with self._loading:
+                if not self._loaded:
+                    for module in self._bundled:
+                        importlib.import_module(module)
+                    self._loaded = True
         return self._specs
