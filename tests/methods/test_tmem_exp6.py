@@ -15,8 +15,8 @@ from tests.hashed_embedder import HashEmbedder
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.llm import ChatRequest, count_tokens
 from tmem_core.methods import MethodEnv
-from tmem_core.methods._registry import build_method
 from tmem_core.methods._context import Context
+from tmem_core.methods._registry import build_method
 from tmem_core.methods.tmem import TMem
 from tmem_core.retrieval import Conversation, IndexStore, MiniLMEmbedder
 from tmem_core.retrieval import conversations_from_table as conversations
