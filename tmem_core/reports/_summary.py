@@ -8,7 +8,9 @@ from pathlib import Path
 import polars as pl
 
 from tmem_core.reports import _metrics as m
+from tmem_core.reports._attribution import attribution, gold_context, with_causes
 from tmem_core.reports._chains import revision_chains
+from tmem_core.reports._paired import paired_differences
 from tmem_core.reports._paper import paper_table
 from tmem_core.results import ALL_JUDGES, CALIBRATION, OVERALL, SweepResults, calibration
 
@@ -26,6 +28,9 @@ class Summary:
     agreement: pl.DataFrame
     degradation: pl.DataFrame
     recall: pl.DataFrame
+    attribution: pl.DataFrame
+    gold_context: pl.DataFrame
+    paired: pl.DataFrame
     tokens: pl.DataFrame
     timing: pl.DataFrame
     error_counts: pl.DataFrame
@@ -47,21 +52,21 @@ class Summary:
 
 
 def summarise(results: SweepResults) -> Summary:
-    questions = m.question_table(results)
+    judge_calibration = calibration(results.records[CALIBRATION])
+    questions = with_causes(m.question_table(results), results, judge_calibration)
     accuracy = m.accuracy(results)
     f1, recall = m.f1(questions), m.recall(questions)
     exact_match = m.exact_match(questions)
-    judge_calibration = calibration(results.records[CALIBRATION])
     tokens = m.tokens(results, questions)
     error_counts = m.error_counts(results)
     runs = _runs(results.runs, questions, accuracy, f1, exact_match, judge_calibration, recall,
                  tokens)
     return Summary(
-        runs=runs,
-        questions=questions, accuracy=accuracy, f1=f1, exact_match=exact_match,
+        runs=runs, questions=questions, accuracy=accuracy, f1=f1, exact_match=exact_match,
         calibration=judge_calibration, agreement=m.agreement(results),
         degradation=m.degradation(results), recall=recall,
-        tokens=tokens,
+        attribution=attribution(questions), gold_context=gold_context(questions),
+        paired=paired_differences(results, runs, questions), tokens=tokens,
         timing=m.timing(results, tokens), error_counts=error_counts,
         errors=results.failures.sort("run_id", "store", "written_at"),
         validators=results.validators, paper=paper_table(runs),
@@ -81,20 +86,28 @@ def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,
     headline = [
         accuracy.filter(overall & (pl.col("judge") == ALL_JUDGES)).select(
             "run_id", pl.col("questions").alias("scored"), "accuracy",
-            pl.col("std").alias("accuracy_std")),
-        f1.filter(overall).select("run_id", "f1"),
-        exact_match.filter(overall).select("run_id", "exact_match"),
+            pl.col("std").alias("accuracy_std"), *_bounds("accuracy")),
+        f1.filter(overall).select("run_id", "f1", *_bounds("f1")),
+        exact_match.filter(overall).select("run_id", "exact_match", *_bounds("exact_match")),
         judge_calibration.group_by("run_id").agg(
             pl.col("reliable").all().alias("judges_reliable"),
             pl.col("judge").filter(~pl.col("reliable")).alias("unreliable_judges")),
-        recall.filter(overall).select("run_id", "recall",
-                                      pl.col("questions").alias("recall_questions")),
+        recall.filter(overall).select(
+            "run_id", "recall", *_bounds("recall"),
+            pl.col("questions").alias("recall_questions"),
+            pl.col("untraceable").alias("recall_untraceable"),
+            pl.col("basis").alias("recall_basis")),
         _token_totals(tokens),
     ]
     table = runs
     for frame in (outcome, *headline):
         table = m.left_join(table, frame, "run_id")
     return table.sort("benchmark", "method", "backbone", "top_k", "budget")
+
+
+def _bounds(metric: str) -> list[pl.Expr]:
+    """The interval of a headline figure as `<metric>_low` and `<metric>_high`."""
+    return [pl.col("ci_low").alias(f"{metric}_low"), pl.col("ci_high").alias(f"{metric}_high")]
 
 
 def _token_totals(tokens: pl.DataFrame) -> pl.DataFrame:

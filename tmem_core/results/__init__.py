@@ -7,7 +7,10 @@ neither Ray nor any method.
 
 from tmem_core.results._accuracy import (
     ALL_JUDGES,
+    CORRECT_AT,
     OVERALL,
+    SCOPE,
+    judge_scopes,
     mean_exact_match,
     overall_accuracy,
     score_accuracy,
@@ -20,6 +23,7 @@ from tmem_core.results._calibration import (
     judge_calibrations,
 )
 from tmem_core.results._degradation import degradation_counts, degraded
+from tmem_core.results._evidence import SHOWN, UNTRACEABLE, evidence_basis
 from tmem_core.results._layout import (
     CALIBRATION,
     CALIBRATION_STAGE,
@@ -47,13 +51,17 @@ __all__ = [
     "CALIBRATION_STAGE",
     "CALLS",
     "CONTRACT_FILE",
+    "CORRECT_AT",
     "MEMORY_STAGE",
     "OVERALL",
     "RECORD_STAGES",
     "RELIABLE_RATE",
+    "SCOPE",
+    "SHOWN",
     "STAGE_SCHEMAS",
     "STORES",
     "SWEEP_FILE",
+    "UNTRACEABLE",
     "JudgeCalibration",
     "StageStore",
     "SweepResults",
@@ -64,8 +72,10 @@ __all__ = [
     "conversation_of",
     "degradation_counts",
     "degraded",
+    "evidence_basis",
     "failures_of",
     "judge_calibrations",
+    "judge_scopes",
     "latest_of",
     "mean_exact_match",
     "memory_qid",
