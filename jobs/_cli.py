@@ -1,5 +1,5 @@
-"""Shared command-line plumbing: benchmark source options, the methods' Top-k, budget and
-parameters (checked as a sweep's are), and one-line error exits."""
+"""Shared command-line plumbing: benchmark source options, a job's backbone, the methods'
+Top-k, budget and parameters (checked as a sweep's are), and one-line error exits."""
 
 from __future__ import annotations
 
@@ -18,25 +18,38 @@ from tmem_core.benchmarks import (
     build,
     read_prepared,
 )
+from tmem_core.llm import BackboneConfig, get_backbone
 from tmem_core.methods import check_params
 from tmem_core.schema import DataError
 
 
-def add_benchmark_args(parser: argparse.ArgumentParser) -> None:
+def add_benchmark_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
     """A benchmark's source flags, or `--prepared` (see `load_benchmark`)."""
-    add_source_args(parser)
+    add_source_args(parser, required)
     parser.add_argument("--prepared", type=Path, help="read a prepared folder instead")
 
 
-def add_source_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--benchmark", required=True, help=f"one of {', '.join(benchmark_names())}")
+def add_source_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("--benchmark", required=required,
+                        help=f"one of {', '.join(benchmark_names())}")
     parser.add_argument("--source", type=Path, help="the benchmark's native file or folder")
     parser.add_argument("--size", type=int, default=2000, help="synthetic: number of messages")
     parser.add_argument("--seed", type=int, default=0, help="synthetic: random seed")
     parser.add_argument("--variant", default="base",
-                        help="synthetic: base, revisions, no-metadata, interleaved[=N] "
+                        help="synthetic: base, native-revisions, no-metadata, interleaved[=N] "
                              "(join with '+'); evermembench: the upstream shape, eval or "
                              "dynamic (default: detected from the files)")
+
+
+def add_backbone_args(parser: argparse.ArgumentParser, default: str | None, role: str) -> None:
+    parser.add_argument("--backbone", "--writer" if role == "writer" else "--filter",
+                        dest="backbone", default=default, help=f"the {role}'s backbone")
+    parser.add_argument("--backbones-file", type=Path, help="TOML/YAML file adding backbones")
+
+
+def backbone_of(args: argparse.Namespace) -> BackboneConfig:
+    """The backbone named by `--backbone` (from `--backbones-file` or the built-ins)."""
+    return get_backbone(args.backbone, args.backbones_file)
 
 
 def add_method_args(parser: argparse.ArgumentParser, budget: bool = True) -> None:

@@ -1,6 +1,6 @@
 """Inspect one question under a context method: what it found, what it chose, what it built.
 
-    python -m jobs.inspect --benchmark synthetic --size 2000 --variant revisions \\
+    python -m jobs.inspect --benchmark synthetic --size 2000 --variant native-revisions \\
         --qid syn-0-0:q00000 --method tmem
     python -m jobs.inspect --benchmark locomo \\
         --source ../shared/datasets/locomo/locomo10_dev.json --qid conv-26:q0 --budget 1024

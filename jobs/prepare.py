@@ -1,7 +1,8 @@
 """Convert a benchmark into canonical Parquet: messages, questions and a manifest.
 
     python -m jobs.prepare --benchmark locomo --source ../shared/datasets/locomo/locomo10_dev.json
-    python -m jobs.prepare --benchmark synthetic --size 2000 --seed 0 [--variant revisions]
+    python -m jobs.prepare --benchmark synthetic --size 2000 --seed 0 \\
+        [--variant native-revisions|revisions=2]
 """
 
 from __future__ import annotations
@@ -33,6 +34,16 @@ def print_summary(target: Path, seconds: float) -> None:
           f"questions, {len(manifest['conversations'])} conversations -> {target} "
           f"({seconds:.1f}s)")
     print("  categories: " + ", ".join(f"{k}={v}" for k, v in manifest["categories"].items()))
+    chains = manifest.get("revision_chains")
+    if chains:
+        written = chains["writer_stats"]
+        cost = (f", {written['calls']} calls, {written['prompt_tokens']} + "
+                f"{written['completion_tokens']} tokens, {written['failed']} chains fell back "
+                f"to templates" if written else "")
+        print(f"  revision chains (condition {chains['condition']}, {chains['writer']}{cost}): "
+              f"{chains['questions']} questions, {chains['injected']} injected messages, "
+              f"{chains['mean_injected_per_question']:.2f} per question; "
+              f"{len(chains['skipped'])} skipped (no gold evidence)")
     if manifest["repairs"]:
         print(f"  repaired references: {len(manifest['repairs'])}")
     for warning in manifest["warnings"][:10]:

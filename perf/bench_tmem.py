@@ -65,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--benchmark", default="synthetic")
     parser.add_argument("--source", type=Path)
     parser.add_argument("--size", type=int, default=2000)
-    parser.add_argument("--variant", default="revisions")
+    parser.add_argument("--variant", default="native-revisions")
     parser.add_argument("--questions", type=int, default=3)
     parser.add_argument("--budget", type=int, default=8192)
     parser.add_argument("--max-candidates", type=int, default=100)

@@ -18,7 +18,8 @@ KINDS = {"multi_hop", "knowledge_update", "temporal", "user_implicit", "term_amb
          "abstention"}
 
 
-@pytest.mark.parametrize("variant", ["base", "interleaved+revisions"])
+@pytest.mark.parametrize("variant", ["base", "interleaved+native-revisions",
+                                     "interleaved+revisions=2"])
 def test_same_seed_same_bytes(tmp_path: Path, variant: str) -> None:
     a = prepare("synthetic", LoadRequest(size=1500, seed=7, variant=variant), tmp_path / "a")
     b = prepare("synthetic", LoadRequest(size=1500, seed=7, variant=variant), tmp_path / "b")
@@ -72,7 +73,7 @@ def test_topics_recur_in_dense_episodes_separated_by_long_gaps(variant: str) -> 
     assert max(gaps_in) < 3 * 3600 and min(gaps_between) > 2 * 86400
 
 
-@pytest.mark.parametrize("variant", ["revisions", "revisions+interleaved"])
+@pytest.mark.parametrize("variant", ["native-revisions", "native-revisions+interleaved"])
 def test_revision_variant_ends_chains_with_a_rollback(variant: str) -> None:
     prepared = build("synthetic", LoadRequest(size=3000, seed=3, variant=variant))
     msgs = {m.msg_id: m for m in messages_from_table(prepared.messages)}
@@ -86,7 +87,7 @@ def test_revision_variant_ends_chains_with_a_rollback(variant: str) -> None:
         assert gold[q.qid].answer in original.text  # rolled back to the original state
 
 
-@pytest.mark.parametrize("variant", ["no-metadata+revisions", "no-metadata+interleaved=3"])
+@pytest.mark.parametrize("variant", ["no-metadata+native-revisions", "no-metadata+interleaved=3"])
 def test_metadata_can_be_withheld(variant: str) -> None:
     prepared = build("synthetic", LoadRequest(size=800, seed=0, variant=variant))
     assert prepared.messages.column("topic").null_count == prepared.messages.num_rows

@@ -3,7 +3,6 @@ MiniLM + BM25 indexes on the LoCoMo development file and on the interleaved synt
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -19,13 +18,18 @@ from tmem_core.evaluation import evidence_recall, recall_scorable
 from tmem_core.methods import MethodEnv
 from tmem_core.methods._registry import build_method
 from tmem_core.methods.tmem import DiscoveryConfig, TemporalDiscovery
+from tmem_core.methods.tmem._config import HOUR
 from tmem_core.methods.tmem._discovery import (
     Candidate,
     Discovery,
+    Interval,
+    Seeds,
+    background_rate,
+    density_threshold,
     discover,
     find_interval,
     group_anchors,
-    interval_density,
+    interval_rate,
     padded_members,
     temporal_clusters,
 )
@@ -36,38 +40,80 @@ from tmem_core.schema import Gold, Message, Question, gold_from_table, questions
 
 T0 = datetime(2025, 3, 3, tzinfo=UTC)
 CONFIG = DiscoveryConfig()
+DEPTH = 36  # the grid's default Top-k: the anchors seeded
 EPISODE, CORRECTION, STRAY = [10, 11, 13], 12, 34
 QUESTION = Question("c", "q1", "What is the current retry limit for Atlas checkout?", "ku")
 POSITION_GAP = 8  # the former limit: conversation positions between neighbouring group messages
 
 
-def _interval(chat: Conversation, cluster: list[int], config: DiscoveryConfig = CONFIG
-              ) -> tuple[float, bool, tuple[str, ...]]:
-    iv = find_interval(cluster, chat, Timeline.of(chat), config)
-    return iv.density, iv.kept, iv.members
+def _interval(chat: Conversation, cluster: list[int], config: DiscoveryConfig = CONFIG,
+              group_seeds: int | None = None) -> Interval:
+    """The cluster's test at the default depth (36 anchors seeded)."""
+    seeds = Seeds(len(cluster) if group_seeds is None else group_seeds, DEPTH)
+    return find_interval(cluster, seeds, chat, Timeline.of(chat), config)
 
 
 # -- the test itself, on the hand-built chat (conftest) -----------------------------------
 
-def test_density_is_seeds_per_hour_of_the_floored_span() -> None:
-    assert interval_density(3, 0.0, CONFIG) == 3.0  # a burst counts as one hour, not zero
-    assert interval_density(3, 1800.0, CONFIG) == 3.0
-    assert interval_density(3, 2 * 3600.0, CONFIG) == 1.5  # the same seeds, spread: diluted
-    assert interval_density(2, 4 * 3600.0, CONFIG) == 0.5 < CONFIG.min_density
+def test_rate_is_seeds_per_hour_of_at_least_the_minimum_duration() -> None:
+    assert CONFIG.min_duration_seconds == 2 * HOUR
+    assert interval_rate(3, 0.0, CONFIG) == 1.5  # a burst lasts the minimum duration
+    assert interval_rate(3, HOUR, CONFIG) == 1.5
+    assert interval_rate(3, 4 * HOUR, CONFIG) == 0.75  # the same seeds, spread: diluted
 
 
-def test_a_burst_is_kept_and_the_same_seeds_spread_over_days_are_not(chat: Conversation) -> None:
-    density, kept, members = _interval(chat, EPISODE)  # 3 seeds within 6 minutes
-    assert (density, kept) == (3.0, True) and f"c:{CORRECTION}" in members
+def test_the_threshold_lies_strictly_between_background_and_episode_rates() -> None:
+    assert density_threshold(0.1, 2.1, 0.5) == pytest.approx(1.1)
+    assert density_threshold(0.1, 2.1, 0.25) == pytest.approx(0.6)
+    assert density_threshold(2.0, 2.0, 0.5) is None  # not separated: nothing can pass
+    assert density_threshold(3.0, 2.0, 0.5) is None
+    assert CONFIG.episode_rate_at(36) == CONFIG.episode_rate
+    assert CONFIG.episode_rate_at(9) == pytest.approx(CONFIG.episode_rate / 4 ** 0.53)
+    for position in (0.0, 1.0):
+        with pytest.raises(ValueError, match="strictly between 0 and 1"):
+            DiscoveryConfig(threshold_position=position)
+
+
+def test_background_is_the_groups_rate_outside_the_interval(chat: Conversation) -> None:
+    timeline = Timeline.of(chat)
+    outside = timeline.group_extent(timeline.keys[10]) - 2 * HOUR  # the topic's other time
+    assert background_rate(EPISODE, Seeds(4, 36), timeline, CONFIG) == pytest.approx(
+        HOUR / outside)  # the stray seed, 19 days later
+    assert background_rate(EPISODE, Seeds(3, 36), timeline, CONFIG) == 0.0
+
+
+def test_a_group_at_one_time_takes_the_conversations_background() -> None:
+    """LoCoMo's sessions: every turn of a session at its start time."""
+    sessions = [(T0, 6), (T0 + timedelta(days=10), 6)]
+    msgs = [Message("c", f"c:{s}{k}", 6 * s + k, when, "hi", session_id=f"s{s}")
+            for s, (when, n) in enumerate(sessions) for k in range(n)]
+    chat = Conversation("c", tuple(msgs))
+    timeline = Timeline.of(chat)
+    assert timeline.group_extent("session_id:s0") == 0.0
+    rate = background_rate([0, 1], Seeds(2, 5), timeline, CONFIG)
+    assert rate == pytest.approx(3 * HOUR / (10 * 86400 - 2 * HOUR))  # 3 seeds elsewhere
+
+
+def test_a_burst_is_kept_and_a_lone_seed_in_a_quiet_group_is_not(chat: Conversation) -> None:
+    burst = _interval(chat, EPISODE)  # 3 seeds within 6 minutes, nothing else in the topic
+    assert burst.background == 0.0 and burst.threshold is not None
+    assert burst.rate == 1.5 > burst.threshold and burst.kept
+    assert f"c:{CORRECTION}" in burst.members
+    lone = _interval(chat, [STRAY], group_seeds=4)
+    assert lone.rate == 0.5 < lone.threshold  # type: ignore[operator]
+    assert not lone.kept and lone.members == ()  # it stays an anchor, unpadded
     wide = replace(CONFIG, max_gap_seconds=30 * 86400)  # 10 and 34, 19 days apart, chain
-    density, kept, members = _interval(chat, [10, STRAY], wide)
-    assert density < 0.01 and not kept and members == ()
+    spread = _interval(chat, [10, STRAY], wide)
+    assert spread.rate < 0.01 and not spread.kept and spread.members == ()
 
 
-def test_a_lone_seed_qualifies_but_pads_only_within_the_gap(chat: Conversation) -> None:
-    assert _interval(chat, [STRAY]) == (1.0, True, (f"c:{STRAY}",))  # no neighbour in 2 h
-    assert _interval(chat, [STRAY], replace(CONFIG, min_density=2.0))[1] is False
-    assert _interval(chat, [10])[2] == ("c:10", "c:11", "c:12")  # padding 2 after it
+def test_lone_seeds_fail_in_quiet_groups_from_twelve_anchors_up() -> None:
+    for depth in (12, 24, 36, 48, 100):
+        threshold = density_threshold(0.0, CONFIG.episode_rate_at(depth),
+                                      CONFIG.threshold_position)
+        assert threshold is not None and interval_rate(1, 0.0, CONFIG) <= threshold
+        if depth <= 48:  # three seeds at once are an episode
+            assert interval_rate(3, 0.0, CONFIG) > threshold
 
 
 def test_clusters_split_by_time_not_by_conversation_positions(chat: Conversation) -> None:
@@ -100,11 +146,15 @@ def test_padding_takes_in_the_correction_right_after_an_anchor(chat: Conversatio
     assert CORRECTION in members and 13 in members
     assert STRAY not in members  # the next group message is beyond the gap
     assert padded_members([10, 11], Timeline.of(chat), replace(CONFIG, padding=0)) == [10, 11]
+    assert padded_members([STRAY], Timeline.of(chat), CONFIG) == [STRAY]  # none within 2 h
+    assert padded_members([10], Timeline.of(chat), CONFIG) == [10, 11, 12]
 
 
 def test_bad_parameters_are_refused() -> None:
-    with pytest.raises(ValueError, match="min_span_seconds must be positive"):
-        DiscoveryConfig(min_span_seconds=0)
+    with pytest.raises(ValueError, match="min_duration_seconds must be positive"):
+        DiscoveryConfig(min_duration_seconds=0)
+    with pytest.raises(ValueError, match="episode_rate must not be negative"):
+        DiscoveryConfig(episode_rate=-1)
     with pytest.raises(ValueError, match="max_gap_seconds must not be negative"):
         DiscoveryConfig(max_gap_seconds=-1)
 
@@ -212,10 +262,11 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Bench]:
 
 def _check_density_test(found: Discovery, conversation: Conversation,
                         config: DiscoveryConfig) -> None:
-    """Every interval against the definition, from the messages' own timestamps."""
+    """Every interval against the definition, recomputed from the messages' own times."""
     timeline = Timeline.of(conversation)
     assert sorted(s for iv in found.intervals for s in iv.anchors) == sorted(found.anchors)
     by_group: dict[str, list[list[datetime]]] = defaultdict(list)
+    seeded = len(found.anchors)
     for iv in found.intervals:
         seeds = [conversation.position[i] for i in iv.anchors]
         assert {timeline.keys[p] for p in seeds} == {iv.group}
@@ -223,34 +274,67 @@ def _check_density_test(found: Discovery, conversation: Conversation,
         assert all(0 <= (b - a).total_seconds() <= config.max_gap_seconds
                    for a, b in pairwise(times))
         span = (times[-1] - times[0]).total_seconds()
-        assert iv.span_seconds == span
-        assert iv.density == pytest.approx(len(seeds) * 3600 / max(span, config.min_span_seconds))
-        assert iv.kept == (iv.density >= config.min_density) == bool(iv.members)
+        duration = max(span, config.min_duration_seconds)
+        assert (iv.span_seconds, iv.duration_seconds) == (span, duration)
+        assert iv.rate == pytest.approx(len(seeds) * HOUR / duration)
+        assert iv.background == pytest.approx(_background(iv, found, conversation, config))
+        episode = config.episode_rate * (seeded / config.reference_anchors) ** \
+            config.episode_exponent
+        assert iv.episode == pytest.approx(episode)
+        if iv.background < episode:
+            assert iv.threshold is not None and iv.background < iv.threshold < episode
+        else:
+            assert iv.threshold is None
+        assert iv.kept == (iv.threshold is not None and iv.rate > iv.threshold) == bool(
+            iv.members)
         by_group[iv.group].append(times)
     for clusters in by_group.values():  # one group's clusters: apart by more than the gap
         assert all((b[0] - a[-1]).total_seconds() > config.max_gap_seconds
                    for a, b in pairwise(clusters))
 
 
-@pytest.mark.parametrize("min_density", [CONFIG.min_density, 2.0])
-def test_density_test_on_locomo_sessions(locomo: Bench, min_density: float) -> None:
-    config = replace(CONFIG, min_density=min_density)
+def _background(iv: Interval, found: Discovery, conversation: Conversation,
+                config: DiscoveryConfig) -> float:
+    """Seeds per hour outside the interval: in its group, else in the conversation."""
+    group = [m for m in conversation.messages if group_key(m) == iv.group]
+    scopes = [(len(found.groups[iv.group]), group), (len(found.anchors), conversation.messages)]
+    for seeds, messages in scopes:
+        outside = (messages[-1].timestamp - messages[0].timestamp).total_seconds() \
+            - iv.duration_seconds
+        if outside >= config.min_duration_seconds:
+            return (seeds - len(iv.anchors)) * HOUR / outside
+    return 0.0
+
+
+def _quiet_lone_and_bursts(found: Discovery) -> tuple[list[Interval], list[Interval]]:
+    """Lone seeds of quiet groups (background under a tenth of the episode rate), and bursts
+    there (three seeds or more within the minimum duration)."""
+    quiet = [iv for iv in found.intervals if iv.background < iv.episode / 10]
+    return ([iv for iv in quiet if len(iv.anchors) == 1],
+            [iv for iv in quiet if len(iv.anchors) >= 3
+             and iv.span_seconds <= found.config.min_duration_seconds])
+
+
+def test_density_test_on_locomo_sessions(locomo: Bench) -> None:
     conversation = locomo.store.conversations["conv-26"]
-    lone = 0
+    lone, bursts = 0, 0
     for q in locomo.questions[::3]:
-        found = locomo.discover(q, 36, config)
-        _check_density_test(found, conversation, config)
-        # a session's turns share its date: one cluster per session, a burst of span 0
+        found = locomo.discover(q, 36)
+        _check_density_test(found, conversation, CONFIG)
+        # a session's turns share its date: one cluster per session, a burst of span 0,
+        # whose background is the conversation's (the session has no time of its own)
         assert len({iv.group for iv in found.intervals}) == len(found.intervals)
-        assert all(iv.span_seconds == 0 and iv.kept == (len(iv.anchors) >= min_density)
-                   for iv in found.intervals)
-        lone += sum(len(iv.anchors) == 1 for iv in found.intervals)
-    assert lone > 0  # at 2 per hour these sessions are dropped
+        assert all(iv.span_seconds == 0 and iv.background > 0 for iv in found.intervals)
+        quiet_lone, quiet_bursts = _quiet_lone_and_bursts(found)
+        assert all(not iv.kept and iv.members == () for iv in quiet_lone)
+        assert all(iv.kept and len(iv.members) > len(iv.anchors) for iv in quiet_bursts)
+        lone, bursts = lone + len(quiet_lone), bursts + len(quiet_bursts)
+    assert lone > 10 and bursts > 10  # both happen often on LoCoMo
 
 
 def test_discovery_beats_its_own_seeds_on_locomo(locomo: Bench) -> None:
     full, off = TemporalDiscovery(locomo.store), TemporalDiscovery(
-        locomo.store, replace(CONFIG, min_density=math.inf))
+        locomo.store, CONFIG.without_intervals())
     hybrid = build_method("hybrid_meta", MethodEnv(locomo.store.conversations, 10, 8192,
                                                    locomo.store))
     for q in locomo.questions[::5]:  # without discovery, the seeds are the evidence
@@ -261,20 +345,27 @@ def test_discovery_beats_its_own_seeds_on_locomo(locomo: Bench) -> None:
 
 def test_density_test_on_the_interleaved_synthetic(synthetic: dict[str, Bench]) -> None:
     bench = synthetic["interleaved"]
+    lone, bursts = 0, 0
     for q in bench.questions:
-        for depth in (10, 36):
-            _check_density_test(bench.discover(q, depth), bench.store.conversations["syn-0-0"],
-                                CONFIG)
+        for depth in (12, 36):
+            found = bench.discover(q, depth)
+            _check_density_test(found, bench.store.conversations["syn-0-0"], CONFIG)
+            quiet_lone, quiet_bursts = _quiet_lone_and_bursts(found)
+            assert all(not iv.kept and iv.members == () for iv in quiet_lone)
+            assert all(iv.kept for iv in quiet_bursts)
+            lone, bursts = lone + len(quiet_lone), bursts + len(quiet_bursts)
+    assert lone > 10 and bursts > 10
     full, off = TemporalDiscovery(bench.store), TemporalDiscovery(
-        bench.store, replace(CONFIG, min_density=math.inf))
-    for k in (10, 36):
+        bench.store, CONFIG.without_intervals())
+    for k in (12, 36):
         assert bench.recall(full, k) > bench.recall(off, k) + 0.2
 
 
-def _out_of_position_reach(bench: Bench, depth: int) -> list[tuple[bool, bool]]:
+def _out_of_position_reach(bench: Bench, depth: int) -> list[tuple[bool, bool, bool]]:
     """Evidence that is no seed and that no seed of its episode reaches through neighbouring
     group messages at most POSITION_GAP conversation positions apart (what clustering and
-    padding by positions needed): (in a kept interval, selected) for each."""
+    padding by positions needed): (within its time cluster's padded interval, kept or not; in
+    a kept interval; selected) for each."""
     conversation = bench.store.conversations["syn-0-0"]
     timeline = Timeline.of(conversation)
     method = TemporalDiscovery(bench.store)
@@ -292,8 +383,11 @@ def _out_of_position_reach(bench: Bench, depth: int) -> list[tuple[bool, bool]]:
             if target in seeds or not episode:
                 continue
             if all(_steps_apart(members, s, target) > POSITION_GAP for s in episode):
-                out.append((any(iv.kept and gold_id in iv.members for iv in found.intervals),
-                            gold_id in evidence.ids))
+                padded = any(target in padded_members([conversation.position[a]
+                                                       for a in iv.anchors], timeline, CONFIG)
+                             for iv in found.intervals)
+                out.append((padded, any(iv.kept and gold_id in iv.members
+                                        for iv in found.intervals), gold_id in evidence.ids))
     return out
 
 
@@ -308,5 +402,6 @@ def test_interleaving_breaks_position_gaps_and_time_clusters_recover_the_episode
     assert _out_of_position_reach(synthetic["base"], 10) == []
     stranded = _out_of_position_reach(synthetic["interleaved"], 10)
     assert len(stranded) >= 3  # interleaving puts other channels between an episode's turns
-    assert all(kept for kept, _ in stranded)  # each is in its episode's kept interval
-    assert sum(selected for _, selected in stranded) * 2 >= len(stranded)
+    assert all(padded for padded, _, _ in stranded)  # each within its episode's time cluster
+    kept = [selected for _, kept, selected in stranded if kept]
+    assert kept and sum(kept) * 2 >= len(kept)

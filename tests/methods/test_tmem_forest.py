@@ -13,7 +13,8 @@ from tmem_core.methods.tmem._forest import Constraints, flat_forest, phase_order
 from tmem_core.methods.tmem._validate import forest_problems, order_problems
 from tmem_core.schema import Message
 
-PHASES = {"planning": 0, "design": 1, "launch": 2}
+PHASES = {group: {"planning": 0, "design": 1, "launch": 2}
+          for group in ("topic:A", "topic:B", "channel:#eng")}
 
 
 def _edges(forest: Forest) -> dict[str, tuple[str | None, str]]:
@@ -74,7 +75,27 @@ def test_phase_order_must_not_go_backwards() -> None:
     assert [(r.id, r.problem, r.parent) for r in repairs] == [
         ("c:2", "phase order goes backwards", None)]
     assert _edges(forest)["c:3"] == ("c:2", "UPDATE")
-    assert phase_order(msgs) == {"launch": 0, "design": 1}
+    assert phase_order(msgs) == {"topic:A": {"launch": 0, "design": 1}}
+
+
+def test_phase_order_is_each_topics_own() -> None:
+    """Topic A runs design -> launch while topic B, started earlier, is already at launch:
+    a conversation-wide order (launch first) would reject A's true UPDATE edge."""
+    msgs = [message(1, "b0", topic="B", phase="launch"), message(2, "b1", topic="B",
+                                                                 phase="design"),
+            message(3, "a0", topic="A", phase="design"),
+            message(4, "a1", topic="A", phase="launch")]
+    ranks = phase_order(msgs)
+    assert ranks == {"topic:B": {"launch": 0, "design": 1},
+                     "topic:A": {"design": 0, "launch": 1}}
+    proposals = {"c:1": Proposal(None, "ROOT"), "c:2": Proposal("c:1", "UPDATE"),
+                 "c:3": Proposal(None, "ROOT"), "c:4": Proposal("c:3", "UPDATE")}
+    forest, repairs = build_forest(msgs, proposals, Constraints(ranks))
+    assert _edges(forest)["c:4"] == ("c:3", "UPDATE")  # design -> launch within A
+    assert _edges(forest)["c:2"] == ("c:1", "UPDATE")  # B's own order: launch, then design
+    assert repairs == []
+    untopical = [replace(m, topic=None, channel="#eng") for m in msgs]
+    assert list(phase_order(untopical)) == ["channel:#eng"]  # topicless: the channel's order
 
 
 def test_same_time_breaks_ties_by_conversation_order() -> None:

@@ -30,7 +30,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, *args: str) -> None:
     monkeypatch.setattr(inspect_job, "open_client", scripted)
     monkeypatch.setattr(inspect_job, "IndexStore", hashed)
     monkeypatch.setattr(sys, "argv", ["inspect", "--benchmark", "synthetic", "--size", "400",
-                                      "--variant", "revisions", *args])
+                                      "--variant", "native-revisions", *args])
     assert inspect_job.main() == 0
 
 
@@ -43,13 +43,18 @@ def test_inspect_shows_every_step_of_tmem(monkeypatch: pytest.MonkeyPatch, tmp_p
                  "== forest (", "ROOT m", "== context (forest, ", "== LLM select: ",
                  "== gold (for the reader"):
         assert part in out, part
-    assert "clusters split at gaps over 2h; density = seeds per hour of the span (floor 1h); " \
-           "kept at >= 1.00/h" in out
+    assert ("clusters split at gaps over 2h; rate = seeds per hour of the interval (at least "
+            "2h); kept when above a threshold 0.5 of the way from the group's background rate "
+            "to the episode rate") in out
     clusters = re.findall(r"^  (kept|drop) topic:[^:]+: (\d+) seeds? (?:at|\S+ \S+ to) .*"
-                          r"density (\d+\.\d\d)/h (>=|<) 1\.00, padded to \d+ messages?$", out,
-                          re.MULTILINE)
-    assert clusters and all((verdict == "kept") == (sign == ">=") == (float(d) >= 1.0)
-                            for verdict, _, d, sign in clusters)
+                          r"rate (\d+\.\d\d)/h (>|<=) threshold (\d+\.\d\d)/h \(background "
+                          r"(\d+\.\d\d)/h, episode (\d+\.\d\d)/h\), padded to \d+ messages?$",
+                          out, re.MULTILINE)
+    assert clusters and any(v == "kept" for v, *_ in clusters)
+    for verdict, seeds, rate, sign, threshold, background, episode in clusters:
+        assert (verdict == "kept") == (sign == ">") == (float(rate) > float(threshold))
+        assert float(background) <= float(threshold) <= float(episode)
+        assert verdict == "drop" or int(seeds) > 1  # a lone seed in a quiet topic is dropped
     tokens = int(out.split("== context (forest, ")[1].split(" tokens")[0])
     assert 0 < tokens <= 600
 

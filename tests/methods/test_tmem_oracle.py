@@ -23,7 +23,7 @@ from tmem_core.benchmarks import LoadRequest, _synthetic, build
 from tmem_core.evaluation import gold_leaks
 from tmem_core.llm import ChatRequest, count_tokens
 from tmem_core.methods._context import render_message
-from tmem_core.methods.tmem import TMem
+from tmem_core.methods.tmem import DiscoveryConfig, TMem, TMemConfig
 from tmem_core.methods.tmem._validate import context_problems
 from tmem_core.retrieval import IndexStore, conversations_from_table
 from tmem_core.schema import Gold, Question, gold_from_table, questions_from_table
@@ -60,7 +60,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
     spy.setattr(_synthetic._Conversation, "_questions", capture)
     prepared = source_named(build("synthetic",
-                                  LoadRequest(size=2000, seed=0, variant="revisions")))
+                                  LoadRequest(size=2000, seed=0, variant="native-revisions")))
     spy.undo()
     conversations = conversations_from_table(prepared.messages)
     store = IndexStore(conversations, HashEmbedder(), tmp_path_factory.mktemp("idx"))
@@ -111,7 +111,11 @@ def _root() -> dict[str, str]:
 
 
 def test_final_rollback_is_the_last_update_of_its_chain(world: World) -> None:
-    method, llm = TMem(world.store, budget=BUDGET), oracle(world)
+    # A rollback sits in a three-message episode whose only seed is its opener: the density
+    # test drops such lone seeds, so this test of structuring pads them (a threshold near
+    # the background) for discovery to hand the rollback over.
+    permissive = TMemConfig(DiscoveryConfig(threshold_position=0.01))
+    method, llm = TMem(world.store, permissive, budget=BUDGET), oracle(world)
     checked = 0
     for q in world.questions:
         truth = world.truth[q.qid]

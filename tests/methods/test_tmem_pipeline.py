@@ -47,7 +47,8 @@ def test_full_chain_builds_a_valid_forest_with_a_json_trace(store: IndexStore) -
     trace = json.loads(json.dumps(context.trace))
     assert trace["config"] == {"discovery": True, "selection": "llm", "structuring": True,
                                "typed_relations": True, "compression": True,
-                               "metadata": True, "scope": "interval"}
+                               "metadata": True, "scope": "interval",
+                               "discovery_withheld": [], "structuring_withheld": []}
     assert set(trace["prompts"]) == {"tmem/select@v1", "tmem/structure@v1"}
     assert trace["llm"]["select"]["calls"] == 1 and trace["compression"]["dropped"] == 0
     assert "c:12" in context.text and "UPDATE" not in context.text
@@ -116,7 +117,7 @@ def test_variants_registry_and_missing_llm(store: IndexStore) -> None:
     assert forest.config.discovery_config.padding == 1  # ... on top of the config's
     assert (forest.top_k, forest.budget) == (8, 500)  # the grid's, reaching the method once
     variants = [n for n in method_names() if get_method(n).variant_of == "tmem"]
-    assert len(variants) == 7
+    assert len(variants) == 10
     with pytest.raises(ConfigError, match="unknown method 'tmem_nope'"):
         build_method("tmem_nope", env)
     method = TMem(store, CONFIG, top_k=TOP_K, budget=500)

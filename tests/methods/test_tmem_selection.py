@@ -16,8 +16,10 @@ QUESTION = Question("c", "q1", "What is the retry limit for Atlas checkout?", "k
 MSGS = [message(k, f"message {k}", topic="A" if k < 6 else "B") for k in range(10)]
 # relevance decreasing with k: the reranker's order is c:0, c:1, ...
 CANDIDATES = [Candidate(m, 1.0 - k / 10, 0.0, None) for k, m in enumerate(MSGS)]
-INTERVALS = [Interval("topic:A", ("c:1",), 0.0, 6, 1.0, True, tuple(f"c:{k}" for k in range(6))),
-             Interval("topic:B", ("c:7", "c:8"), 4 * 3600.0, 2, 0.5, False, ())]
+INTERVALS = [Interval("topic:A", ("c:1",), 0.0, 7200.0, 6, 0.5, 0.0, 0.6, 0.3, True,
+                      tuple(f"c:{k}" for k in range(6))),
+             Interval("topic:B", ("c:7", "c:8"), 4 * 3600.0, 4 * 3600.0, 2, 0.5, 0.0, 2.0, 1.0,
+                      False, ())]
 
 
 def test_candidates_are_packed_by_interval_in_time_order() -> None:

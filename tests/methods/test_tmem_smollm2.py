@@ -44,7 +44,7 @@ def _method_and_questions(name: str, request: LoadRequest, qids: tuple[int, ...]
 def test_smollm2_chain_gives_valid_forests_under_budget(
         dataset: str, client: LLMClient, locomo_path: Path, tmp_path: Path) -> None:
     request = (LoadRequest(source=locomo_path) if dataset == "locomo"
-               else LoadRequest(size=400, variant="revisions"))
+               else LoadRequest(size=400, variant="native-revisions"))
     method, questions = _method_and_questions(dataset, request, (0, 1), tmp_path)
     count = functools.partial(count_tokens, client.backbone)
     for q in questions:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from pathlib import Path
 
@@ -56,8 +57,8 @@ def test_grid_expands_and_ids_are_stable() -> None:
     ({"extra": 1}, "", "unknown key 'extra'; allowed:"),
     ({"methods": {"bm25": {"bogus_param": 3}}}, "methods.bm25",
      "unknown key 'bogus_param'; allowed: kind, metadata"),
-    ({"methods": {"tmem_reranked": {"min_density": "high"}}},
-     "methods.tmem_reranked.min_density", "expected float, got str 'high'"),
+    ({"methods": {"tmem_reranked": {"episode_rate": "high"}}},
+     "methods.tmem_reranked.episode_rate", "expected float, got str 'high'"),
     ({"methods": {"tmem_reranked": {"scope": "everywhere"}}}, "methods.tmem_reranked.scope",
      "allowed: 'interval', 'global'"),
     ({"results_dir": "/proc/version/results"}, "results_dir", "/proc/version is not a folder"),
@@ -105,3 +106,20 @@ def test_judge_prompt_override(tmp_path: Path) -> None:
         parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(tmp_path / "no.txt")}},
                     ALLOWED)
     assert err.value.key == "judge_prompts.judge/locomo"
+
+
+def test_a_methods_definition_version_enters_its_run_identity(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A redefined method (version past 1) never shares a run id, and so never resumes the
+    records, of its older definition; methods at version 1 keep the ids they had."""
+    from tmem_core.methods import _registry
+
+    runs = {r.method: r for r in parse_sweep(GOOD, ALLOWED).runs()}
+    assert "method_version" not in runs["bm25"].identity()
+    assert runs["tmem_reranked"].identity()["method_version"] == 2
+    ids = {method: run.run_id for method, run in runs.items()}
+    older = dataclasses.replace(_registry.get_method("tmem_reranked"), version=1)
+    monkeypatch.setitem(_registry.METHODS._specs, "tmem_reranked", older)
+    again = {r.method: r for r in parse_sweep(GOOD, ALLOWED).runs()}
+    assert again["tmem_reranked"].run_id != ids["tmem_reranked"]
+    assert again["bm25"].run_id == ids["bm25"]

@@ -10,6 +10,8 @@ from tmem_core.benchmarks._prepare import (
     build,
     prepare,
     read_prepared,
+    tables_sha256,
+    with_revisions,
     write_prepared,
 )
 from tmem_core.benchmarks._registry import (
@@ -33,5 +35,7 @@ __all__ = [
     "get_protocol",
     "prepare",
     "read_prepared",
+    "tables_sha256",
+    "with_revisions",
     "write_prepared",
 ]

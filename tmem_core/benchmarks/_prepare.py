@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -17,6 +19,12 @@ import pyarrow.parquet as pq
 from tmem_core import __version__
 from tmem_core.benchmarks._opaque import opaque_ids
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, get_benchmark
+from tmem_core.benchmarks._revisions import (
+    MANIFEST_KEY,
+    Writer,
+    inject_revisions,
+    split_condition,
+)
 from tmem_core.benchmarks._source import sha256_of
 from tmem_core.schema import (
     SCHEMA_VERSION,
@@ -43,7 +51,10 @@ class PreparedBenchmark:
 
 
 def build(name: str, request: LoadRequest) -> PreparedBenchmark:
-    """Load with the registered adapter, convert and validate; write nothing."""
+    """Load with the registered adapter, convert and validate; write nothing. A variant with
+    `revisions=N` (any benchmark) is the base with Exp-5's revision chains injected."""
+    variant, condition = split_condition(request.variant)
+    request = dataclasses.replace(request, variant=variant)
     spec = get_benchmark(name)
     if spec.needs_source and request.source is None:
         raise DataError(f"benchmark {name!r} needs --source PATH")
@@ -54,8 +65,39 @@ def build(name: str, request: LoadRequest) -> PreparedBenchmark:
     messages = messages_to_table(loaded.messages)
     questions = questions_to_table(loaded.questions)
     validate_tables(messages, questions, source=source_label)
-    return PreparedBenchmark(name, messages, questions,
-                             _manifest(name, request, loaded, messages, questions))
+    prepared = PreparedBenchmark(name, messages, questions,
+                                 _manifest(name, request, loaded, messages, questions))
+    return with_revisions(prepared, condition, request.seed) if condition else prepared
+
+
+def with_revisions(prepared: PreparedBenchmark, condition: int, seed: int = 0,
+                   writer: Writer | None = None) -> PreparedBenchmark:
+    """A copy of `prepared` with Exp-5's revision chains (`benchmarks/_revisions.py`); its
+    manifest keeps the base's and records the chains and where the base came from."""
+    if MANIFEST_KEY in prepared.manifest:
+        raise DataError(f"{prepared.name}: already holds revision chains; inject into its base")
+    done = inject_revisions(prepared.name, prepared.messages, prepared.questions, condition,
+                            seed, writer)
+    base = {"messages": prepared.manifest.get("messages"),
+            "source": prepared.manifest.get("source"),
+            "sha256": tables_sha256(prepared.messages, prepared.questions)}
+    manifest = {**prepared.manifest, "messages": done.messages.num_rows,
+                MANIFEST_KEY: {**done.facts, "base": base}}
+    counts = Counter(done.messages.column("conv_id").to_pylist())
+    manifest["conversations"] = {conv: {**facts, "messages": counts[conv]}
+                                 for conv, facts in prepared.manifest["conversations"].items()}
+    return PreparedBenchmark(prepared.name, done.messages, done.questions, manifest)
+
+
+def tables_sha256(*tables: pa.Table) -> str:
+    """A digest of tables' contents (their rows as JSON, column names included): the same for
+    a table built in memory and read back from Parquet."""
+    digest = hashlib.sha256()
+    for table in tables:
+        digest.update(json.dumps(table.column_names).encode())
+        for row in table.to_pylist():
+            digest.update(json.dumps(row, default=str, sort_keys=True).encode())
+    return digest.hexdigest()
 
 
 def prepare(name: str, request: LoadRequest, out_root: Path = DEFAULT_OUT,

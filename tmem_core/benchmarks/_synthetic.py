@@ -7,8 +7,11 @@ sometimes rolled back. Decisive updates are often phrased without the topic's wo
 their episode ties them to the question. Distractors share words with the questions. Six
 question kinds (GroupMemBench's) carry gold answers and gold evidence ids.
 
-Variants (`--variant`, joined with '+'): `revisions` injects 1-3 revisions then a rollback
-into every knowledge-update chain; `no-metadata` withholds topic and phase; `interleaved`
+Variants (`--variant`, joined with '+'): `native-revisions` generates 1-3 revision episodes
+then a rollback in every topic (a project variant: it changes the random draws, so the whole
+set differs from `base`; Exp-5's controlled condition is `revisions=N`, injected into an
+otherwise identical copy by `benchmarks/_revisions.py`); `no-metadata` withholds topic and
+phase; `interleaved`
 (or `interleaved=N`, N from 2 to 6, default 4) makes channels and topics interleave: episodes
 start together in busy windows of N channels (each episode of a topic in whichever channel its
 window has free, so topics recur across channels), and half the noise falls in those windows,
@@ -28,7 +31,7 @@ from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchma
 from tmem_core.evaluation import Protocol, one_judge
 from tmem_core.schema import DataError, Gold, Message, Question
 
-VARIANT_FLAGS = ("base", "revisions", "no-metadata", "interleaved")
+VARIANT_FLAGS = ("base", "native-revisions", "no-metadata", "interleaved")
 INTERLEAVE_DEFAULT, INTERLEAVE_MAX = 4, 6  # channels active at once in a busy window
 WINDOW_JOIN_MINUTES = 10  # episodes of a window start within this many minutes of it
 WINDOW_NOISE_SHARE = 0.5  # share of the noise that falls in busy windows (interleaved)
@@ -129,6 +132,12 @@ def load_synthetic(request: LoadRequest) -> LoadedBenchmark:
     return out
 
 
+def alternative_values(_question: Question, value: str) -> tuple[str, ...]:
+    """The other values of the attribute `value` belongs to (what a revision may set)."""
+    return next((tuple(v for v in values if v != value) for values in ATTRIBUTES.values()
+                 if value in values), ())
+
+
 def _parse_variant(variant: str) -> tuple[set[str], int]:
     """The variant's flags (without `base`) and its interleaving degree (0: off)."""
     flags = set(variant.split("+")) if variant else {"base"}
@@ -143,6 +152,10 @@ def _parse_variant(variant: str) -> tuple[set[str], int]:
                             f"{INTERLEAVE_MAX}")
         flags = flags - {flag} | {"interleaved"}
         interleave = int(degree)
+    if "revisions" in flags:
+        raise DataError("variant 'revisions' is now 'native-revisions' (the generator's own "
+                        "revision episodes, other random draws) or 'revisions=1|2|3' (Exp-5: "
+                        "chains injected into an otherwise identical copy)")
     unknown = flags - set(VARIANT_FLAGS)
     if unknown:
         raise DataError(f"unknown variant {sorted(unknown)}; allowed: {', '.join(VARIANT_FLAGS)} "
@@ -230,7 +243,7 @@ class _Conversation:
 
     def _episodes(self, topic: _Topic) -> None:
         n_updates = self.rng.choice((1, 1, 2))
-        revisions = self.rng.randint(1, 3) if "revisions" in self.flags else 0
+        revisions = self.rng.randint(1, 3) if "native-revisions" in self.flags else 0
         rollback = revisions > 0 or self.rng.random() < 0.2
         n_episodes = 2 + n_updates + (1 if revisions else 0) + int(rollback)
         slots = self._episode_slots(topic, min(n_episodes, (self.days - 2) // 4))

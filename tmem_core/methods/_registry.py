@@ -15,7 +15,9 @@ variant sets is refused in its table. The hooks:
 - `view`: how the results viewer draws a context (a panel and the function that fills it);
 - `show`: how `jobs.inspect` prints the method's evidence and context;
 - `ranked`: its `retrieve` ranks messages without an LLM and keeps `env.top_k` (scored by
-  evidence recall@k).
+  evidence recall@k);
+- `version`: bumped when the method's definition changes; it enters the run identity so that
+  no run resumes records an older definition wrote.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ class MethodSpec(Generic[P]):
     context: type[Any] | None = None
     checks: Mapping[str, Check] = field(default_factory=dict)
     view: View | None = None
+    version: int = 1
 
     def parse(self, raw: Mapping[str, Any], where: str = "") -> P:
         """The method's parameters from a config table, with the variant's changes (a key
@@ -114,7 +117,7 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
            variants: Mapping[str, Mapping[str, Any]] | None = None, show: Show | None = None,
            ranked: bool = False, evidence: type[Any] | None = None,
            context: type[Any] | None = None, checks: Mapping[str, Check] | None = None,
-           view: View | None = None
+           view: View | None = None, version: int = 1
            ) -> Callable[[Callable[[MethodEnv, P, str], ContextMethod]],
                          Callable[[MethodEnv, P, str], ContextMethod]]:
     """Register a method factory under `name` (and its ablations under `variants`), with its
@@ -127,7 +130,7 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
                  ) -> Callable[[MethodEnv, P, str], ContextMethod]:
         base = MethodSpec(name, build, config, description, show=show or show_context,
                           ranked=ranked, evidence=evidence, context=context,
-                          checks=checks or {}, view=view)
+                          checks=checks or {}, view=view, version=version)
         for spec in (base, *(dataclasses.replace(base, name=variant, overrides=changes,
                                                  variant_of=name)
                              for variant, changes in (variants or {}).items())):

@@ -23,7 +23,7 @@ from typing import Any
 from tmem_core._typed import ConfigError, build_config, read_config
 from tmem_core.benchmarks import benchmark_names, get_benchmark
 from tmem_core.llm import load_backbones
-from tmem_core.methods import check_params, method_names
+from tmem_core.methods import check_params, get_method, method_names
 
 
 @dataclass(frozen=True)
@@ -122,8 +122,13 @@ class RunSpec:
         return f"{slug}_{digest[:8]}"
 
     def identity(self) -> dict[str, Any]:
-        """Everything that changes a run's results (and so its id)."""
+        """Everything that changes a run's results (and so its id); a method's definition
+        version enters once it is past 1, so the ids of unchanged methods stay as they were
+        (a name the caller allowed unregistered has none)."""
+        registered = self.method in method_names()
+        version = get_method(self.method).version if registered else 1
         return {"benchmark": asdict(self.benchmark), "method": self.method,
+                **({"method_version": version} if version > 1 else {}),
                 "params": dict(self.params), "backbone": self.backbone,
                 "judges": list(self.judges), "top_k": self.top_k, "budget": self.budget,
                 "judge_repeats": self.judge_repeats, "judge_prompts": dict(self.judge_prompts)}

@@ -106,7 +106,9 @@ class Report:
             ("Degradation", self.degradation()),
             ("Tokens per question by stage", self.tokens()),
             ("Time per stage", self.timing()), ("Errors", self.errors()),
-            ("Validators", self.validators()), *self.comparisons(comparisons),
+            ("Validators", self.validators()), ("Revision chains (Exp-5)", self.chains()),
+            ("Paper figures", self.paper()),
+            *self.comparisons(comparisons),
             ("Figures", [f"![{name}]({path.name})" for name, path in figures.items()]),
         ]:
             lines += [f"## {heading}", "", *body, ""]
@@ -278,6 +280,29 @@ class Report:
         return markdown_table(self._with_run(self.summary.validators.select(
             "run_id", "validator", "passed", "checked", "problem_count",
             pl.col("problems").list.first().alias("first problem"))))
+
+    def chains(self) -> list[str]:
+        if self.summary.revision_chains.is_empty():
+            return ["No run's questions carry injected revision chains."]
+        return ["Over the questions with an injected revision chain and a context: the share "
+                "whose context holds the whole trajectory (original state, every revision, the "
+                "rollback), and the share holding a revision but not the rollback.", "",
+                *markdown_table(self._with_run(self.summary.revision_chains))]
+
+    def paper(self) -> list[str]:
+        """The paper's figures beside each run that matches one (`reports/_paper.py`)."""
+        table = self.summary.paper
+        if table.is_empty():
+            return ["No run matches a figure of the T-MEM paper's table "
+                    "(`tmem_core/reports/paper_figures.v1.toml`, which documents the match key)."]
+        shown = ["run_id", "experiment", "section", "paper_method", "metric", "ours", "paper",
+                 "difference", "match"]
+        if table["inside_interval"].is_not_null().any():
+            shown.append("inside_interval")
+        return ["Our figure beside the paper's where the run's benchmark, method, answer model, "
+                "Top-k and budget match the figure's setting (`loose`: the paper summary does "
+                "not state part of it); accuracy and recall in percent, margins and losses in "
+                "points.", "", *markdown_table(self._with_run(table.select(shown)))]
 
     def comparisons(self, comparisons: Sequence[Comparison]) -> list[tuple[str, list[str]]]:
         """One section per comparison: each run's metrics and `(Δ …)` to its reference run."""

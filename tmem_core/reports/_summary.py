@@ -9,7 +9,9 @@ import polars as pl
 
 from tmem_core.reports import _metrics as m
 from tmem_core.reports._attribution import attribution, gold_context, with_causes
+from tmem_core.reports._chains import revision_chains
 from tmem_core.reports._paired import paired_differences
+from tmem_core.reports._paper import paper_table, run_intervals
 from tmem_core.results import (
     ALL_JUDGES,
     CALIBRATION,
@@ -42,6 +44,8 @@ class Summary:
     error_counts: pl.DataFrame
     errors: pl.DataFrame
     validators: pl.DataFrame
+    paper: pl.DataFrame  # the paper's figures beside the runs that match them
+    revision_chains: pl.DataFrame  # Exp-5: complete-chain recovery, revision-only contexts
 
     def tables(self) -> dict[str, pl.DataFrame]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -73,7 +77,8 @@ def summarise(results: SweepResults) -> Summary:
         paired=paired_differences(results, runs, questions), tokens=tokens,
         timing=m.timing(results, tokens), error_counts=error_counts,
         errors=results.failures.sort("run_id", "store", "written_at"),
-        validators=results.validators)
+        validators=results.validators, paper=paper_table(runs, run_intervals(runs)),
+        revision_chains=revision_chains(results))
 
 
 def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,

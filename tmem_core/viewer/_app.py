@@ -15,11 +15,12 @@ from pathlib import Path
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from tmem_core.schema import DataError
+from tmem_core.viewer._audit import audit_routes
 from tmem_core.viewer._data import SweepData, fingerprint, load_sweep
 from tmem_core.viewer._page import page, to_json
 from tmem_core.viewer._question import question_views
@@ -59,8 +60,14 @@ class LiveSweep:
         return pages[name]
 
 
-def viewer_app(root: Path) -> Starlette:
-    """The viewer of the sweep folder `root` as an ASGI app."""
+def viewer_app(root: Path | None, audit: Path | None = None) -> Starlette:
+    """The viewer of the sweep folder `root` as an ASGI app, with the audit page of the
+    annotation folder `audit` when given (alone when there is no sweep)."""
+    extra = audit_routes(audit) if audit is not None else []
+    if root is None:
+        return Starlette(exception_handlers={DataError: _bad_data}, routes=[
+            Route("/", _to_audit), *extra,
+            Mount("/static", StaticFiles(directory=STATIC))])
     sweep = LiveSweep(root)
     sweep.data()  # a bad folder fails here, before anything is served
 
@@ -88,9 +95,13 @@ def viewer_app(root: Path) -> Starlette:
         Route("/api/sweep", api_sweep),
         Route("/api/runs/{run_id}", api_run),
         Route("/api/runs/{run_id}/questions/{qid:path}", api_question),
-        Route("/figures/{name}", figure),
+        Route("/figures/{name}", figure), *extra,
         Mount("/static", StaticFiles(directory=STATIC)),
     ])
+
+
+def _to_audit(_: Request) -> Response:
+    return RedirectResponse("audit")
 
 
 def _json(text: str | None, what: str = "") -> Response:
@@ -112,8 +123,9 @@ class Background:
     """The viewer of a sweep served on 127.0.0.1 (a free port) from a thread of this
     process, for tests and benchmarks: `with Background(root) as url: ...`."""
 
-    def __init__(self, root: Path) -> None:
-        config = uvicorn.Config(viewer_app(root), host=HOST, port=0, log_level="warning")
+    def __init__(self, root: Path | None, audit: Path | None = None) -> None:
+        config = uvicorn.Config(viewer_app(root, audit), host=HOST, port=0,
+                                log_level="warning")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)
 

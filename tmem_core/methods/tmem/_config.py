@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 Scope = Literal["interval", "global"]
@@ -14,44 +14,71 @@ class DiscoveryConfig:
     """Paper defaults (§C.1): at most 100 candidates (the 36 anchors and 8,192 evidence tokens
     are the grid's `top_k` and `budget`, the anchors seeded and the context's tokens).
 
-    The density test (§4.2, appendix F.1); the paper gives no values, ours are chosen on the
-    LoCoMo development file and the synthetic set (interleaved and not):
-    - Seeds are the seed-retrieval anchors. They are grouped by topic (else channel, session,
-      conversation), and each group's seeds, on the group's own timeline, split into clusters
-      wherever consecutive seeds are more than `max_gap_seconds` apart (time only: messages
-      of other groups in between do not count).
-    - A cluster's density is its seeds per hour of its span in time (first to last seed), the
-      span floored at `min_span_seconds` so that a burst is not infinitely dense: the same
-      seeds spread over a longer span score lower (the span penalises diffuse activity). The
-      cluster becomes an interval when density >= `min_density` seeds per hour, a threshold
-      between the background rate of seeds (about 0.02 per hour of the conversation outside
-      the episodes that hold evidence, at 36 anchors) and their rate in a relevant episode (a
-      median of three per hour). With 1 per hour and a 1-hour floor, one seed in a burst
-      qualifies and a cluster needs a seed per hour of its span; at 2 per hour lone seeds
-      fail, and with them a tenth to a half of the clusters that hold evidence (the fewer
-      the anchors, the more).
-    - A kept interval spans its group's messages from the first to the last seed, padded by
-      `padding` group messages on either side (each within `max_gap_seconds` of the previous
-      one), to take in confirmations, corrections and updates next to its seeds.
-    - Candidates (anchors and interval members) are cut to `max_candidates` by relevance.
+    The density test (§4.2, appendix F.1). Seeds (the seed-retrieval anchors) are grouped by
+    topic (else channel, session, conversation); each group's seeds, on the group's own
+    timeline, split into clusters wherever consecutive seeds are more than `max_gap_seconds`
+    apart. A cluster's interval lasts from its first seed to its last, and at least
+    `min_duration_seconds` (the minimum duration δ of F.1: an interval observed for less is
+    taken as lasting δ); its rate is seeds per hour of that duration. It is kept when its rate
+    exceeds a threshold strictly between two anchor rates:
+    - the background rate, estimated per group from the data: the group's seeds outside the
+      interval per hour of the group's time outside it (first to last message of the group);
+      a group with less than δ of time outside the interval (a LoCoMo session, whose turns
+      share one time) has no background of its own, and the conversation's is used alike;
+    - the relevant-episode rate: `episode_rate` seeds per hour when `reference_anchors` are
+      seeded, scaled by (anchors seeded / reference_anchors) ** `episode_exponent` (an
+      episode holds few messages, so its seeds grow more slowly than the anchors);
+    - the threshold lies `threshold_position` of the way from the background rate to the
+      episode rate (0 < position < 1: strictly between them). When the background is not
+      below the episode rate, no threshold lies between them and no interval of the group
+      is kept.
+    A lone seed passes only when one seed per δ exceeds the threshold; in a quiet group
+    (background near zero) that needs position x episode rate x δ < 1 (δ in hours), which the
+    defaults rule out from 12 anchors up: a lone seed stays an anchor, unpadded.
+
+    A kept interval spans its group's messages from the first to the last seed, padded by
+    `padding` group messages on either side (each within `max_gap_seconds` of the previous
+    one), to take in confirmations, corrections and updates next to its seeds. Candidates
+    (anchors and interval members) are cut to `max_candidates` by relevance.
+
+    The paper gives no values for δ, the rates' parameters, the gap or the padding; ours were
+    chosen on a development split (`_development.py`; README, "T-MEM as run here") and are
+    reported on the rest.
     """
 
     max_candidates: int = 100
     metadata: bool = True  # metadata-expanded indexes and query (asking user)
     scope: Scope = "interval"  # "global": whole anchor groups instead of intervals (ablation)
     max_gap_seconds: float = 2 * HOUR
-    min_span_seconds: float = HOUR
-    min_density: float = 1.0  # seeds per hour
+    min_duration_seconds: float = 2 * HOUR
+    episode_rate: float = 2.0  # seeds per hour in a relevant episode, at reference_anchors
+    reference_anchors: int = 36
+    episode_exponent: float = 0.53
+    threshold_position: float = 0.5
     padding: int = 2
     lexical_weight: float = 1.0  # relevance = cosine + lexical_weight * BM25 / max BM25
     support_window: int = 2  # group neighbours on either side that lend support
     support_decay: float = 0.6  # weight of a neighbour at distance d: decay ** (d - 1)
 
     def __post_init__(self) -> None:
-        if self.min_span_seconds <= 0:
-            raise ValueError(f"DiscoveryConfig.min_span_seconds must be positive, got "
-                             f"{self.min_span_seconds}")
-        for name in ("max_gap_seconds", "min_density", "padding"):
+        for name in ("min_duration_seconds", "reference_anchors"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"DiscoveryConfig.{name} must be positive, got "
+                                 f"{getattr(self, name)}")
+        for name in ("max_gap_seconds", "episode_rate", "episode_exponent", "padding"):
             if getattr(self, name) < 0:
                 raise ValueError(f"DiscoveryConfig.{name} must not be negative, got "
                                  f"{getattr(self, name)}")
+
+        if not 0 < self.threshold_position < 1:
+            raise ValueError(f"DiscoveryConfig.threshold_position must lie strictly between 0 "
+                             f"and 1, got {self.threshold_position}")
+
+    def episode_rate_at(self, seeded: int) -> float:
+        """The relevant-episode rate (seeds per hour) when `seeded` anchors are seeded."""
+        return float(self.episode_rate * (seeded / self.reference_anchors)
+                     ** self.episode_exponent)
+
+    def without_intervals(self) -> DiscoveryConfig:
+        """No interval can pass: an episode rate of zero is never above the background."""
+        return replace(self, scope="interval", episode_rate=0.0)

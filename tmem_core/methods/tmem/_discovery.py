@@ -16,13 +16,18 @@ from tmem_core.schema import Message, Question
 
 @dataclass(frozen=True)
 class Interval:
-    """A temporal cluster of one group's seeds; `members` are its padded messages if kept."""
+    """A temporal cluster of one group's seeds and its density test (see `DiscoveryConfig`);
+    `members` are its padded messages if kept."""
 
     group: str
     anchors: tuple[str, ...]  # its seeds, in time order
     span_seconds: float  # from the first seed to the last
+    duration_seconds: float  # the span, at least the minimum duration
     size: int  # group messages in the padded interval
-    density: float  # seeds per hour of the span (floored)
+    rate: float  # seeds per hour of the duration
+    background: float  # the group's background rate (seeds per hour)
+    episode: float  # the relevant-episode rate at this many anchors (seeds per hour)
+    threshold: float | None  # between background and episode; None: they are not separated
     kept: bool
     members: tuple[str, ...]
 
@@ -50,29 +55,55 @@ class Discovery:
     selected: tuple[str, ...] = ()  # filled in by the method after selection
 
 
+@dataclass(frozen=True)
+class Seeding:
+    """A question's seed retrieval: its query, anchor positions (best first), and the
+    relevance of every message of the conversation to the query."""
+
+    query: str
+    anchors: tuple[int, ...]
+    relevance: np.ndarray
+
+    def top(self, depth: int) -> Seeding:
+        """The same seeding with the best `depth` anchors (the hybrid ranking's prefix)."""
+        return Seeding(self.query, self.anchors[:depth], self.relevance)
+
+
+def seed(question: Question, index: ConversationIndex, config: DiscoveryConfig,
+         depth: int) -> Seeding:
+    query = query_text(question, config.metadata)
+    return Seeding(query, tuple(index.ranking(query, "hybrid", depth)),
+                   query_relevance(index.dense_scores(query), index.bm25_scores(query),
+                                   config.lexical_weight))
+
+
 def discover(question: Question, index: ConversationIndex, timeline: Timeline,
              config: DiscoveryConfig, depth: int) -> Discovery:
     """Seed `depth` anchors, find their dense intervals and filter the candidates."""
-    query = query_text(question, config.metadata)
-    anchors = index.ranking(query, "hybrid", depth)
-    relevance = query_relevance(index.dense_scores(query), index.bm25_scores(query),
-                                config.lexical_weight)
+    return search(seed(question, index, config, depth), index.conversation, timeline, config)
+
+
+def search(seeding: Seeding, conversation: Conversation, timeline: Timeline,
+           config: DiscoveryConfig) -> Discovery:
+    """The seeds' groups, clusters and density tests, then the candidate pool."""
+    anchors, relevance = seeding.anchors, seeding.relevance
     groups = group_anchors(anchors, timeline)
-    ids = index.conversation.ids
     if config.scope == "global":
         intervals: list[Interval] = []
         region = {int(p) for key in groups for p in timeline.members[key]}
     else:
-        intervals = [find_interval(c, index.conversation, timeline, config)
+        intervals = [find_interval(c, Seeds(len(positions), len(anchors)), conversation,
+                                   timeline, config)
                      for positions in groups.values()
                      for c in temporal_clusters(positions, timeline, config)]
-        region = {index.conversation.position[i] for iv in intervals for i in iv.members}
+        region = {conversation.position[i] for iv in intervals for i in iv.members}
     pool = sorted(region | set(anchors), key=lambda p: -relevance[p])[:config.max_candidates]
     rank = {p: r for r, p in enumerate(anchors)}
     candidates = tuple(
-        Candidate(index.conversation.messages[p], float(relevance[p]),
+        Candidate(conversation.messages[p], float(relevance[p]),
                   support(p, relevance, timeline, config), rank.get(p)) for p in pool)
-    return Discovery(query, ids(anchors), {k: ids(v) for k, v in groups.items()},
+    ids = conversation.ids
+    return Discovery(seeding.query, ids(anchors), {k: ids(v) for k, v in groups.items()},
                      tuple(intervals), config, candidates)
 
 
@@ -104,9 +135,41 @@ def temporal_clusters(positions: Sequence[int], timeline: Timeline,
     return clusters
 
 
-def interval_density(seeds: int, span_seconds: float, config: DiscoveryConfig) -> float:
-    """Seeds per hour of the span, the span floored at `min_span_seconds`."""
-    return seeds * HOUR / max(span_seconds, config.min_span_seconds)
+@dataclass(frozen=True)
+class Seeds:
+    """How many seeds fell in a cluster's group, and in the whole conversation."""
+
+    group: int
+    seeded: int
+
+
+def interval_duration(span_seconds: float, config: DiscoveryConfig) -> float:
+    return max(span_seconds, config.min_duration_seconds)
+
+
+def interval_rate(seeds: int, span_seconds: float, config: DiscoveryConfig) -> float:
+    """Seeds per hour of the interval's duration (its span, at least the minimum duration)."""
+    return seeds * HOUR / interval_duration(span_seconds, config)
+
+
+def background_rate(cluster: Sequence[int], seeds: Seeds, timeline: Timeline,
+                    config: DiscoveryConfig) -> float:
+    """Seeds per hour outside the interval: the group's, else (with less than the minimum
+    duration of the group's time outside it) the conversation's; zero with neither."""
+    duration = interval_duration(timeline.span(cluster[0], cluster[-1]), config)
+    for count, extent in ((seeds.group, timeline.group_extent(timeline.keys[cluster[0]])),
+                          (seeds.seeded, timeline.extent())):
+        outside = extent - duration
+        if outside >= config.min_duration_seconds:
+            return (count - len(cluster)) * HOUR / outside
+    return 0.0
+
+
+def density_threshold(background: float, episode: float, position: float) -> float | None:
+    """The rate `position` (0 < position < 1) of the way from the background rate to the
+    episode rate, strictly between them; None when the background is not below the episode
+    rate (no threshold separates them)."""
+    return background + position * (episode - background) if background < episode else None
 
 
 def padded_members(cluster: Sequence[int], timeline: Timeline,
@@ -124,16 +187,20 @@ def padded_members(cluster: Sequence[int], timeline: Timeline,
                                                           config)])
 
 
-def find_interval(cluster: Sequence[int], conversation: Conversation, timeline: Timeline,
-                  config: DiscoveryConfig) -> Interval:
+def find_interval(cluster: Sequence[int], seeds: Seeds, conversation: Conversation,
+                  timeline: Timeline, config: DiscoveryConfig) -> Interval:
     """The cluster's density test; a kept cluster's padded interval."""
     span = timeline.span(cluster[0], cluster[-1])
-    density = interval_density(len(cluster), span, config)
-    kept = density >= config.min_density
+    rate = interval_rate(len(cluster), span, config)
+    background = background_rate(cluster, seeds, timeline, config)
+    episode = config.episode_rate_at(seeds.seeded)
+    threshold = density_threshold(background, episode, config.threshold_position)
+    kept = threshold is not None and rate > threshold
     members = padded_members(cluster, timeline, config)
     ids = conversation.ids
-    return Interval(timeline.keys[cluster[0]], ids(cluster), span, len(members), density, kept,
-                    ids(members) if kept else ())
+    return Interval(timeline.keys[cluster[0]], ids(cluster), span,
+                    interval_duration(span, config), len(members), rate, background, episode,
+                    threshold, kept, ids(members) if kept else ())
 
 
 def support(position: int, relevance: np.ndarray, timeline: Timeline,

@@ -2,8 +2,10 @@
 
 Constraints on an edge child -> parent: the parent is an earlier selected message (by time,
 then conversation order), in the same topic when both have one, and not in a later phase than
-the child when both have one (phase order: first appearance in the conversation). Since every
-parent is strictly earlier, no cycle can form.
+the child when both have one. Phases run per topic (a project's or topic's own stages), so
+their order is each discovery group's own: first appearance among the group's messages
+(topic, else channel, session, conversation). Since every parent is strictly earlier, no cycle
+can form.
 
 Repair rule (deterministic): a message whose proposal is missing or breaks a constraint
 becomes an EXPAND of the nearest earlier message of its discovery group (topic, else channel,
@@ -117,29 +119,36 @@ class Repair:
                 "parent": self.parent, "relation": self.relation}
 
 
+PhaseRanks = Mapping[str, Mapping[str, int]]  # group key -> phase -> rank in that group
+
+
 @dataclass(frozen=True)
 class Constraints:
-    """Which earlier message may be a message's parent."""
+    """Which earlier message may be a message's parent (phase ranks per discovery group)."""
 
-    phase_rank: Mapping[str, int] = field(default_factory=dict)
+    phase_rank: PhaseRanks = field(default_factory=dict)
 
     def problem(self, child: Message, parent: Message) -> str | None:
         if chronological(parent) >= chronological(child):
             return "parent is not earlier"
         if child.topic is not None and parent.topic is not None and child.topic != parent.topic:
             return "parent is in another topic"
-        if (child.phase is not None and parent.phase is not None
-                and self.phase_rank.get(parent.phase, 0) > self.phase_rank.get(child.phase, 0)):
+        ranks = self.phase_rank.get(group_key(child), {})
+        child_rank = ranks.get(child.phase) if child.phase is not None else None
+        parent_rank = ranks.get(parent.phase) if parent.phase is not None else None
+        if child_rank is not None and parent_rank is not None and parent_rank > child_rank:
             return "phase order goes backwards"
         return None
 
 
-def phase_order(messages: Iterable[Message]) -> dict[str, int]:
-    """Phase -> rank by first appearance (messages in conversation order)."""
-    ranks: dict[str, int] = {}
+def phase_order(messages: Iterable[Message]) -> dict[str, dict[str, int]]:
+    """Per discovery group: phase -> rank by first appearance among the group's messages
+    (messages in conversation order)."""
+    ranks: dict[str, dict[str, int]] = {}
     for m in messages:
         if m.phase is not None:
-            ranks.setdefault(m.phase, len(ranks))
+            group = ranks.setdefault(group_key(m), {})
+            group.setdefault(m.phase, len(group))
     return ranks
 
 

@@ -55,19 +55,30 @@ def tree(forest: Forest, messages: Mapping[str, Message]) -> list[str]:
 
 def _intervals(intervals: list[dict[str, Any]], config: Mapping[str, Any],
                messages: Mapping[str, Message]) -> list[str]:
-    """One line per cluster: its seeds, when, how dense, and the verdict of the test."""
+    """One line per cluster: its seeds, when, its rate against its group's background rate
+    and the threshold between that and the episode rate, and the verdict."""
     kept = sum(iv["kept"] for iv in intervals)
-    threshold = config["min_density"]
     return [f"-- intervals ({kept} kept of {len(intervals)}): clusters split at gaps over "
-            f"{_duration(config['max_gap_seconds'])}; density = seeds per hour of the span "
-            f"(floor {_duration(config['min_span_seconds'])}); kept at >= {threshold:.2f}/h",
+            f"{_duration(config['max_gap_seconds'])}; rate = seeds per hour of the interval "
+            f"(at least {_duration(config['min_duration_seconds'])}); kept when above a "
+            f"threshold {config['threshold_position']:g} of the way from the group's "
+            f"background rate to the episode rate",
             *(f"  {'kept' if iv['kept'] else 'drop'} {iv['group']}: "
               f"{_count(len(iv['anchors']), 'seed')} "
               f"{_when(messages[iv['anchors'][0]], messages[iv['anchors'][-1]])} "
-              f"({_duration(iv['span_seconds'])}), density {iv['density']:.2f}/h "
-              f"{'>=' if iv['kept'] else '<'} {threshold:.2f}, padded to "
+              f"({_duration(iv['span_seconds'])}), {_test(iv)}, padded to "
               f"{_count(iv['size'], 'message')}"
               for iv in intervals)]
+
+
+def _test(interval: Mapping[str, Any]) -> str:
+    """`rate 1.50/h > threshold 1.02/h (background 0.03/h, episode 2.00/h)`."""
+    rates = (f"background {interval['background']:.2f}/h, episode "
+             f"{interval['episode']:.2f}/h")
+    if interval["threshold"] is None:
+        return f"rate {interval['rate']:.2f}/h, no threshold ({rates}: not separated)"
+    sign = ">" if interval["kept"] else "<="
+    return f"rate {interval['rate']:.2f}/h {sign} threshold {interval['threshold']:.2f}/h ({rates})"
 
 
 def _duration(seconds: float) -> str:

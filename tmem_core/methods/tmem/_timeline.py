@@ -46,6 +46,15 @@ class Timeline:
         """Seconds between the messages at positions a and b."""
         return abs(float(self.seconds[b] - self.seconds[a]))
 
+    def extent(self) -> float:
+        """Seconds from the conversation's first message to its last."""
+        return float(self.seconds[-1] - self.seconds[0]) if len(self.seconds) else 0.0
+
+    def group_extent(self, key: str) -> float:
+        """Seconds from the group's first message to its last."""
+        members = self.members[key]
+        return self.span(int(members[0]), int(members[-1]))
+
     def within(self, a: int, b: int, seconds: float) -> bool:
         """Whether the messages at positions a and b are at most `seconds` apart."""
         return self.span(a, b) <= seconds

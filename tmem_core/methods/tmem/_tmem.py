@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tmem_core.llm import TokenCounter
@@ -28,6 +27,7 @@ from tmem_core.methods.tmem._forest import (
     Constraints,
     Forest,
     Node,
+    PhaseRanks,
     Repair,
     build_forest,
     flat_forest,
@@ -43,6 +43,7 @@ from tmem_core.methods.tmem._structure import STRUCTURE_PROMPT, Proposals, Struc
 from tmem_core.methods.tmem._timeline import Timeline
 from tmem_core.methods.tmem._validate import forest_structure
 from tmem_core.methods.tmem._view import forest_view
+from tmem_core.methods.tmem._withhold import check_withheld, withheld, withheld_conversation
 from tmem_core.prompts import load_prompt
 from tmem_core.retrieval import Conversation, IndexStore
 from tmem_core.schema import Message, Question
@@ -61,7 +62,11 @@ class TMemConfig:
     - `selection`: "llm" (KEY/SUPPORT labels) or "reranked" (the no-LLM reranker);
     - `structuring` off: a flat chronological list; `typed_relations` off: RELATED edges;
     - `compression` off: no span is dropped, whole messages are admitted within the budget;
-    - metadata expansion and global scope are `discovery_config.metadata` / `.scope`.
+    - metadata expansion and global scope are `discovery_config.metadata` / `.scope`;
+    - `discovery_withheld` / `structuring_withheld`: metadata fields ("topic", "phase") that
+      discovery (indexes, groups, the selection prompt) or structuring (its prompt, its
+      same-topic and phase-order checks, its repair groups) read as null (Exp-6); the
+      answer context keeps them.
     """
 
     discovery_config: DiscoveryConfig = field(default_factory=DiscoveryConfig)
@@ -70,22 +75,30 @@ class TMemConfig:
     structuring: bool = True
     typed_relations: bool = True
     compression: bool = True
+    discovery_withheld: tuple[str, ...] = ()
+    structuring_withheld: tuple[str, ...] = ()
     select_batch: int = 20
     min_coverage: float = 0.5
     link_batch: int = 12
     link_context: int = 8
 
+    def __post_init__(self) -> None:
+        check_withheld(self.discovery_withheld, "TMemConfig.discovery_withheld")
+        check_withheld(self.structuring_withheld, "TMemConfig.structuring_withheld")
+
     def switches(self) -> dict[str, Any]:
         return {"discovery": self.discovery, "selection": self.selection,
                 "structuring": self.structuring, "typed_relations": self.typed_relations,
                 "compression": self.compression, "metadata": self.discovery_config.metadata,
-                "scope": self.discovery_config.scope}
+                "scope": self.discovery_config.scope,
+                "discovery_withheld": list(self.discovery_withheld),
+                "structuring_withheld": list(self.structuring_withheld)}
 
     def search(self) -> DiscoveryConfig:
         """The discovery parameters in effect (no interval passes without discovery)."""
         if self.discovery:
             return self.discovery_config
-        return replace(self.discovery_config, scope="interval", min_density=math.inf)
+        return self.discovery_config.without_intervals()
 
 
 @dataclass(frozen=True)
@@ -115,11 +128,12 @@ class TMem:
     top_k: int = 36
     budget: int = 8192
     _timelines: dict[str, Timeline] = field(default_factory=dict, repr=False)
-    _phases: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+    _phases: dict[str, PhaseRanks] = field(default_factory=dict, repr=False)
+    _discovery_store: IndexStore | None = field(default=None, repr=False)
 
     def retrieve(self, question: Question) -> Evidence:
         search = self.config.search()
-        index = self.store.index(question.conv_id, search.metadata)
+        index = self._seen_by_discovery().index(question.conv_id, search.metadata)
         if question.conv_id not in self._timelines:
             self._timelines[question.conv_id] = Timeline.of(index.conversation)
         found = discover(question, index, self._timelines[question.conv_id], search, self.top_k)
@@ -131,13 +145,15 @@ class TMem:
         if not isinstance(evidence.payload, Found):
             raise ValueError(f"{evidence.qid}: evidence has no T-MEM discovery")
         conversation = self.store.conversations[question.conv_id]
-        candidates = [Candidate(conversation.messages[conversation.position[c.id]], c.relevance,
-                                c.support, c.anchor_rank) for c in evidence.payload.candidates]
+        seen = self._seen_by_discovery().conversations[question.conv_id]
+        candidates = [Candidate(seen.messages[seen.position[c.id]], c.relevance, c.support,
+                                c.anchor_rank) for c in evidence.payload.candidates]
         marks = [time.perf_counter()]
         selection = self._select(question, candidates, evidence.payload.intervals, llm)
         marks.append(time.perf_counter())
         terms = QueryTerms.of(question)
-        by_id = {c.message.msg_id: c.message for c in candidates}
+        by_id = {c.message.msg_id: conversation.messages[conversation.position[c.message.msg_id]]
+                 for c in candidates}
         admitted = self._admit([by_id[i] for i in selection.ranked], terms, self.budget,
                                count_tokens)
         structured = self._structure(question, admitted, llm, conversation)
@@ -183,8 +199,9 @@ class TMem:
         if not self.config.structuring:
             return Structured(flat_forest(admitted), Proposals({}))
         structurer = Structurer(_need(llm), self.config.link_batch, self.config.link_context)
-        proposals = structurer.propose(question, admitted)
-        forest, repairs = build_forest(admitted, proposals.edges, self._constraints(conversation),
+        seen = withheld(admitted, self.config.structuring_withheld)
+        proposals = structurer.propose(question, seen)
+        forest, repairs = build_forest(seen, proposals.edges, self._constraints(conversation),
                                        self.config.typed_relations)
         return Structured(forest, proposals, tuple(repairs))
 
@@ -221,9 +238,23 @@ class TMem:
         return compression.texts, compression
 
     def _constraints(self, conversation: Conversation) -> Constraints:
+        """Phase ranks of the conversation as structuring sees it (its withheld fields null)."""
         if conversation.conv_id not in self._phases:
-            self._phases[conversation.conv_id] = phase_order(conversation.messages)
+            self._phases[conversation.conv_id] = phase_order(
+                withheld(conversation.messages, self.config.structuring_withheld))
         return Constraints(self._phases[conversation.conv_id])
+
+    def _seen_by_discovery(self) -> IndexStore:
+        """The indexes discovery searches: the run's own, or (with withheld fields) indexes of
+        the conversations with those fields null, built beside them."""
+        fields = self.config.discovery_withheld
+        if not fields:
+            return self.store
+        if self._discovery_store is None:
+            self._discovery_store = IndexStore(
+                {k: withheld_conversation(c, fields) for k, c in self.store.conversations.items()},
+                self.store.embedder, self.store.root, self.store.config, self.store.stats)
+        return self._discovery_store
 
     def _prompts(self) -> dict[str, str]:
         used = [SELECT_PROMPT] * (self.config.selection == "llm")
@@ -233,7 +264,7 @@ class TMem:
 
 @method("tmem", config=TMemConfig, show=describe, evidence=Found, context=Built,
         checks={"forest_structure": forest_structure}, view=View("forest", forest_view),
-        variants={
+        version=2, variants={
     "tmem_wo_discovery": {"discovery": False},
     "tmem_wo_structuring": {"structuring": False},
     "tmem_wo_metadata": {"discovery_config": {"metadata": False}},
@@ -241,6 +272,11 @@ class TMem:
     "tmem_untyped": {"typed_relations": False},
     "tmem_global_forest": {"discovery_config": {"scope": "global"}},
     "tmem_reranked_forest": {"selection": "reranked"},
+    # Exp-6 (robustness to metadata availability): what each module reads as null
+    "tmem_wo_topic_in_discovery": {"discovery_withheld": ("topic",)},
+    "tmem_wo_meta_in_structuring": {"structuring_withheld": ("topic", "phase")},
+    "tmem_wo_meta_in_both": {"discovery_withheld": ("topic", "phase"),
+                             "structuring_withheld": ("topic", "phase")},
 }, description="T-MEM: temporal discovery, KEY/SUPPORT selection, evidence forest")
 def _tmem(env: MethodEnv, config: TMemConfig, name: str) -> ContextMethod:
     return TMem(env.index_store, config, name, env.top_k, env.budget)

@@ -1,0 +1,183 @@
+"""Exp-5's controlled injection: the copy equals the base benchmark except for the injected
+messages (asserted message by message), each Knowledge Update question gets up to N
+revisions then a rollback, labelled only in its evaluation-only gold; GroupMemBench needs its
+original states known first."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tests.conftest import LOCOMO
+from tmem_core.benchmarks import LoadRequest, PreparedBenchmark, build, with_revisions
+from tmem_core.benchmarks._revisions import LLMWriter, chain_of
+from tmem_core.llm import ChatRequest, ChatResponse, Usage
+from tmem_core.schema import (
+    DataError,
+    Message,
+    gold_from_table,
+    messages_from_table,
+    questions_from_table,
+)
+
+REQUEST = LoadRequest(size=2000, seed=4, variant="interleaved")
+
+
+@pytest.fixture(scope="module")
+def base() -> PreparedBenchmark:
+    return build("synthetic", REQUEST)
+
+
+def _check_copy(base: PreparedBenchmark, copy: PreparedBenchmark, condition: int,
+                templated: bool = True) -> None:
+    """Message by message: every base message unchanged but for its seq (order kept), the
+    rest injected as the chains say; questions unchanged but for the chains' labels."""
+    base_messages, copied = messages_from_table(base.messages), messages_from_table(copy.messages)
+    base_ids = {m.msg_id for m in base_messages}
+    kept = [m for m in copied if m.msg_id in base_ids]
+    injected = {m.msg_id: m for m in copied if m.msg_id not in base_ids}
+    assert len(kept) == len(base_messages)
+    for old, new in zip(base_messages, kept, strict=True):
+        assert dataclasses.replace(new, seq=old.seq) == old
+    assert [m.seq for m in copied] == list(range(len(copied)))
+    questions, gold = questions_from_table(copy.questions), gold_from_table(copy.questions)
+    assert questions == questions_from_table(base.questions)
+    base_gold = gold_from_table(base.questions)
+    chains = {q.qid: chain for q in questions if (chain := chain_of(gold[q.qid]))}
+    updates = {q.qid for q in questions if q.category == "knowledge_update"
+               and base_gold[q.qid].evidence_ids}
+    assert set(chains) == updates and updates
+    for qid, g in gold.items():
+        assert dataclasses.replace(g, gold_meta=base_gold[qid].gold_meta) == base_gold[qid]
+    labelled = [i for c in chains.values() for i in (*c["revisions"], c["rollback"])]
+    assert sorted(labelled) == sorted(injected)  # every injected message is in one chain
+    position = {m.msg_id: k for k, m in enumerate(copied)}
+    by_id = {**{m.msg_id: m for m in base_messages}, **injected}
+    for qid, chain in chains.items():
+        assert 1 <= len(chain["revisions"]) <= condition
+        assert sorted(chain["original"]) == sorted(base_gold[qid].evidence_ids)
+        state = max((by_id[i] for i in chain["original"]), key=lambda m: position[m.msg_id])
+        steps = [injected[i] for i in (*chain["revisions"], chain["rollback"])]
+        question = next(q for q in questions if q.qid == qid)
+        assert position[state.msg_id] < position[steps[0].msg_id]
+        assert [position[m.msg_id] for m in steps] == sorted(position[m.msg_id] for m in steps)
+        assert state.timestamp <= steps[0].timestamp
+        assert question.question_time is None or steps[-1].timestamp <= question.question_time
+        for m in steps:
+            assert (m.channel, m.topic, m.phase, m.session_id) == (
+                state.channel, state.topic, state.phase, state.session_id)
+            assert m.meta is None and m.reply_to is None and m.timestamp.microsecond == 0
+        if templated:  # the rollback restores the original by name
+            assert gold[qid].answer in steps[-1].text
+    facts = copy.manifest["revision_chains"]
+    assert facts["condition"] == condition and facts["questions"] == len(chains)
+    assert facts["mean_injected_per_question"] == len(injected) / len(chains)
+    assert facts["base"]["messages"] == base.messages.num_rows
+
+
+@pytest.mark.parametrize("condition", [1, 2, 3])
+def test_the_copy_equals_the_base_but_for_the_injected_chains(base: PreparedBenchmark,
+                                                              condition: int) -> None:
+    variant = f"{REQUEST.variant}+revisions={condition}"
+    copy = build("synthetic", dataclasses.replace(REQUEST, variant=variant))
+    _check_copy(base, copy, condition)
+    if condition == 1:  # one revision and the rollback, always
+        assert copy.manifest["revision_chains"]["mean_injected_per_question"] == 2.0
+    assert build("synthetic", dataclasses.replace(REQUEST, variant=variant)).messages.equals(
+        copy.messages)  # stable: the same ids, times and texts again
+
+
+def test_bad_conditions_and_a_second_injection_are_refused(base: PreparedBenchmark) -> None:
+    for variant in ("revisions=4", "revisions=x", "revisions=1+revisions=2"):
+        with pytest.raises(DataError, match="revisions=N takes one N of 1, 2, 3"):
+            build("synthetic", LoadRequest(size=400, variant=variant))
+    with pytest.raises(DataError, match="native-revisions"):
+        build("synthetic", LoadRequest(size=400, variant="revisions"))
+    with pytest.raises(DataError, match="already holds revision chains"):
+        with_revisions(with_revisions(base, 1), 2)
+    with pytest.raises(DataError, match="no knowledge_update questions"):
+        build("locomo", LoadRequest(source=LOCOMO, variant="revisions=2"))
+
+
+def test_groupmembench_needs_its_original_states_known(fixtures: Path) -> None:
+    source = fixtures / "groupmembench"
+    with pytest.raises(DataError, match="annotate the benchmark first"):
+        build("groupmembench", LoadRequest(source=source, variant="revisions=2"))
+    annotated = _with_two_annotated_updates(build("groupmembench", LoadRequest(source=source)))
+    copy = with_revisions(annotated, 2, seed=1)
+    _check_copy(annotated, copy, 2)
+    chains = [c for g in gold_from_table(copy.questions).values() if (c := chain_of(g))]
+    texts = {m.msg_id: m.text for m in messages_from_table(copy.messages)}
+    answers = {g.answer for g in gold_from_table(annotated.questions).values()}
+    for chain in chains:  # revised to the other update's answer, then back
+        assert any(a in texts[chain["revisions"][0]] for a in answers)
+
+
+def _with_two_annotated_updates(prepared: PreparedBenchmark) -> PreparedBenchmark:
+    """The fixture as an annotation would leave it: its Knowledge Update question and a
+    second one (45k and 60k budgets) with evidence ids."""
+    rows = prepared.questions.to_pylist()
+    messages = messages_from_table(prepared.messages)
+    finance = [m.msg_id for m in messages if m.conv_id == "Finance"]
+    update = next(r for r in rows if r["category"] == "knowledge_update")
+    update["evidence_ids"] = finance[-2:]
+    rows.append({**update, "qid": f"{update['qid']}-b", "answer": "60k",
+                 "evidence_ids": finance[:1]})
+    table = pa.Table.from_pylist(rows, schema=prepared.questions.schema)
+    return dataclasses.replace(prepared, questions=table)
+
+
+class _Scripted:
+    """A backbone that writes good chains for some questions and junk for the others."""
+
+    def __init__(self, junk: set[str]) -> None:
+        self.junk = junk
+        self.requests: list[ChatRequest] = []
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        self.requests += requests
+        out = []
+        for r in requests:
+            count = r.schema["properties"]["revisions"]["minItems"]  # type: ignore[index]
+            parsed = ({"revisions": ["no"]} if r.qid in self.junk else
+                      {"revisions": [f"LLM revision {k}" for k in range(count)],
+                       "rollback": "LLM rollback"})
+            out.append(ChatResponse(json.dumps(parsed), parsed, Usage(40, 12)))
+        return out
+
+
+def test_a_backbone_writes_the_texts_and_its_junk_falls_back_to_templates(
+        base: PreparedBenchmark) -> None:
+    updates = [q.qid for q in questions_from_table(base.questions)
+               if q.category == "knowledge_update"]
+    llm = _Scripted({updates[0]})
+    writer = LLMWriter(llm, "scripted", seed=0)
+    copy = with_revisions(base, 3, writer=writer)
+    _check_copy(base, copy, 3, templated=False)
+    stats = copy.manifest["revision_chains"]["writer_stats"]
+    assert stats["calls"] == len(updates) == len(llm.requests)
+    assert stats["fallbacks"] == [updates[0]] and stats["prompt_tokens"] == 40 * len(updates)
+    for request in llm.requests:  # the writer sees the state it revises, never a label
+        assert "Messages that established it" in request.messages[-1].content
+    texts = {m.msg_id: m.text for m in messages_from_table(copy.messages)}
+    gold = gold_from_table(copy.questions)
+    for qid in updates:
+        chain = chain_of(gold[qid])
+        assert chain is not None
+        rollback = texts[chain["rollback"]]
+        assert (rollback == "LLM rollback") == (qid != updates[0])
+
+
+def test_chain_messages_carry_no_label_a_method_could_read(base: PreparedBenchmark) -> None:
+    copy = with_revisions(base, 2)
+    fields = [f.name for f in dataclasses.fields(Message) if f.name not in ("text", "msg_id")]
+    base_ids = set(base.messages.column("msg_id").to_pylist())
+    injected = [m for m in messages_from_table(copy.messages) if m.msg_id not in base_ids]
+    words = ("revision", "rollback", "injected", "exp5")
+    assert injected and all(not any(w in str(getattr(m, f)).lower() for w in words
+                                    for f in fields) for m in injected)

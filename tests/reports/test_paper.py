@@ -1,0 +1,100 @@
+"""The paper's figures beside ours: the bundled table, its match key, and the report's paper
+column over hand-written sweeps whose settings match (or miss) a paper row."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.reports.conftest import QUESTIONS, QSpec, locomo_run, write_locomo_data, write_run
+from tmem_core.methods import method_names
+from tmem_core.pipeline import BenchmarkConfig, RunSpec
+from tmem_core.reports import read_sweep, summarise, write_report
+from tmem_core.reports._paper import paper_figures, paper_table
+from tmem_core.results._sweep import RUN_SCHEMA
+
+GROUPMEMBENCH = BenchmarkConfig("groupmembench", limit=5)
+
+
+def _groupmembench_run(method: str, **changes: object) -> RunSpec:
+    """A run as `locomo_run` makes it, of GroupMemBench (the hand-written data serves)."""
+    return dataclasses.replace(locomo_run("s", method=method, **changes),
+                               benchmark=GROUPMEMBENCH)
+
+
+def _recall_percent(questions: tuple[QSpec, ...]) -> float:
+    scores = [len(set(q.evidence) & set(q.context)) / len(q.evidence) for q in questions]
+    return 100 * sum(scores) / len(scores)
+
+
+def test_the_table_names_only_registered_methods_and_every_experiment() -> None:
+    figures = paper_figures()
+    registered = set(method_names())
+    assert all(f.method in registered for f in figures if f.method)
+    assert {f.experiment for f in figures} == {"Exp-1", "Exp-2", "Exp-3", "Exp-4", "Exp-5",
+                                               "Exp-6", "E.1", "E.2", "E.3"}
+    values = {f.id: f.value for f in figures}
+    assert (values["exp2-tmem-36"], values["exp2-bm25-expand-36"], values["exp5-tmem-3"],
+            values["e3-untyped-36"]) == (72.8, 56.6, 38.32, 58.39)
+
+
+def test_a_report_over_a_matching_sweep_shows_the_paper_column(tmp_path: Path) -> None:
+    root = tmp_path / "sweep"
+    write_locomo_data(root)
+    matching = _groupmembench_run("bm25_expand", top_k=36)
+    write_run(root, matching)
+    write_run(root, _groupmembench_run("bm25_expand", top_k=12))
+    write_run(root, locomo_run("s", method="bm25_expand", top_k=36))  # LoCoMo: no figure
+    summary = summarise(read_sweep(root))
+    paper = summary.paper
+    row = paper.row(0, named=True)
+    assert paper.height == 1 and row["run_id"] == matching.run_id
+    ours = _recall_percent(QUESTIONS)
+    assert (row["figure"], row["paper"], row["match"]) == ("exp2-bm25-expand-36", 56.6, "loose")
+    assert row["ours"] == pytest.approx(ours) and row["difference"] == pytest.approx(ours - 56.6)
+    interval = summary.runs.row(by_predicate=pl.col("run_id") == matching.run_id, named=True)
+    low, high = 100 * interval["recall_low"], 100 * interval["recall_high"]
+    assert row["inside_interval"] is (low <= 56.6 <= high)  # the paper's figure in ours
+    report = write_report(root, tmp_path / "out").markdown.read_text()
+    section = report.split("## Paper figures")[1].split("## ")[0]
+    header = next(line for line in section.splitlines() if line.startswith("| run"))
+    assert "| paper |" in header and "| difference |" in header
+    assert "inside_interval" in header
+    assert "| 56.6 |" in section and f"{ours - 56.6:+.4g}".lstrip("+") in section
+
+
+def test_a_margin_over_the_best_baseline_matches_exactly_by_answer_model(tmp_path: Path) -> None:
+    root = tmp_path / "sweep"
+    write_locomo_data(root)
+    worse = tuple(dataclasses.replace(q, scores=(0.0,) * len(q.scores)) for q in QUESTIONS)
+    setting = {"backbone": "DeepSeek-V4-Flash", "top_k": 36, "budget": 8192}
+    tmem = _groupmembench_run("tmem", **setting)
+    for run, questions in ((tmem, QUESTIONS), (_groupmembench_run("bm25", **setting), worse),
+                           (_groupmembench_run("tmem_untyped", **setting), QUESTIONS)):
+        write_run(root, run, questions)
+    summary = summarise(read_sweep(root))
+    accuracy = dict(summary.runs.select("method", "accuracy").iter_rows())
+    margin = summary.paper.filter(figure="exp1-groupmembench-deepseek-v4-flash").row(0, named=True)
+    assert margin["run_id"] == tmem.run_id and margin["match"] == "exact"
+    assert margin["ours"] == pytest.approx(100 * (accuracy["tmem"] - accuracy["bm25"]))
+    assert summary.paper.filter(figure="exp1-groupmembench-gpt-5.5").is_empty()
+
+
+def test_exp5_figures_match_their_condition_and_the_interval_hook(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "manifest.json").write_text(json.dumps({"revision_chains": {"condition": 2}}))
+    run = {name: None for name in RUN_SCHEMA} | {
+        "run_id": "r", "benchmark": "groupmembench", "dataset": "d", "method": "tmem",
+        "backbone": "b", "top_k": 36, "budget": 8192, "data_dir": str(data)}
+    runs = pl.DataFrame([{**run, "accuracy": 0.4, "recall": None, "tokens": 10,
+                          "method_cost_usd": 0.0}])
+    table = paper_table(runs, interval=lambda run_id, metric: (35.0, 45.0))
+    exp5 = table.filter(experiment="Exp-5")
+    assert exp5["figure"].to_list() == ["exp5-tmem-2"]
+    assert exp5["ours"].item() == pytest.approx(40.0)
+    assert exp5["inside_interval"].item() is True  # 41.12 lies in [35, 45]

@@ -1,0 +1,373 @@
+"""Exp-5 (paper §5.6, A.5): revision chains injected into an otherwise identical copy of a
+prepared benchmark.
+
+For each Knowledge Update question whose original state is known (its gold evidence), up to
+`condition` revisions (their number drawn uniformly from 1 to `condition`, one message each)
+then one rollback to the original state are injected after the state's last evidence message
+and before the question is asked: conditions 1, 2 and 3 average 2.0, 2.5 and 3.0 injected
+messages per question. Every base message is kept field by field except `seq`, renumbered to
+make room (the base's order unchanged). An injected message has an id of its own (`m<n>`, past
+the base's numbering), the channel, topic, phase and session of the state's last evidence
+message, an author of the conversation with that author's role, no reply link and no meta.
+Which message is a revision and which the rollback is written only into the question's
+evaluation-only `gold_meta` (`revision_chain`), for scoring; the manifest's `revision_chains`
+records the condition, the writer, the counts and the mean per question.
+
+Texts come from templates (the default), or are written by a backbone (the paper's were
+LLM-written); a chain the backbone fails to write falls back to the templates, and is listed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from tmem_core.benchmarks._synthetic import alternative_values
+from tmem_core.llm import ChatRequest, ChatResponse, object_schema
+from tmem_core.prompts import load_prompt
+from tmem_core.schema import (
+    DataError,
+    Gold,
+    Message,
+    Question,
+    gold_from_table,
+    messages_from_table,
+    messages_to_table,
+    questions_from_table,
+    questions_to_table,
+    validate_tables,
+)
+
+CONDITIONS = (1, 2, 3)
+KNOWLEDGE_UPDATE = "knowledge_update"
+CHAIN_KEY = "revision_chain"  # in a question's gold_meta
+MANIFEST_KEY = "revision_chains"
+WRITE_PROMPT = "exp5/chain"
+MIN_STEP, MAX_STEP = timedelta(minutes=5), timedelta(minutes=40)  # between injected messages
+_ID = re.compile(r"^m(\d+)$")
+REVISION_TEMPLATES = (
+    "Change of plan on {topic}: we are going with {value} instead of {previous}.",
+    "Update on {topic}: after the latest review it is {value} now, not {previous}.",
+    "Heads up, {topic} moves to {value}; {previous} is off the table.",
+)
+ROLLBACK_TEMPLATES = (
+    "Reverting the recent {topic} changes: we are back to {original}, as first agreed.",
+    "Rolling back on {topic}: {original} again, the original decision stands.",
+)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """One question's chain, before its texts are written."""
+
+    question: Question
+    answer: str
+    state: tuple[Message, ...]  # the original state's evidence, in time order
+    revisions: int
+    values: tuple[str, ...]  # the revised values, one per revision
+
+    @property
+    def topic(self) -> str:
+        last = self.state[-1]
+        return last.topic or last.channel or "the plan"
+
+
+@dataclass(frozen=True)
+class Texts:
+    revisions: tuple[str, ...]
+    rollback: str
+
+
+class Writer(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def write(self, chains: Sequence[Chain]) -> list[Texts]: ...
+
+    def stats(self) -> dict[str, Any]:
+        """What writing cost (LLM calls and tokens) and which chains fell back, for the
+        manifest."""
+        ...
+
+
+@dataclass
+class TemplateWriter:
+    """Texts from templates, each chosen by a seeded draw per question."""
+
+    seed: int = 0
+    name: str = "templates"
+
+    def write(self, chains: Sequence[Chain]) -> list[Texts]:
+        return [self.one(c) for c in chains]
+
+    def stats(self) -> dict[str, Any]:
+        return {}
+
+    def one(self, chain: Chain) -> Texts:
+        rng = random.Random(f"{self.seed}:{chain.question.qid}:texts")
+        previous, revisions = chain.answer, []
+        for value in chain.values:
+            revisions.append(rng.choice(REVISION_TEMPLATES).format(
+                topic=chain.topic, value=value, previous=previous))
+            previous = value
+        rollback = rng.choice(ROLLBACK_TEMPLATES).format(topic=chain.topic,
+                                                         original=chain.answer)
+        return Texts(tuple(revisions), rollback)
+
+
+class Generator(Protocol):
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]: ...
+
+
+@dataclass
+class LLMWriter:
+    """Texts written by a backbone, one request per chain (all in one batch); a chain whose
+    output is unusable gets the templates' texts and is listed in `fallbacks`."""
+
+    llm: Generator
+    name: str
+    seed: int = 0
+    fallbacks: list[str] = field(default_factory=list)
+    responses: list[ChatResponse] = field(default_factory=list)
+
+    def write(self, chains: Sequence[Chain]) -> list[Texts]:
+        self.responses = self.llm.generate([self._request(c) for c in chains])
+        templates = TemplateWriter(self.seed)
+        out = []
+        for chain, response in zip(chains, self.responses, strict=True):
+            texts = _parsed_texts(response, chain.revisions)
+            if texts is None:
+                self.fallbacks.append(chain.question.qid)
+                texts = templates.one(chain)
+            out.append(texts)
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        return {"calls": len(self.responses), "failed": len(self.fallbacks),
+                "prompt_tokens": sum(r.usage.prompt_tokens for r in self.responses),
+                "completion_tokens": sum(r.usage.completion_tokens for r in self.responses),
+                "prompt": load_prompt(WRITE_PROMPT).name,
+                "prompt_sha256": load_prompt(WRITE_PROMPT).sha256,
+                "fallbacks": list(self.fallbacks)}
+
+    def _request(self, chain: Chain) -> ChatRequest:
+        chat = load_prompt(WRITE_PROMPT).chat(
+            topic=chain.topic, answer=chain.answer, count=str(chain.revisions),
+            values=", ".join(chain.values),
+            state="\n".join(f"- {m.author or 'someone'}: {m.text}" for m in chain.state))
+        schema = object_schema({
+            "revisions": {"type": "array", "items": {"type": "string", "minLength": 1},
+                          "minItems": chain.revisions, "maxItems": chain.revisions},
+            "rollback": {"type": "string", "minLength": 1}})
+        return ChatRequest(chat, None, schema, "exp5.write", chain.question.qid,
+                           chain.question.conv_id)
+
+
+def _parsed_texts(response: ChatResponse, revisions: int) -> Texts | None:
+    parsed = response.parsed
+    if not response.ok or not isinstance(parsed, dict):
+        return None
+    texts, rollback = parsed.get("revisions"), parsed.get("rollback")
+    if (not isinstance(texts, list) or len(texts) != revisions or not isinstance(rollback, str)
+            or not all(isinstance(t, str) and t.strip() for t in texts) or not rollback.strip()):
+        return None
+    return Texts(tuple(t.strip() for t in texts), rollback.strip())
+
+
+Alternatives = Callable[[Question, str], Sequence[str]]  # other values a state could take
+
+
+@dataclass(frozen=True)
+class Injected:
+    """The benchmark's tables with the chains, and the manifest's `revision_chains`."""
+
+    messages: pa.Table
+    questions: pa.Table
+    facts: dict[str, Any]
+
+
+def split_condition(variant: str) -> tuple[str, int]:
+    """`interleaved+revisions=2` -> (`interleaved`, 2); no `revisions=N`: (variant, 0)."""
+    flags = [f for f in variant.split("+") if f] if variant else []
+    asked = [f for f in flags if f.startswith("revisions=")]
+    if not asked:
+        return variant, 0
+    condition = asked[-1].removeprefix("revisions=")
+    if len(asked) > 1 or not condition.isdigit() or int(condition) not in CONDITIONS:
+        raise DataError(f"variant {variant!r}: revisions=N takes one N of "
+                        f"{', '.join(map(str, CONDITIONS))} (Exp-5's conditions)")
+    rest = "+".join(f for f in flags if f not in asked)
+    return rest or "base", int(condition)
+
+
+def inject_revisions(name: str, messages_table: pa.Table, questions_table: pa.Table,
+                     condition: int, seed: int = 0, writer: Writer | None = None) -> Injected:
+    """The tables with a revision chain after each Knowledge Update question's state."""
+    if condition not in CONDITIONS:
+        raise DataError(f"revision condition must be one of {CONDITIONS}, got {condition}")
+    messages = messages_from_table(messages_table)
+    questions = questions_from_table(questions_table)
+    gold = gold_from_table(questions_table)
+    alternatives = alternative_values if name == "synthetic" else _other_answers(questions, gold)
+    chains, skipped = plan_chains(name, messages, questions, gold, condition, seed,
+                                  alternatives)
+    writer = writer or TemplateWriter(seed)
+    injected, labels = _injected(messages, chains, writer.write(chains), seed)
+    items = [(q, _labelled(gold[q.qid], labels.get(q.qid))) for q in questions]
+    table = messages_to_table(_merged(messages, injected))
+    question_table = questions_to_table(items)
+    validate_tables(table, question_table, source=f"{name} with revision chains")
+    return Injected(table, question_table, {
+        "condition": condition, "seed": seed, "writer": writer.name, "questions": len(chains),
+        "injected": len(injected), "mean_injected_per_question": len(injected) / len(chains),
+        "skipped": skipped, "writer_stats": writer.stats()})
+
+
+def plan_chains(name: str, messages: Sequence[Message], questions: Sequence[Question],
+                gold: dict[str, Gold], condition: int, seed: int, alternatives: Alternatives
+                ) -> tuple[list[Chain], list[str]]:
+    """Each Knowledge Update question's chain (number of revisions and their values); the
+    questions whose original state is unknown (no gold evidence) are skipped."""
+    by_id = {m.msg_id: m for m in messages}
+    updates = [q for q in questions if q.category == KNOWLEDGE_UPDATE]
+    if not updates:
+        raise DataError(f"{name}: no {KNOWLEDGE_UPDATE} questions; Exp-5 injects revision "
+                        f"chains into Knowledge Update questions (synthetic, GroupMemBench)")
+    chains, skipped = [], []
+    for q in updates:
+        g = gold[q.qid]
+        if not g.evidence_ids or not g.answer:
+            skipped.append(q.qid)
+            continue
+        rng = random.Random(f"{seed}:{condition}:{q.qid}")
+        count = rng.randint(1, condition)
+        pool = [v for v in dict.fromkeys(alternatives(q, g.answer)) if v != g.answer]
+        if not pool:
+            raise DataError(f"{name}: no other value to revise {q.qid}'s state to",
+                            record=q.qid)
+        state = tuple(sorted((by_id[e] for e in g.evidence_ids),
+                             key=lambda m: (m.timestamp, m.seq)))
+        chains.append(Chain(q, g.answer, state, count, _revised_values(rng, count, g.answer,
+                                                                       pool)))
+    if not chains:
+        raise DataError(f"{name}: no {KNOWLEDGE_UPDATE} question has gold evidence, so no "
+                        f"original state is known; annotate the benchmark first "
+                        f"(python -m jobs.annotate) and inject into the annotated variant")
+    return chains, skipped
+
+
+def _revised_values(rng: random.Random, count: int, answer: str, pool: Sequence[str]
+                    ) -> tuple[str, ...]:
+    """`count` values drawn from `pool`, each differing from the state before it where the
+    pool allows."""
+    values, previous = [], answer
+    for _ in range(count):
+        previous = rng.choice([v for v in pool if v != previous] or list(pool))
+        values.append(previous)
+    return tuple(values)
+
+
+def _other_answers(questions: Sequence[Question], gold: dict[str, Gold]) -> Alternatives:
+    """By default a state can take the answers of the conversation's other Knowledge Update
+    questions (of the benchmark's, where the conversation has none)."""
+    def alternatives(question: Question, _answer: str) -> list[str]:
+        answers = [(q.conv_id, gold[q.qid].answer) for q in questions
+                   if q.category == KNOWLEDGE_UPDATE and q.qid != question.qid]
+        own = [a for c, a in answers if c == question.conv_id and a]
+        return own or [a for _, a in answers if a]
+    return alternatives
+
+
+def _injected(messages: Sequence[Message], chains: Sequence[Chain], texts: Sequence[Texts],
+              seed: int) -> tuple[list[Message], dict[str, dict[str, Any]]]:
+    """The injected messages (seq still unset) and, per question, its chain's labels."""
+    number = 1 + max((int(m.group(1)) for x in messages if (m := _ID.match(x.msg_id))),
+                     default=-1)
+    authors = _authors(messages)
+    ends = _conversation_ends(messages)
+    out, labels = [], {}
+    for chain, text in zip(chains, texts, strict=True):
+        rng = random.Random(f"{seed}:{chain.question.qid}:place")
+        last = chain.state[-1]
+        end = chain.question.question_time or ends[last.conv_id]
+        times = _times(rng, last.timestamp, end, chain.revisions + 1)
+        ids = [f"m{number + k}" for k in range(len(times))]
+        number += len(times)
+        for msg_id, when, body in zip(ids, times, (*text.revisions, text.rollback),
+                                      strict=True):
+            author, role = rng.choice(authors[last.conv_id])
+            out.append(Message(last.conv_id, msg_id, -1, when, body, last.session_id, author,
+                               role, last.channel, last.topic, last.phase))
+        labels[chain.question.qid] = {"revisions": ids[:-1], "rollback": ids[-1],
+                                      "original": [m.msg_id for m in chain.state]}
+    return out, labels
+
+
+def _times(rng: random.Random, after: datetime, before: datetime, count: int) -> list[datetime]:
+    """`count` times after `after` and no later than `before`: a start drawn in the first
+    half of the room, then steps of 5 to 40 minutes (shrunk when the room is short)."""
+    room = before - after
+    steps = [MIN_STEP + (MAX_STEP - MIN_STEP) * rng.random() for _ in range(count)]
+    span = sum(steps, timedelta())
+    if room <= timedelta(0):
+        return [after] * count
+    scale = min(1.0, room / (2 * span)) if span else 1.0
+    start = after + (room - span * scale) * rng.random() * 0.5
+    times, when = [], start
+    for step in steps:
+        when += step * scale
+        times.append(min(_next_second(when), before))
+    return times
+
+
+def _next_second(when: datetime) -> datetime:
+    """`when` rounded up to a whole second (chat times carry no fractions)."""
+    whole = when.replace(microsecond=0)
+    return whole if whole == when else whole + timedelta(seconds=1)
+
+
+def _authors(messages: Sequence[Message]) -> dict[str, list[tuple[str | None, str | None]]]:
+    """Per conversation: each author with the role it first appears with, in order."""
+    out: dict[str, dict[str | None, str | None]] = {}
+    for m in messages:
+        out.setdefault(m.conv_id, {}).setdefault(m.author, m.role)
+    return {conv: list(authors.items()) for conv, authors in out.items()}
+
+
+def _conversation_ends(messages: Sequence[Message]) -> dict[str, datetime]:
+    ends: dict[str, datetime] = {}
+    for m in messages:
+        ends[m.conv_id] = max(ends.get(m.conv_id, m.timestamp), m.timestamp)
+    return ends
+
+
+def _merged(base: Sequence[Message], injected: Sequence[Message]) -> list[Message]:
+    """Base and injected messages of each conversation in time order (an injected message
+    after the base ones of its time), conversations in the base's order, seq renumbered."""
+    order = {conv: k for k, conv in enumerate(dict.fromkeys(m.conv_id for m in base))}
+    keyed = [(order[m.conv_id], m.timestamp, 0, m.seq, k, m) for k, m in enumerate(base)]
+    keyed += [(order[m.conv_id], m.timestamp, 1, 0, k, m) for k, m in enumerate(injected)]
+    return [dataclasses.replace(m, seq=n) for n, (*_, m) in enumerate(sorted(keyed))]
+
+
+def chain_of(gold: Gold) -> dict[str, Any] | None:
+    """A question's chain labels (`revisions`, `rollback`, `original` ids), if it has one."""
+    meta = json.loads(gold.gold_meta) if gold.gold_meta else {}
+    chain = meta.get(CHAIN_KEY) if isinstance(meta, dict) else None
+    return chain if isinstance(chain, dict) else None
+
+
+def _labelled(gold: Gold, label: dict[str, Any] | None) -> Gold:
+    if label is None:
+        return gold
+    meta = json.loads(gold.gold_meta) if gold.gold_meta else {}
+    return dataclasses.replace(gold, gold_meta=json.dumps({**meta, CHAIN_KEY: label},
+                                                          sort_keys=True))

@@ -1,0 +1,155 @@
+"""The paper's figures beside ours: the bundled table (`paper_figures.v1.toml`, whose header
+documents the match key) and the runs of a sweep that match each figure."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import polars as pl
+
+FIGURES_FILE = Path(__file__).resolve().parent / "paper_figures.v1.toml"
+Metric = Literal["accuracy", "recall", "margin", "gain", "loss", "tokens_m", "cost_usd"]
+METRICS: tuple[str, ...] = get_args(Metric)
+RELATIVE = ("gain", "loss")  # against the run of the figure's `reference` method
+SETTING = ("dataset", "backbone", "top_k", "budget")  # what "the same setting" shares
+CHAIN_CONDITION = ("revision_chains", "condition")  # where a manifest names Exp-5's condition
+# (run_id, metric) -> our interval for that figure, in the metric's unit; None: none yet
+Interval = Callable[[str, str], tuple[float, float] | None]
+PAPER_SCHEMA = pl.Schema({
+    "run_id": pl.String, "figure": pl.String, "experiment": pl.String, "section": pl.String,
+    "setting": pl.String, "paper_method": pl.String, "metric": pl.String, "ours": pl.Float64,
+    "paper": pl.Float64, "difference": pl.Float64, "match": pl.String,
+    "inside_interval": pl.Boolean})
+
+
+@dataclass(frozen=True)
+class PaperFigure:
+    """One figure of the paper with its setting and match key (None: not stated)."""
+
+    id: str
+    experiment: str
+    section: str
+    setting: str
+    metric: str
+    value: float
+    paper_method: str
+    method: str  # ours implementing it; "": none yet
+    benchmark: str  # "": the summary does not name it (matches no run)
+    answer_model: str | None = None
+    top_k: int | None = None
+    budget: int | None = None
+    condition: int | None = None
+    reference: str | None = None
+
+    def match(self, run: Mapping[str, Any], condition: int | None) -> str | None:
+        """"exact", "loose" (a key field the summary leaves out) or None."""
+        if not self.method or not self.benchmark or (self.method, self.benchmark) != (
+                run["method"], run["benchmark"]):
+            return None
+        given = [(self.answer_model, _model(run["backbone"])), (self.top_k, run["top_k"]),
+                 (self.budget, run["budget"]), (self.condition, condition)]
+        if any(want is not None and (_model(want) if isinstance(want, str) else want) != have
+               for want, have in given):
+            return None
+        return "loose" if any(want is None for want, _ in given[:3]) else "exact"
+
+
+def _model(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+@cache
+def paper_figures(path: Path = FIGURES_FILE) -> tuple[PaperFigure, ...]:
+    """The bundled table, checked: known metrics, a reference for relative ones, unique ids."""
+    raw = tomllib.loads(path.read_text())
+    known = {f.name for f in fields(PaperFigure)}
+    figures = []
+    for row in raw["figure"]:
+        if set(row) - known or row["metric"] not in METRICS or (
+                (row["metric"] in RELATIVE) != ("reference" in row)):
+            raise ValueError(f"{path.name}: figure {row.get('id')!r} is malformed")
+        figures.append(PaperFigure(**row))
+    if len({f.id for f in figures}) != len(figures):
+        raise ValueError(f"{path.name}: figure ids repeat")
+    return tuple(figures)
+
+
+def paper_table(runs: pl.DataFrame, interval: Interval | None = None) -> pl.DataFrame:
+    """One row per (run, paper figure) match: our value, the paper's, their difference and,
+    once `interval` gives ours, whether the paper's figure lies inside it."""
+    rows = runs.to_dicts()
+    conditions = {r["run_id"]: _condition(r.get("data_dir")) for r in rows}
+    out = []
+    for figure in paper_figures():
+        for run in rows:
+            kind = figure.match(run, conditions[run["run_id"]])
+            if kind is None:
+                continue
+            ours = _ours(figure, run, rows)
+            bounds = interval(run["run_id"], figure.metric) if interval else None
+            inside = None if bounds is None else bounds[0] <= figure.value <= bounds[1]
+            out.append({
+                "run_id": run["run_id"], "figure": figure.id, "experiment": figure.experiment,
+                "section": figure.section, "setting": figure.setting,
+                "paper_method": figure.paper_method, "metric": figure.metric, "ours": ours,
+                "paper": figure.value, "difference": None if ours is None else ours - figure.value,
+                "match": kind, "inside_interval": inside})
+    return pl.DataFrame(out, schema=PAPER_SCHEMA)
+
+
+def run_intervals(runs: pl.DataFrame) -> Interval:
+    """Our 95% interval of each run's accuracy and recall (the `runs` table's `<metric>_low`
+    and `<metric>_high`), in the paper's unit."""
+    bounds: dict[tuple[str, str], tuple[float, float]] = {}
+    for run in runs.to_dicts():
+        for metric in ("accuracy", "recall"):
+            low, high = _percent(run.get(f"{metric}_low")), _percent(run.get(f"{metric}_high"))
+            if low is not None and high is not None:
+                bounds[run["run_id"], metric] = (low, high)
+    return lambda run_id, metric: bounds.get((run_id, metric))
+
+
+def _ours(figure: PaperFigure, run: Mapping[str, Any], runs: list[dict[str, Any]]
+          ) -> float | None:
+    """Our figure in the paper's unit (percent and points for accuracy and recall)."""
+    if figure.metric in ("accuracy", "recall"):
+        return _percent(run[figure.metric])
+    if figure.metric == "tokens_m":
+        return None if run.get("tokens") is None else run["tokens"] / 1e6
+    if figure.metric == "cost_usd":
+        return run.get("method_cost_usd")
+    same = [r for r in runs if all(r[k] == run[k] for k in SETTING) and r is not run]
+    accuracy = _percent(run["accuracy"])
+    if accuracy is None:
+        return None
+    if figure.metric == "margin":  # over the best other method that is no T-MEM variant
+        others = [a for r in same if not r["method"].startswith("tmem")
+                  and (a := _percent(r["accuracy"])) is not None]
+        return accuracy - max(others) if others else None
+    reference = [a for r in same if r["method"] == figure.reference
+                 and (a := _percent(r["accuracy"])) is not None]
+    if not reference:
+        return None
+    return accuracy - reference[0] if figure.metric == "gain" else reference[0] - accuracy
+
+
+def _percent(value: float | None) -> float | None:
+    return None if value is None else 100 * value
+
+
+def _condition(data_dir: str | None) -> int | None:
+    """Exp-5's revision condition of a prepared benchmark, from its manifest."""
+    manifest = Path(data_dir or "") / "manifest.json"
+    if not data_dir or not manifest.is_file():
+        return None
+    value: Any = json.loads(manifest.read_text())
+    for key in CHAIN_CONDITION:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value if isinstance(value, int) else None
