@@ -24,6 +24,8 @@ from tmem_core.llm._accounting import CALLS_SCHEMA, CallRecord, records_to_table
 from tmem_core.llm._accounting_server import AccountingEndpoint, Binding, EndpointStats
 from tmem_core.llm._backends import BackendSpec, backend, backend_names, get_backend
 from tmem_core.llm._client import (
+    START_ATTEMPTS,
+    START_BACKOFF_S,
     LazyBackend,
     LLMClient,
     cache_hits,
@@ -43,7 +45,6 @@ from tmem_core.llm._config import (
 )
 from tmem_core.llm._embedded import EmbeddedBackend, EmbeddedEngineConfig, EmbeddedServer
 from tmem_core.llm._http import (
-    EngineUnavailable,
     OpenAICompatBackend,
     OpenAIEngineConfig,
     StaticEndpoint,
@@ -59,16 +60,28 @@ from tmem_core.llm._serve import (
 )
 from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
 from tmem_core.llm._sim import BatchModel, SimBackend, SimCounters, SimEngineConfig
-from tmem_core.llm._tokens import TokenCounter, count_chat_tokens, count_tokens, counter_for
+from tmem_core.llm._tokens import (
+    TOKENIZERS_ENV,
+    TokenCounter,
+    TokenizerMismatch,
+    count_chat_tokens,
+    count_tokens,
+    counter_for,
+    expect_tokenizers,
+    tokenizer_identity,
+)
 from tmem_core.llm._types import (
     Backend,
     ChatMessage,
     ChatRequest,
     ChatResponse,
+    EngineDead,
+    EngineUnavailable,
     ErrorKind,
     Sampling,
     Usage,
     object_schema,
+    strip_reasoning,
 )
 from tmem_core.llm._vllm import VLLMBackend, VLLMEngineConfig
 
@@ -78,6 +91,9 @@ __all__ = [
     "CALLS_SCHEMA",
     "PREFIX_ROUTER",
     "SERVE_BACKEND",
+    "START_ATTEMPTS",
+    "START_BACKOFF_S",
+    "TOKENIZERS_ENV",
     "AccountingEndpoint",
     "Answered",
     "BackboneConfig",
@@ -95,6 +111,7 @@ __all__ = [
     "EmbeddedServer",
     "EndpointStats",
     "EngineCall",
+    "EngineDead",
     "EngineUnavailable",
     "ErrorKind",
     "HttpConfig",
@@ -112,6 +129,7 @@ __all__ = [
     "SimEngineConfig",
     "StaticEndpoint",
     "TokenCounter",
+    "TokenizerMismatch",
     "Usage",
     "VLLMBackend",
     "VLLMEngineConfig",
@@ -124,6 +142,7 @@ __all__ = [
     "count_chat_tokens",
     "count_tokens",
     "counter_for",
+    "expect_tokenizers",
     "get_backbone",
     "get_backend",
     "hf_model_path",
@@ -136,4 +155,6 @@ __all__ = [
     "records_to_table",
     "request_hash",
     "serve_url",
+    "strip_reasoning",
+    "tokenizer_identity",
 ]
