@@ -39,7 +39,7 @@ def main() -> int:
     try:
         summaries = run_sweep(config, log=lambda line: print(line, flush=True),
                               local=args.local)
-    except EngineUnavailable as exc:  # an engine the sweep deploys did not start
+    except (EngineUnavailable, ConfigError) as exc:  # engines that do not fit, start or place
         print(f"error: {exc}", file=sys.stderr)
         return 2
     failed = sum(sum(s.stage_errors.values()) for s in summaries)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -19,10 +18,25 @@ import ray
 from ray.data import ActorPoolStrategy
 
 from tmem_core.benchmarks import LoadRequest, get_protocol, prepare, read_prepared
-from tmem_core.llm import SERVE_BACKEND, BackboneConfig, get_backend, load_backbones
+from tmem_core.llm import (
+    SERVE_BACKEND,
+    TOKENIZERS_ENV,
+    BackboneConfig,
+    expect_tokenizers,
+    get_backend,
+    load_backbones,
+)
+from tmem_core.pipeline._capacity import check_sweep_gpus, with_replicas
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
 from tmem_core.pipeline._contract import Contract
-from tmem_core.pipeline._engine import close_local_engines, engine_handles
+from tmem_core.pipeline._engine import (
+    StartWatch,
+    await_placement,
+    check_local_engines,
+    close_local_engines,
+    engine_handles,
+    replica_gpus,
+)
 from tmem_core.pipeline._serve import deploy as deploy_serve
 from tmem_core.pipeline._serve import undeploy as undeploy_serve
 from tmem_core.pipeline._stages import (
@@ -66,7 +80,7 @@ from tmem_core.schema import gold_from_table, questions_from_table
 Log = Callable[[str], None]
 LOCAL_RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 FAULT_ENV = "TMEM_FAULT"
-PROPAGATED_ENV = ("TMEM_CACHE_DIR", "HF_HUB_OFFLINE", "HF_HOME")
+PROPAGATED_ENV = ("TMEM_CACHE_DIR", "HF_HUB_OFFLINE", "HF_HOME", TOKENIZERS_ENV)
 
 
 def init_ray(num_cpus: int | None = None) -> None:
@@ -134,10 +148,12 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     """Every run of the grid, through one pipeline whose actors serve all runs in turn (so
     runs neither start actors nor drain the pipeline at their boundaries); each run's summary
     is logged as soon as its last question is out. `local` runs the stages in this process."""
-    if not local:
-        init_ray()
     backbones = {name: with_replicas(b, config.resources)
                  for name, b in load_backbones(config.backbones_file).items()}
+    check_sweep_gpus(config)
+    expect_tokenizers(backbones[name] for name in {*config.backbones, *config.judges})
+    if not local:
+        init_ray()
     root = Path(config.results_dir) / config.name
     root.mkdir(parents=True, exist_ok=True)
     (root / SWEEP_FILE).write_text(json.dumps(_sweep_json(config), indent=2, default=str))
@@ -151,34 +167,44 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
         summaries.append(finish_run(plan, time.time() - started))
         log(summaries[-1].line())
 
-    engines: list[Any] = []  # the driver holds every replica for the whole sweep
+    replicas: dict[str, list[Any]] = {}  # the driver holds every replica for the whole sweep
     served: list[BackboneConfig] = []  # and every Ray Serve LLM application
     try:
         if not local:
-            for backbone in {b.name: b for plan in plans for b in plan.backbones}.values():
-                if backbone.backend == SERVE_BACKEND:
-                    deploy_serve(backbone)
-                    served.append(backbone)
-                engines += engine_handles(backbone, config.resources.gpus_per_engine)
+            replicas = start_engines(plans, config.resources, served)
         started = time.time()
         if local:
-            _run_plain(plans, config.resources, log, finished)
+            _run_plain(plans, config.resources, Progress(plans, log, check_local_engines),
+                       finished)
         else:
             with ClusterWatch(ray.get_runtime_context().gcs_address, lambda: landed(plans)):
-                _stream(plans, config.resources, log, finished)
+                _stream(plans, config.resources,
+                        Progress(plans, log, StartWatch(replicas).check), finished)
     finally:
-        close_engines(engines)
+        close_engines(h for handles in replicas.values() for h in handles)
         close_local_engines()
         for backbone in served:
             undeploy_serve(backbone)
     return summaries
 
 
-def with_replicas(backbone: BackboneConfig, resources: Resources) -> BackboneConfig:
-    """The backbone with its number of engine replicas resolved: its own, one per server of
-    its fleet, or the sweep's."""
-    return dataclasses.replace(
-        backbone, replicas=backbone.replicas or backbone.fleet or resources.engine_replicas)
+def start_engines(plans: list[RunPlan], resources: Resources, served: list[BackboneConfig]
+                  ) -> dict[str, list[Any]]:
+    """Deploy the sweep's Serve applications (noted in `served`) and create every backbone's
+    replica actors, waiting until they are placed; by backbone."""
+    backbones = {b.name: b for plan in plans for b in plan.backbones}
+    replicas: dict[str, list[Any]] = {}
+    for backbone in backbones.values():
+        if backbone.backend == SERVE_BACKEND:
+            deploy_serve(backbone, resources.placement_timeout_s)
+            served.append(backbone)
+        replicas[backbone.name] = engine_handles(
+            backbone, resources.gpus_per_engine,
+            (resources.engine_start_attempts, resources.engine_start_backoff_s))
+    await_placement(replicas, {name: replica_gpus(b, resources.gpus_per_engine)
+                               for name, b in backbones.items()},
+                    resources.placement_timeout_s)
+    return replicas
 
 
 def landed(plans: list[RunPlan]) -> tuple[Landed, ...]:
@@ -258,8 +284,9 @@ def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig]
     run_dir = root / run.run_id
     prepared = read_prepared(bench_dir)
     prompts = [*prompt_names(), *run.judge_prompts.values()]
+    generation = {name: backbones[name].generation() for name in (run.backbone, *run.judges)}
     contract = Contract.start(run, _data_facts(prepared.manifest, bench_dir),
-                              {n: load_prompt(n).sha256 for n in prompts})
+                              {n: load_prompt(n).sha256 for n in prompts}, generation)
     contract.write(run_dir)
     questions = select_questions(bench_dir, run.benchmark)
     job = StageJob(run, str(run_dir), str(bench_dir), backbones[run.backbone],
@@ -292,10 +319,9 @@ def _flow_rows(job: StageJob, questions: list[tuple[str, str]]) -> list[dict[str
              "evidence": None, "context": None, "prediction": None} for q, c in questions]
 
 
-def _run_plain(plans: list[RunPlan], resources: Resources, log: Log,
+def _run_plain(plans: list[RunPlan], resources: Resources, progress: Progress,
                finished: Callable[[RunPlan], None]) -> None:
     """The same stages in this process without Ray: a debugging aid and the overhead baseline."""
-    progress = Progress(plans, log)
     for plan in plans:
         stages = FusedStages(plan.job)
         flow = pa.Table.from_pylist(_flow_rows(plan.job, plan.questions), schema=FLOW_SCHEMA)
@@ -304,7 +330,7 @@ def _run_plain(plans: list[RunPlan], resources: Resources, log: Log,
         finished(plan)
 
 
-def _stream(plans: list[RunPlan], resources: Resources, log: Log,
+def _stream(plans: list[RunPlan], resources: Resources, progress: Progress,
             finished: Callable[[RunPlan], None]) -> None:
     """All runs through one Ray Data pipeline (fed in grid order, which Ray Data need not
     keep); a run is finished when its last question comes out of the last stage."""
@@ -330,7 +356,6 @@ def _stream(plans: list[RunPlan], resources: Resources, log: Log,
                 batch_format="pyarrow", compute=ActorPoolStrategy(size=actors),
                 num_cpus=cpus, max_restarts=-1, max_task_retries=resources.max_task_retries)
     by_id = {plan.job.run.run_id: plan for plan in plans}
-    progress = Progress(plans, log)
     # no prefetch: with it, Ray Data hands each batch over only once the next one is done,
     # so every progress line and run summary would wait for the following batch
     for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
@@ -343,17 +368,23 @@ def _stream(plans: list[RunPlan], resources: Resources, log: Log,
 
 class Progress:
     """One job-log line per batch out of the last stage: the run's questions done / total and
-    failures by stage, the sweep's questions done / total, throughput and ETA."""
+    failures by stage, the sweep's questions done / total, throughput and ETA. A batch with
+    failures runs `check` first (it raises to end the sweep, e.g. when no engine of a
+    backbone will start)."""
 
-    def __init__(self, plans: list[RunPlan], log: Log) -> None:
+    def __init__(self, plans: list[RunPlan], log: Log,
+                 check: Callable[[], None] = lambda: None) -> None:
         self.total = sum(len(plan.questions) for plan in plans)
         self.done = 0
-        self.log = log
+        self.log, self.check = log, check
         self.started = time.time()
 
     def add(self, plan: RunPlan, part: pa.Table) -> None:
+        errors = [e for e in part.column("error").to_pylist() if e]
+        if errors:
+            self.check()
         plan.done += part.num_rows
-        plan.failed.update(e.split(":", 1)[0] for e in part.column("error").to_pylist() if e)
+        plan.failed.update(e.split(":", 1)[0] for e in errors)
         self.done += part.num_rows
         rate = self.done / max(time.time() - self.started, 1e-9)
         eta = (self.total - self.done) / rate
