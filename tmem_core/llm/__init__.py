@@ -67,7 +67,7 @@ from tmem_core.llm._tokens import (
     count_chat_tokens,
     count_tokens,
     counter_for,
-    expect_tokenizers,
+    expected_tokenizers,
     tokenizer_identity,
 )
 from tmem_core.llm._types import (
@@ -142,7 +142,7 @@ __all__ = [
     "count_chat_tokens",
     "count_tokens",
     "counter_for",
-    "expect_tokenizers",
+    "expected_tokenizers",
     "get_backbone",
     "get_backend",
     "hf_model_path",

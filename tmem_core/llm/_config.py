@@ -120,7 +120,9 @@ class BackboneConfig:
 
 _SMOLLM2_SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 256, "seed": 0}
 _SMOLLM2_VLLM_CPU = {"model_path": BUNDLED_SMOLLM2, "dtype": "bfloat16", "enforce_eager": True,
-                     "max_num_seqs": 16, "gpus_per_shard": 0.0}
+                     "max_num_seqs": 16, "gpus_per_shard": 0.0,
+                     "env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1",
+                                  "VLLM_CPU_OMP_THREADS_BIND": "nobind"}}
 PAPER_SAMPLING = {"temperature": 0.0, "top_p": 0.95, "top_k": 20, "max_tokens": 1024}
 """The T2Mem paper's generation settings (section 4, A.3): greedy at temperature 0, top-p
 0.95, top-k 20, answers up to 1,024 tokens."""
@@ -155,10 +157,7 @@ BUILTIN_BACKBONES: dict[str, dict[str, Any]] = {
         "tokenizer": "hf:" + BUNDLED_SMOLLM2,
         "context_length": 4096,
         "sampling": _SMOLLM2_SAMPLING,
-        "engine": {
-            **_SMOLLM2_VLLM_CPU,
-            "env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"},
-        },
+        "engine": _SMOLLM2_VLLM_CPU,
     },
     "qwen3.5-27b": {
         "backend": "vllm",

@@ -8,7 +8,7 @@ OpenAI-compatible client; this module only describes the deployment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tmem_core._typed import ConfigError
 from tmem_core.llm._backends import backend
@@ -44,7 +44,6 @@ class ServeLLMEngineConfig(VLLMEngineConfig, HttpConfig):
     prefix_routing: bool = True
     cpus_per_replica: float = 1.0
     accelerator_type: str = ""  # e.g. "H100"; "" = any
-    env_vars: dict[str, str] = field(default_factory=dict)  # of each replica's process
     http_port: int = 8000
     max_concurrency: int = 256  # requests in flight from one caller to the proxy
 

@@ -7,8 +7,8 @@ hub id already in the local Hugging Face cache). An `hf:` tokenizer that is not 
 back to cl100k with a warning, which is close enough for budgets. The embedded SmolLM2
 backbone counts with cl100k: its engine reports exact usage for every call anyway.
 
-A sweep's driver names in `TOKENIZERS_ENV` what each of its tokenizers resolves to on its
-node (`expect_tokenizers`); a process elsewhere that resolves one differently (another
+A sweep's driver names in its workers' `TOKENIZERS_ENV` what each of its tokenizers resolves
+to on its node (`expected_tokenizers`); a process elsewhere that resolves one differently (another
 `HF_HOME`, a file missing, so the cl100k fallback) refuses to count with it, so that budgets
 are the same on every node.
 """
@@ -99,11 +99,11 @@ def tokenizer_identity(spec: str) -> str:
     return spec
 
 
-def expect_tokenizers(backbones: Iterable[BackboneConfig]) -> None:
-    """Name in this process's environment (which a sweep's workers inherit) what the
-    backbones' tokenizers resolve to here."""
+def expected_tokenizers(backbones: Iterable[BackboneConfig]) -> dict[str, str]:
+    """The environment (`TOKENIZERS_ENV`) that names what the backbones' tokenizers resolve
+    to here, for a sweep's workers."""
     specs = {b.tokenizer for b in backbones}
-    os.environ[TOKENIZERS_ENV] = json.dumps({s: tokenizer_identity(s) for s in sorted(specs)})
+    return {TOKENIZERS_ENV: json.dumps({s: tokenizer_identity(s) for s in sorted(specs)})}
 
 
 def _check_expected(spec: str) -> None:

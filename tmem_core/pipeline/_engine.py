@@ -102,6 +102,8 @@ def engine_handles(backbone: BackboneConfig, gpus: float = 0.0, start: tuple[int
     if backbone.backend == SERVE_BACKEND:
         options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(head_node_id(),
                                                                         soft=False)
+    elif env_vars := getattr(backbone.engine, "env_vars", None):  # the in-process engine's
+        options["runtime_env"] = {"env_vars": env_vars}
     return [ray.remote(EngineReplica).options(
         name=replica_name(backbone, index), get_if_exists=True,
         max_concurrency=MAX_IN_FLIGHT, num_cpus=0, num_gpus=replica_gpus(backbone, gpus),
@@ -148,6 +150,7 @@ def await_placement(replicas: dict[str, list[Any]], gpus: dict[str, float],
     for ref in waiting:
         name, index = pings[ref]
         missing.setdefault(name, []).append(index)
+        ray.kill(replicas[name][index])  # nothing to close: it never ran
     asks = "; ".join(f"backbones.{name}: replicas {', '.join(map(str, sorted(ids)))} "
                      f"({gpus[name]:g} GPUs each, on one node)" for name, ids in missing.items())
     raise EngineUnavailable(f"engine replicas not placed after {timeout_s:g} s: {asks}; "

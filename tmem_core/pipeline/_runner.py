@@ -8,7 +8,7 @@ import os
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,8 @@ from ray.data import ActorPoolStrategy
 from tmem_core.benchmarks import LoadRequest, get_protocol, prepare, read_prepared
 from tmem_core.llm import (
     SERVE_BACKEND,
-    TOKENIZERS_ENV,
     BackboneConfig,
-    expect_tokenizers,
+    expected_tokenizers,
     get_backend,
     load_backbones,
 )
@@ -80,18 +79,19 @@ from tmem_core.schema import gold_from_table, questions_from_table
 Log = Callable[[str], None]
 LOCAL_RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 FAULT_ENV = "TMEM_FAULT"
-PROPAGATED_ENV = ("TMEM_CACHE_DIR", "HF_HUB_OFFLINE", "HF_HOME", TOKENIZERS_ENV)
+PROPAGATED_ENV = ("TMEM_CACHE_DIR", "HF_HUB_OFFLINE", "HF_HOME")
 
 
-def init_ray(num_cpus: int | None = None) -> None:
+def init_ray(num_cpus: int | None = None, env: Mapping[str, str] | None = None) -> None:
     """Join the cluster named by RAY_ADDRESS (with the token authentication settings of the
-    environment, see cluster/env.sh), or start a local one on loopback."""
+    environment, see cluster/env.sh), or start a local one on loopback; `env`: variables of
+    every worker besides the driver's own that they need."""
     if ray.is_initialized():
         return
     for key, value in LOCAL_RAY_ENV.items():
         os.environ.setdefault(key, value)
     # workers of an existing cluster do not inherit the driver's environment
-    env_vars = {k: os.environ[k] for k in PROPAGATED_ENV if k in os.environ}
+    env_vars = {**{k: os.environ[k] for k in PROPAGATED_ENV if k in os.environ}, **(env or {})}
     runtime_env = {"env_vars": env_vars} if env_vars else None
     address = os.environ.get("RAY_ADDRESS")
     if address and address.startswith("http"):
@@ -151,9 +151,9 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     backbones = {name: with_replicas(b, config.resources)
                  for name, b in load_backbones(config.backbones_file).items()}
     check_sweep_gpus(config)
-    expect_tokenizers(backbones[name] for name in {*config.backbones, *config.judges})
-    if not local:
-        init_ray()
+    if not local:  # every worker checks that it counts tokens as this node does
+        init_ray(env=expected_tokenizers(backbones[n] for n in {*config.backbones,
+                                                                *config.judges}))
     root = Path(config.results_dir) / config.name
     root.mkdir(parents=True, exist_ok=True)
     (root / SWEEP_FILE).write_text(json.dumps(_sweep_json(config), indent=2, default=str))
@@ -196,8 +196,8 @@ def start_engines(plans: list[RunPlan], resources: Resources, served: list[Backb
     replicas: dict[str, list[Any]] = {}
     for backbone in backbones.values():
         if backbone.backend == SERVE_BACKEND:
+            served.append(backbone)  # deleted when the sweep ends, even if it never ran
             deploy_serve(backbone, resources.placement_timeout_s)
-            served.append(backbone)
         replicas[backbone.name] = engine_handles(
             backbone, resources.gpus_per_engine,
             (resources.engine_start_attempts, resources.engine_start_backoff_s))
