@@ -60,8 +60,8 @@ def _write(path: str, writer: int) -> None:
     cache.close()
 
 
-def test_concurrent_writers_in_several_processes_lose_nothing(tmp_path: Path) -> None:
-    path = str(tmp_path / "shared.sqlite")
+def _write_together(path: str) -> None:
+    """`WRITERS` processes writing `PER_WRITER` responses each into the cache at `path`."""
     context = multiprocessing.get_context("spawn")
     workers = [context.Process(target=_write, args=(path, w)) for w in range(WRITERS)]
     for worker in workers:
@@ -69,6 +69,11 @@ def test_concurrent_writers_in_several_processes_lose_nothing(tmp_path: Path) ->
     for worker in workers:
         worker.join(timeout=120)
     assert [w.exitcode for w in workers] == [0] * WRITERS
+
+
+def test_concurrent_writers_in_several_processes_lose_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.sqlite")
+    _write_together(path)
     cache = RequestCache(path)
     assert len(cache) == WRITERS * PER_WRITER
     found = cache.get_many(f"w{w}-{i}" for w in range(WRITERS) for i in range(PER_WRITER))
@@ -113,13 +118,7 @@ def test_on_a_network_filesystem_each_node_writes_its_own_file_and_reads_all(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(NETWORK_ENV, "1")  # inherited by the spawned writers
     path = tmp_path / "requests.sqlite"
-    context = multiprocessing.get_context("spawn")  # this node's processes, together
-    workers = [context.Process(target=_write, args=(str(path), w)) for w in range(WRITERS)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(timeout=120)
-    assert [w.exitcode for w in workers] == [0] * WRITERS
+    _write_together(str(path))  # this node's processes
     here = RequestCache(path)
     (own,) = tmp_path.glob("requests-*.sqlite")
     assert own == here.own_path and not list(tmp_path.glob("*-wal"))  # no WAL on the share
