@@ -40,6 +40,7 @@ from tmem_core.llm import (
     RequestCache,
     SharedEngine,
     cache_first,
+    counter_for,
     get_backend,
 )
 from tmem_core.llm._types import error_response, run_sync
@@ -69,7 +70,14 @@ HEAD_NODE_RESOURCE = "node:__internal_head__"
 class EngineReplica(SharedEngine):
     """The body of a replica actor. An engine that died ends the actor's process (its engine
     workers first), so that Ray restarts the actor (`max_restarts`) with a new engine, and
-    the routers of the calls it held resend them."""
+    the routers of the calls it held resend them. It starts only where the backbone's
+    tokenizer resolves as on the driver (`TokenizerMismatch` otherwise)."""
+
+    def __init__(self, backbone: BackboneConfig, replica: int = 0,
+                 start_attempts: int = START_ATTEMPTS, start_backoff_s: float = START_BACKOFF_S
+                 ) -> None:
+        counter_for(backbone)
+        super().__init__(backbone, replica, start_attempts, start_backoff_s)
 
     def engine_died(self, exc: Exception) -> None:
         print(f"[engine] {self.client.backbone.name} replica {self.replica}: {exc}; ending "
@@ -270,7 +278,9 @@ class ReplicaRouter:
 
 
 def ray_engine(backbone: BackboneConfig, cache: RequestCache | None) -> EngineCall:
-    """The backbone's replicas behind `cache`."""
+    """The backbone's replicas behind `cache`, for a stage actor whose node resolves the
+    backbone's tokenizer as the driver's does (`TokenizerMismatch` otherwise)."""
+    counter_for(backbone)
     # the replicas are looked up at the first miss: a run served from the cache needs none
     return cache_first(backbone, cache, ReplicaRouter(backbone))
 
