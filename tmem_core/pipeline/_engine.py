@@ -182,9 +182,17 @@ class StartWatch:
 
     def check(self) -> None:
         for handles in self.replicas.values():
-            causes = ray.get([h.start_failure.remote() for h in handles], timeout=120)
+            causes = [_start_failure(h) for h in handles]
             if all(causes):
                 raise EngineUnavailable(str(causes[0]))
+
+
+def _start_failure(handle: Any) -> str | None:
+    """A replica's start failure; None while it answers none (Ray is restarting it)."""
+    try:
+        return cast(str | None, ray.get(handle.start_failure.remote(), timeout=120))
+    except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+        return None
 
 
 def _send(handle: Any, misses: list[ChatRequest]) -> Answered:

@@ -171,7 +171,7 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     served: list[BackboneConfig] = []  # and every Ray Serve LLM application
     try:
         if not local:
-            replicas = start_engines(plans, config.resources, served)
+            start_engines(plans, config.resources, replicas, served)
         started = time.time()
         if local:
             _run_plain(plans, config.resources, Progress(plans, log, check_local_engines),
@@ -188,12 +188,12 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     return summaries
 
 
-def start_engines(plans: list[RunPlan], resources: Resources, served: list[BackboneConfig]
-                  ) -> dict[str, list[Any]]:
-    """Deploy the sweep's Serve applications (noted in `served`) and create every backbone's
-    replica actors, waiting until they are placed; by backbone."""
+def start_engines(plans: list[RunPlan], resources: Resources, replicas: dict[str, list[Any]],
+                  served: list[BackboneConfig]) -> None:
+    """Deploy the sweep's Serve applications and create every backbone's replica actors
+    (noted in `served` and `replicas`, so that they are stopped however this ends), waiting
+    until they are placed."""
     backbones = {b.name: b for plan in plans for b in plan.backbones}
-    replicas: dict[str, list[Any]] = {}
     for backbone in backbones.values():
         if backbone.backend == SERVE_BACKEND:
             served.append(backbone)  # deleted when the sweep ends, even if it never ran
@@ -204,7 +204,6 @@ def start_engines(plans: list[RunPlan], resources: Resources, served: list[Backb
     await_placement(replicas, {name: replica_gpus(b, resources.gpus_per_engine)
                                for name, b in backbones.items()},
                     resources.placement_timeout_s)
-    return replicas
 
 
 def landed(plans: list[RunPlan]) -> tuple[Landed, ...]:
