@@ -18,10 +18,9 @@ import sys
 from pathlib import Path
 
 from jobs._cli import run_main
+from tmem_core import ConfigError
 from tmem_core.llm import SimEngineConfig, load_backbones
-from tmem_core.pipeline import ConfigError, load_sweep
-from tmem_core.pipeline._capacity import check_sweep_gpus
-from tmem_core.pipeline._plan import plan_sweep
+from tmem_core.pipeline import check_sweep_gpus, load_sweep, plan_sweep
 
 
 def main() -> int:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import bundled_sweep
 from tmem_core.pipeline import load_sweep
 from tmem_core.pipeline._capacity import engine_asks, sweep_backbones
 
@@ -190,11 +191,12 @@ def test_every_node_and_job_sees_the_same_model_cache() -> None:
 
 
 @pytest.mark.parametrize(("name", "spec"), _cluster_specs())
-def test_the_gpu_sweep_fits_the_worker_pods(name: str, spec: dict[str, Any]) -> None:
+def test_the_gpu_sweep_fits_the_worker_pods(name: str, spec: dict[str, Any], tmp_path: Path
+                                           ) -> None:
     (group,) = spec["workerGroupSpecs"]
     pod_gpus = int(group["template"]["spec"]["containers"][0]["resources"]["limits"][
         "nvidia.com/gpu"])
-    config = load_sweep(ROOT / "jobs" / "configs" / "gpu_sweep.toml")
+    config = load_sweep(bundled_sweep(ROOT / "jobs" / "configs" / "gpu_sweep.toml", tmp_path))
     assert config.resources.gpus_per_node == pod_gpus
     assert config.resources.cluster_gpus == pod_gpus * group["replicas"]
     asks = engine_asks(sweep_backbones(config), config.resources)

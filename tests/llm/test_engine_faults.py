@@ -17,7 +17,6 @@ from tmem_core._cache_dir import CACHE_ENV
 from tmem_core.llm import (
     ChatRequest,
     ChatResponse,
-    EngineDead,
     EngineUnavailable,
     LazyBackend,
     SharedEngine,
@@ -25,7 +24,7 @@ from tmem_core.llm import (
     get_backbone,
 )
 from tmem_core.llm import _client as client_module
-from tmem_core.llm._types import output_response
+from tmem_core.llm._types import EngineDead, output_response
 from tmem_core.pipeline import _engine as engine_module
 
 BACKBONE = get_backbone("sim")

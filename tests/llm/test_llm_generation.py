@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from tmem_core.llm import (
-    BUILTIN_BACKBONES,
     BackboneConfig,
     CallRecord,
     ChatRequest,
@@ -26,6 +25,7 @@ from tmem_core.llm import (
     request_hash,
 )
 from tmem_core.llm._client import RETRY_TEMPERATURE, _variant
+from tmem_core.llm._config import BUILTIN_BACKBONES
 from tmem_core.llm._types import output_response
 from tmem_core.llm._vllm import chat_prompt, sampling_params
 

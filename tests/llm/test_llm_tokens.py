@@ -10,16 +10,14 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from tmem_core.llm import (
-    TOKENIZERS_ENV,
     ChatMessage,
     TokenizerMismatch,
     count_chat_tokens,
     count_tokens,
     expected_tokenizers,
     get_backbone,
-    tokenizer_identity,
 )
-from tmem_core.llm._tokens import tokenizer_counter
+from tmem_core.llm._tokens import TOKENIZERS_ENV, tokenizer_counter, tokenizer_identity
 
 TEXT = "Alice moved the launch to Friday, then rolled it back on 2024-03-02."
 

@@ -11,18 +11,17 @@ from typing import Any
 
 import pytest
 
+from tmem_core import ConfigError
 from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, Usage, get_backbone
-from tmem_core.methods import MethodEnv, build_method, get_method, method_names
-from tmem_core.methods.t2mem import (
-    EXTRACT_STAGE,
-    STEP_STAGE,
-    NotPrepared,
-    T2Mem,
-    T2MemConfig,
-    render_trace,
-)
+from tmem_core.methods import MethodEnv, get_method, method_names
+from tmem_core.methods._base import NotPrepared
+from tmem_core.methods._registry import build_method
+from tmem_core.methods.t2mem import T2Mem, render_trace
+from tmem_core.methods.t2mem._config import T2MemConfig
+from tmem_core.methods.t2mem._extract import EXTRACT_STAGE
+from tmem_core.methods.t2mem._loop import STEP_STAGE
 from tmem_core.retrieval import IndexStore, cl100k_tokens
-from tmem_core.schema import DataError, Question
+from tmem_core.schema import Question
 
 QUESTION = Question("c", "q1", "What is the checkout retry limit?", "knowledge_update")
 Script = Sequence[dict[str, str] | str]
@@ -73,11 +72,11 @@ def step(action: str, argument: str = "", memory: str = "") -> dict[str, str]:
 
 def run(store: IndexStore, tmp_path: Path, script: Script, budget: int = 4096,
         **config: Any) -> tuple[Any, ScriptedLLM]:
-    method = T2Mem(store, T2MemConfig(**config), cache=tmp_path / "t2mem")
+    method = T2Mem(store, T2MemConfig(**config), cache=tmp_path / "t2mem", budget=budget)
     llm = ScriptedLLM(script)
     method.prepare("c", llm)
     found = method.retrieve(QUESTION)
-    return method.construct(QUESTION, found, llm, budget, cl100k_tokens), llm
+    return method.construct(QUESTION, found, llm, cl100k_tokens), llm
 
 
 def shown(context: Any) -> list[str]:
@@ -279,7 +278,7 @@ def test_variants_by_name(store: IndexStore) -> None:
                           {"k_initial": 3})
     assert isinstance(no_raw, T2Mem)
     assert no_raw.config == T2MemConfig(k_initial=3, read_raw=False)
-    with pytest.raises(DataError, match="unknown method 't2mem_tree'"):
+    with pytest.raises(ConfigError, match="unknown method 't2mem_tree'"):
         build_method("t2mem_tree", MethodEnv(store.conversations, 5, 500, store))
 
 

@@ -7,13 +7,17 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import ROOT
+from tests.conftest import bundled_sweep
+from tests.ray_head import ROOT
+from tmem_core import ConfigError
 from tmem_core.llm import BackboneConfig, get_backbone, parse_backbones
-from tmem_core.pipeline import ConfigError, Resources, load_sweep
+from tmem_core.pipeline import load_sweep
 from tmem_core.pipeline._capacity import check_gpus, check_sweep_gpus, engine_asks
+from tmem_core.pipeline._config import Resources
 
 GPU_SWEEP = ROOT / "jobs" / "configs" / "gpu_sweep.toml"
 CLUSTER = Resources(cluster_gpus=16, gpus_per_node=8)
@@ -25,8 +29,9 @@ def _sharded(name: str, tensor: int, replicas: int) -> BackboneConfig:
         qwen.engine, tensor_parallel_size=tensor))
 
 
-def test_the_gpu_sweep_fits_its_cluster_at_four_replicas_and_not_at_eight() -> None:
-    config = load_sweep(GPU_SWEEP)
+def test_the_gpu_sweep_fits_its_cluster_at_four_replicas_and_not_at_eight(tmp_path: Path
+                                                                          ) -> None:
+    config = load_sweep(bundled_sweep(GPU_SWEEP, tmp_path))
     check_sweep_gpus(config)
     check_sweep_gpus(config, replicas=4)
     with pytest.raises(ConfigError, match=r"need 32 GPUs .*qwen3.5-27b 8 x 2, gemma4-31b 8 x 2"):
@@ -62,16 +67,17 @@ def test_a_serve_backbone_counts_at_its_most_replicas() -> None:
         check_gpus([serve, _sharded("q", 2, 4)], CLUSTER)
 
 
-def test_jobs_plan_refuses_a_plan_that_does_not_fit_with_one_line() -> None:
-    done = subprocess.run([sys.executable, "-m", "jobs.plan", str(GPU_SWEEP), "--replicas", "8"],
+def test_jobs_plan_refuses_a_plan_that_does_not_fit_with_one_line(tmp_path: Path) -> None:
+    config = bundled_sweep(GPU_SWEEP, tmp_path)
+    done = subprocess.run([sys.executable, "-m", "jobs.plan", str(config), "--replicas", "8"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 2 and done.stdout == ""
     (line,) = done.stderr.splitlines()
     assert line.startswith("error: ") and "resources.cluster_gpus" in line and "16" in line
 
 
-def test_every_bundled_sweep_passes_its_own_check() -> None:
+def test_every_bundled_sweep_passes_its_own_check(tmp_path: Path) -> None:
     for config in sorted((ROOT / "jobs" / "configs").glob("*.toml")):
         if config.name.startswith("backbones"):
             continue
-        check_sweep_gpus(load_sweep(config))
+        check_sweep_gpus(load_sweep(bundled_sweep(config, tmp_path)))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import ROOT, gcs, sweep_config, sweep_env
+from tests.ray_head import ROOT, gcs, sweep_config, sweep_env
 
 pytestmark = pytest.mark.slow
 

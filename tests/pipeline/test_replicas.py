@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Step
-from tests.pipeline.conftest import (
+from tests.pipeline.test_memory_cost import ShapedServer
+from tests.ray_head import (
     alive_actor_pid,
     run_sweep,
     start_sweep,
     sweep_config,
     wait_for,
 )
-from tests.pipeline.test_memory_cost import ShapedServer
 from tmem_core.llm import OpenAIEngineConfig, get_backbone
 from tmem_core.pipeline import STAGES
 from tmem_core.pipeline._engine import ReplicaRouter

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from tests.conftest import FIXTURES
-from tests.pipeline.conftest import (
+from tests.ray_head import (
     alive_actor_pid,
     start_sweep,
     sweep_config,

@@ -9,8 +9,9 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tmem_core import ConfigError
 from tmem_core.llm import SERVE_BACKEND, BackboneConfig, get_backend, load_backbones
-from tmem_core.pipeline._config import ConfigError, Resources, SweepConfig
+from tmem_core.pipeline._config import Resources, SweepConfig
 from tmem_core.pipeline._engine import replica_gpus
 
 
@@ -32,7 +33,7 @@ def sweep_backbones(config: SweepConfig, replicas: int = 0) -> list[BackboneConf
     number of replicas resolved (`replicas` > 0 overrides the config's, as `jobs.plan
     --replicas` does)."""
     known = load_backbones(config.backbones_file)
-    used = dict.fromkeys([*config.backbones, *config.judges])
+    used = dict.fromkeys([*config.grid.backbones, *config.judges])
     return [with_replicas(known[name], config.resources, replicas) for name in used]
 
 

@@ -42,8 +42,9 @@ from tmem_core.llm import (
     cache_first,
     counter_for,
     get_backend,
+    run_sync,
 )
-from tmem_core.llm._types import error_response, run_sync
+from tmem_core.pipeline._config import import_plugins
 
 ENGINE_PREFIX = "tmem-llm-"
 MAX_IN_FLIGHT = 256
@@ -68,14 +69,16 @@ HEAD_NODE_RESOURCE = "node:__internal_head__"
 
 
 class EngineReplica(SharedEngine):
-    """The body of a replica actor. An engine that died ends the actor's process (its engine
-    workers first), so that Ray restarts the actor (`max_restarts`) with a new engine, and
-    the routers of the calls it held resend them. It starts only where the backbone's
-    tokenizer resolves as on the driver (`TokenizerMismatch` otherwise)."""
+    """The body of a replica actor: the sweep's plugins first (a backend may be one of
+    theirs). An engine that died ends the actor's process (its engine workers first), so that
+    Ray restarts the actor (`max_restarts`) with a new engine, and the routers of the calls
+    it held resend them. It starts only where the backbone's tokenizer resolves as on the
+    driver (`TokenizerMismatch` otherwise)."""
 
     def __init__(self, backbone: BackboneConfig, replica: int = 0,
-                 start_attempts: int = START_ATTEMPTS, start_backoff_s: float = START_BACKOFF_S
-                 ) -> None:
+                 plugins: tuple[str, ...] = (), start_attempts: int = START_ATTEMPTS,
+                 start_backoff_s: float = START_BACKOFF_S) -> None:
+        import_plugins(plugins)
         counter_for(backbone)
         super().__init__(backbone, replica, start_attempts, start_backoff_s)
 
@@ -98,14 +101,14 @@ def end_process() -> None:
     os._exit(1)
 
 
-def engine_handles(backbone: BackboneConfig, gpus: float = 0.0, start: tuple[int, float]
-                   = (START_ATTEMPTS, START_BACKOFF_S)) -> list[Any]:
+def engine_handles(backbone: BackboneConfig, gpus: float = 0.0, plugins: tuple[str, ...] = (),
+                   start: tuple[int, float] = (START_ATTEMPTS, START_BACKOFF_S)) -> list[Any]:
     """The backbone's replica actors (`backbone.replicas` of them, each holding its engine's
     GPUs, or `gpus` if that is more), created on first use and found by name afterwards;
-    `start`: attempts at starting an engine, and the first back-off between them. Ray
-    restarts a replica that dies; its calls are not retried on it: the router resends them
-    to another replica. The client of a Serve application runs on the head node, where
-    Serve always runs an HTTP proxy."""
+    each imports the sweep's `plugins`; `start`: attempts at starting an engine, and the
+    first back-off between them. Ray restarts a replica that dies; its calls are not retried
+    on it: the router resends them to another replica. The client of a Serve application
+    runs on the head node, where Serve always runs an HTTP proxy."""
     options: dict[str, Any] = {}
     if backbone.backend == SERVE_BACKEND:
         options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(head_node_id(),
@@ -115,7 +118,7 @@ def engine_handles(backbone: BackboneConfig, gpus: float = 0.0, start: tuple[int
     return [ray.remote(EngineReplica).options(
         name=replica_name(backbone, index), get_if_exists=True,
         max_concurrency=MAX_IN_FLIGHT, num_cpus=0, num_gpus=replica_gpus(backbone, gpus),
-        max_restarts=-1, max_task_retries=0, **options).remote(backbone, index, *start)
+        max_restarts=-1, max_task_retries=0, **options).remote(backbone, index, plugins, *start)
         for index in range(max(1, backbone.replicas))]
 
 
@@ -354,12 +357,3 @@ class EngineProxy:
         text = "\n".join(m.content for m in request.messages)
         return tuple(s for s in self.forbidden if s in text)
 
-
-class FailingProxy(EngineProxy):
-    """A proxy whose every call fails like a dead engine (test fault injection)."""
-
-    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        responses = [error_response("engine", "injected fault") for _ in requests]
-        self.records.extend(CallRecord.of(self.backbone, r, x)
-                            for r, x in zip(self.stamped(requests), responses, strict=True))
-        return responses

@@ -25,6 +25,9 @@ from tmem_core.llm import (
     get_backend,
     load_backbones,
 )
+from tmem_core.methods import get_method
+from tmem_core.pipeline._actors import FLOW_SCHEMA, STAGES, FusedStages, PerRun, split_by_run
+from tmem_core.pipeline._answer_stage import AnswerStage
 from tmem_core.pipeline._capacity import check_sweep_gpus, with_replicas
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
 from tmem_core.pipeline._contract import Contract
@@ -36,21 +39,12 @@ from tmem_core.pipeline._engine import (
     engine_handles,
     replica_gpus,
 )
+from tmem_core.pipeline._judge_stage import JudgeStage
+from tmem_core.pipeline._method_stages import ConstructStage, RetrieveStage
+from tmem_core.pipeline._probe import PROBE_ENV
 from tmem_core.pipeline._serve import deploy as deploy_serve
 from tmem_core.pipeline._serve import undeploy as undeploy_serve
-from tmem_core.pipeline._stages import (
-    FLOW_SCHEMA,
-    STAGES,
-    AnswerStage,
-    ConstructStage,
-    FusedStages,
-    JudgeStage,
-    PerRun,
-    RetrieveStage,
-    Stage,
-    StageJob,
-    split_by_run,
-)
+from tmem_core.pipeline._stage import Stage, StageJob
 from tmem_core.pipeline._validators import (
     budget_respected,
     context_checks,
@@ -78,7 +72,6 @@ from tmem_core.schema import gold_from_table, questions_from_table
 
 Log = Callable[[str], None]
 LOCAL_RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-FAULT_ENV = "TMEM_FAULT"
 PROPAGATED_ENV = ("TMEM_CACHE_DIR", "HF_HUB_OFFLINE", "HF_HOME")
 
 
@@ -151,13 +144,14 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     backbones = {name: with_replicas(b, config.resources)
                  for name, b in load_backbones(config.backbones_file).items()}
     check_sweep_gpus(config)
-    if not local:  # every worker checks that it counts tokens as this node does
-        init_ray(env=expected_tokenizers(backbones[n] for n in {*config.backbones,
-                                                                *config.judges}))
     root = Path(config.results_dir) / config.name
+    # the data first: a source that cannot be read ends the sweep before anything is written
+    bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
     root.mkdir(parents=True, exist_ok=True)
     (root / SWEEP_FILE).write_text(json.dumps(_sweep_json(config), indent=2, default=str))
-    bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
+    if not local:  # every worker checks that it counts tokens as this node does
+        init_ray(env=expected_tokenizers(backbones[n] for n in {*config.grid.backbones,
+                                                                *config.judges}))
     plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, local)
              for run in config.runs()]
     summaries: list[RunSummary] = []
@@ -171,7 +165,7 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     served: list[BackboneConfig] = []  # and every Ray Serve LLM application
     try:
         if not local:
-            start_engines(plans, config.resources, replicas, served)
+            start_engines(plans, config, replicas, served)
         started = time.time()
         if local:
             _run_plain(plans, config.resources, Progress(plans, log, check_local_engines),
@@ -188,18 +182,19 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     return summaries
 
 
-def start_engines(plans: list[RunPlan], resources: Resources, replicas: dict[str, list[Any]],
+def start_engines(plans: list[RunPlan], config: SweepConfig, replicas: dict[str, list[Any]],
                   served: list[BackboneConfig]) -> None:
     """Deploy the sweep's Serve applications and create every backbone's replica actors
     (noted in `served` and `replicas`, so that they are stopped however this ends), waiting
     until they are placed."""
+    resources = config.resources
     backbones = {b.name: b for plan in plans for b in plan.backbones}
     for backbone in backbones.values():
         if backbone.backend == SERVE_BACKEND:
             served.append(backbone)  # deleted when the sweep ends, even if it never ran
             deploy_serve(backbone, resources.placement_timeout_s)
         replicas[backbone.name] = engine_handles(
-            backbone, resources.gpus_per_engine,
+            backbone, resources.gpus_per_engine, config.plugins,
             (resources.engine_start_attempts, resources.engine_start_backoff_s))
     await_placement(replicas, {name: replica_gpus(b, resources.gpus_per_engine)
                                for name, b in backbones.items()},
@@ -289,7 +284,7 @@ def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig]
     contract.write(run_dir)
     questions = select_questions(bench_dir, run.benchmark)
     job = StageJob(run, str(run_dir), str(bench_dir), backbones[run.backbone],
-                   tuple(backbones[j] for j in run.judges), os.environ.get(FAULT_ENV, ""),
+                   tuple(backbones[j] for j in run.judges), os.environ.get(PROBE_ENV, ""),
                    local)
     return RunPlan(job, questions, contract, prepared)
 
@@ -314,8 +309,9 @@ def _data_facts(manifest: dict[str, Any], bench_dir: Path) -> dict[str, Any]:
 
 def _flow_rows(job: StageJob, questions: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """The run's questions as the rows that flow through the stages (`FLOW_SCHEMA`)."""
-    return [{"run_id": job.run.run_id, "qid": q, "conv_id": c, "ok": True, "error": None,
-             "evidence": None, "context": None, "prediction": None} for q, c in questions]
+    empty = dict.fromkeys(FLOW_SCHEMA.names)
+    return [{**empty, "run_id": job.run.run_id, "qid": q, "conv_id": c, "ok": True}
+            for q, c in questions]
 
 
 def _run_plain(plans: list[RunPlan], resources: Resources, progress: Progress,
@@ -323,9 +319,10 @@ def _run_plain(plans: list[RunPlan], resources: Resources, progress: Progress,
     """The same stages in this process without Ray: a debugging aid and the overhead baseline."""
     for plan in plans:
         stages = FusedStages(plan.job)
-        flow = pa.Table.from_pylist(_flow_rows(plan.job, plan.questions), schema=FLOW_SCHEMA)
-        for start in range(0, flow.num_rows, resources.batch_size):
-            progress.add(plan, stages(flow.slice(start, resources.batch_size)))
+        rows = _flow_rows(plan.job, plan.questions)
+        for start in range(0, len(rows), resources.batch_size):
+            out = stages(rows[start:start + resources.batch_size])
+            progress.add(plan, pa.Table.from_pylist(out, schema=FLOW_SCHEMA))
         finished(plan)
 
 
@@ -418,7 +415,7 @@ def _validate(job: StageJob, qids: list[str], prepared: Any, histories: dict[str
                                                  latest[ConstructStage.name], questions, gold),
         "no_gold_ids_in_prompts": no_gold_ids_in_prompts(
             calls_store(Path(job.run_dir)).read_all()),
-        **context_checks(latest[ConstructStage.name]),
+        **context_checks(latest[ConstructStage.name], get_method(job.run.method)),
     }
     return {name: v.as_dict() for name, v in out.items()}
 

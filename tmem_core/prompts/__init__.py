@@ -4,6 +4,11 @@ A prompt file has optional `#` comment lines, then a `[system]` and a `[user]` s
 Placeholders are `{{name}}`; rendering fails on a missing or unknown placeholder.
 """
 
-from tmem_core.prompts._prompt import Prompt, PromptError, as_chat, load_prompt, prompt_names
+from tmem_core.prompts._prompt import Prompt, as_chat, load_prompt, prompt_names
 
-__all__ = ["Prompt", "PromptError", "as_chat", "load_prompt", "prompt_names"]
+__all__ = [
+    "Prompt",
+    "as_chat",
+    "load_prompt",
+    "prompt_names",
+]

@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tmem_core.llm import AccountingEndpoint, ChatRequest, ChatResponse, get_backbone
-from tmem_core.llm._types import Usage
+from tmem_core.llm import AccountingEndpoint, ChatRequest, ChatResponse, Usage, get_backbone
 from tmem_core.schema import Message
 
 pytest.importorskip("graphiti_core")

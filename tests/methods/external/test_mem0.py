@@ -26,8 +26,8 @@ from tmem_core.llm import (
     Usage,
     get_backbone,
 )
-from tmem_core.methods.external import DONE
 from tmem_core.methods.external._mem0 import Mem0, Mem0Failed, Mem0Params
+from tmem_core.methods.external._method import DONE
 from tmem_core.pipeline import RunSummary
 from tmem_core.results import MEMORY_STAGE, calls_store, stage_store
 from tmem_core.schema import Message

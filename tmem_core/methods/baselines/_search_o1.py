@@ -209,7 +209,8 @@ class Search:
 
 @dataclass
 class SearchO1:
-    """Search-o1 as a context method; the grid's Top-k does not apply (its own `k`).
+    """Search-o1 as a context method; the grid's Top-k does not apply (its own `k` per
+    search), its `budget` cuts the condensed chain.
 
     `Context.ids` are the messages Reason-in-Documents read (as cut to the documents'
     budget); `Context.text` is the condensed information and the last reasoning, cut to the
@@ -219,6 +220,7 @@ class SearchO1:
     store: IndexStore
     params: SearchO1Params = field(default_factory=SearchO1Params)
     name: str = "search_o1"
+    budget: int = 8192
 
     def retrieve(self, question: Question) -> Evidence:
         """The initial search: the `k` best messages for the question."""
@@ -228,9 +230,9 @@ class SearchO1:
         return evidence(self.name, question, ids, {"query": query, "ids": ids})
 
     def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
-                  budget_tokens: int, count_tokens: TokenCounter) -> Context:
+                  count_tokens: TokenCounter) -> Context:
         """Reason-in-Documents over the initial search, the search rounds, then the
-        condensed chain within `budget_tokens`."""
+        condensed chain within the token budget."""
         if llm is None:
             raise ValueError(f"{self.name} reasons with an LLM; none was given")
         index = self.store.index(question.conv_id)
@@ -239,7 +241,7 @@ class SearchO1:
                         counter_for(llm.backbone))
         conversation = index.conversation
         search.run([conversation.messages[conversation.position[i]] for i in evidence.ids], llm)
-        text = "\n".join(fit_lines(search.units(), budget_tokens, count_tokens))
+        text = "\n".join(fit_lines(search.units(), self.budget, count_tokens))
         return Context(question.qid, self.name, "memory", text, tuple(search.shown),
                        count_tokens(text), self._trace(question, search))
 
@@ -290,7 +292,7 @@ def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Me
         description="Search-o1: searches raw messages while reasoning, each search's documents "
                     "condensed by Reason-in-Documents")
 def _search_o1(env: MethodEnv, params: SearchO1Params, name: str) -> ContextMethod:
-    return SearchO1(env.index_store, params, name=name)
+    return SearchO1(env.index_store, params, name=name, budget=env.budget)
 
 
 def _text(name: str) -> dict[str, Any]:
