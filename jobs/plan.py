@@ -6,7 +6,9 @@ A few questions of each run go through the real stages here, on simulated twins 
 backbones (nothing is sent to an engine); their calls, repeated to each run's size, flow
 through the continuous-batching model of the simulated engine (`sim` backend) on the given
 number of replicas per backbone. Times use each simulated backbone's own engine settings and
-the built-in `sim` engine's for the others (or those of `--timing BACKBONE`).
+the built-in `sim` engine's for the others (or those of `--timing BACKBONE`). A config that
+states its GPU cluster (`resources.cluster_gpus`, `gpus_per_node`) is refused, with one
+`error:` line, when the engine replicas do not fit it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from jobs._cli import run_main
 from tmem_core import ConfigError
 from tmem_core.llm import SimEngineConfig, load_backbones
-from tmem_core.pipeline import load_sweep, plan_sweep
+from tmem_core.pipeline import check_sweep_gpus, load_sweep, plan_sweep
 
 
 def main() -> int:
@@ -38,6 +40,11 @@ def main() -> int:
         return 2
     if args.replicas < 0 or args.sample < 1:
         print("error: --replicas must be 0 or more and --sample 1 or more", file=sys.stderr)
+        return 2
+    try:
+        check_sweep_gpus(config, args.replicas)
+    except ConfigError as exc:  # engines that do not fit the GPUs the config states
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     plan = plan_sweep(config, args.replicas or config.resources.engine_replicas, args.sample,
                       timing)

@@ -42,8 +42,8 @@ def main() -> int:
     try:
         summaries = run_sweep(config, log=lambda line: print(line, flush=True),
                               local=args.local)
-    except (EngineUnavailable, LeaseHeld) as exc:
-        # an engine of the sweep that did not start, or another driver writing the sweep
+    except (EngineUnavailable, LeaseHeld, ConfigError) as exc:
+        # engines that do not fit, start or place, or another driver writing the sweep
         print(f"error: {exc}", file=sys.stderr)
         return 2
     failed = sum(sum(s.stage_errors.values()) for s in summaries)

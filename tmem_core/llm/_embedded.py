@@ -29,9 +29,9 @@ from tmem_core.llm._config import (
     _require_positive,
 )
 from tmem_core.llm._gguf import WEIGHT_FORMATS
-from tmem_core.llm._http import EngineUnavailable, OpenAICompatBackend
+from tmem_core.llm._http import OpenAICompatBackend
 from tmem_core.llm._models import gguf_path, serving_gguf
-from tmem_core.llm._types import Backend
+from tmem_core.llm._types import Backend, EngineUnavailable
 
 _log = logging.getLogger(__name__)
 

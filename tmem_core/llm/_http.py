@@ -20,7 +20,9 @@ from tmem_core.llm._types import (
     Backend,
     ChatRequest,
     ChatResponse,
+    EngineUnavailable,
     ErrorKind,
+    Sampling,
     Usage,
     error_response,
     output_response,
@@ -63,10 +65,6 @@ class OpenAIEngineConfig(HttpConfig):
         return ""  # the endpoint's model name (the backbone's `model`) is all we know
 
 
-
-
-class EngineUnavailable(RuntimeError):
-    """The engine behind an endpoint is down and could not be brought back."""
 
 
 class Endpoint(Protocol):
@@ -180,9 +178,20 @@ class OpenAICompatBackend:
             max_completion_tokens=sampling.max_tokens,
             seed=sampling.seed,
             response_format=fmt,
-            timeout=self.config.timeout_s,
-            extra_body=self._extra_body,
+            timeout=self.config.request_timeout_s,
+            extra_body=self._body_extras(sampling),
         )
+
+    def _body_extras(self, sampling: Sampling) -> dict[str, Any] | None:
+        """vLLM's extensions of the OpenAI body, sent only when set (a hosted API refuses
+        what it does not know): `top_k` and the backbone's chat-template arguments, beside
+        the engine's own `extra_body`."""
+        extras = dict(self._extra_body or {})
+        if sampling.top_k:
+            extras["top_k"] = sampling.top_k
+        if self.backbone.chat_template_kwargs:
+            extras["chat_template_kwargs"] = self.backbone.chat_template_kwargs
+        return extras or None
 
     def _response(
         self, completion: ChatCompletion, request: ChatRequest, latency_s: float

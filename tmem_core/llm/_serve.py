@@ -8,7 +8,7 @@ OpenAI-compatible client; this module only describes the deployment.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tmem_core.llm._backends import backend
 from tmem_core.llm._config import BackboneConfig, HttpConfig, _require_positive
@@ -32,16 +32,17 @@ class ServeLLMEngineConfig(VLLMEngineConfig, HttpConfig):
     (a conversation's steps reach the replica that holds them). One replica holds
     `tensor_parallel_size` x `pipeline_parallel_size` GPUs (`gpus_per_shard` each, none on
     the CPU build), packed on one node, plus `cpus_per_replica` CPUs. The HTTP proxy listens
-    on 127.0.0.1 of every node only."""
+    on 127.0.0.1 only; the client runs on the head node, where Serve always runs a proxy.
+    `timeout_s` is the time one request may take once a replica runs it; the client waits as
+    many times that as the requests it may have in flight fill the replicas' running slots
+    (`request_timeout_s`)."""
 
     min_replicas: int = 1
     max_replicas: int = 1
     target_ongoing_requests: int = 32
     prefix_routing: bool = True
-    gpus_per_shard: float = 1.0
     cpus_per_replica: float = 1.0
     accelerator_type: str = ""  # e.g. "H100"; "" = any
-    env_vars: dict[str, str] = field(default_factory=dict)  # of each replica's process
     http_port: int = 8000
     max_concurrency: int = 256  # requests in flight from one caller to the proxy
 
@@ -53,13 +54,21 @@ class ServeLLMEngineConfig(VLLMEngineConfig, HttpConfig):
         if self.max_replicas < self.min_replicas:
             raise ValueError(f"max_replicas must be at least min_replicas "
                              f"({self.min_replicas}), got {self.max_replicas}")
-        if self.gpus_per_shard < 0 or self.cpus_per_replica < 0:
-            raise ValueError("gpus_per_shard and cpus_per_replica must not be negative")
+        if self.cpus_per_replica < 0:
+            raise ValueError("cpus_per_replica must not be negative")
 
     @property
     def fleet(self) -> int:
         """One endpoint: Serve routes among its own replicas behind it."""
         return 1
+
+    @property
+    def request_timeout_s(self) -> float:
+        """`timeout_s` per wave of requests ahead: the client's `max_concurrency` in flight
+        over the running slots of the fewest replicas Serve keeps (`min_replicas` x
+        `max_num_seqs`) queue that many deep."""
+        waves = -(-self.max_concurrency // (self.min_replicas * self.max_num_seqs))
+        return self.timeout_s * waves
 
 
 def app_name(backbone: BackboneConfig) -> str:

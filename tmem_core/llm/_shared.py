@@ -12,10 +12,22 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tmem_core.llm._accounting import CallRecord
-from tmem_core.llm._client import LazyBackend, LLMClient, cache_hits
+from tmem_core.llm._client import (
+    START_ATTEMPTS,
+    START_BACKOFF_S,
+    LazyBackend,
+    LLMClient,
+    cache_hits,
+)
 from tmem_core.llm._config import BackboneConfig
 from tmem_core.llm._request_cache import RequestCache
-from tmem_core.llm._types import ChatRequest, ChatResponse
+from tmem_core.llm._types import (
+    ChatRequest,
+    ChatResponse,
+    EngineDead,
+    EngineUnavailable,
+    error_response,
+)
 
 Answered = tuple[list[ChatResponse], list[CallRecord]]
 EngineCall = Callable[[list[ChatRequest]], Answered]
@@ -24,18 +36,40 @@ EngineCall = Callable[[list[ChatRequest]], Answered]
 
 class SharedEngine:
     """A backbone's client whose backend starts at the first request that needs it; one of
-    the backbone's `replica`s, which its call records name."""
+    the backbone's `replica`s, which its call records name.
 
-    def __init__(self, backbone: BackboneConfig, replica: int = 0) -> None:
+    An engine that cannot be started, or that died, answers the batch with `engine` errors
+    (a dead one is replaced at the next request; `engine_died` lets a subclass end its
+    process instead)."""
+
+    def __init__(self, backbone: BackboneConfig, replica: int = 0,
+                 start_attempts: int = START_ATTEMPTS, start_backoff_s: float = START_BACKOFF_S
+                 ) -> None:
         self.replica = replica
-        self.backend = LazyBackend(backbone.for_replica(replica))
+        self.backend = LazyBackend(backbone.for_replica(replica), start_attempts,
+                                   start_backoff_s)
         self.client = LLMClient(backbone, self.backend, RequestCache())
 
     async def generate(self, requests: Sequence[ChatRequest]) -> Answered:
-        responses = await self.client.agenerate(requests)
+        try:
+            responses = await self.client.agenerate(requests)
+        except EngineDead as exc:
+            self.engine_died(exc)
+            responses = [error_response("engine", str(exc)) for _ in requests]
+        except EngineUnavailable as exc:
+            responses = [error_response("engine", str(exc)) for _ in requests]
         self.client.records.clear()  # the caller keeps its own records
         return responses, [CallRecord.of(self.client.backbone, q, r, self.replica)
                            for q, r in zip(requests, responses, strict=True)]
+
+    def engine_died(self, exc: EngineDead) -> None:
+        """Called when the engine died mid-batch (its backend is already dropped)."""
+        print(f"[engine] {self.client.backbone.name} replica {self.replica}: {exc}; the next "
+              "request starts a new engine", flush=True)
+
+    def start_failure(self) -> str | None:
+        """Why this replica's engine will not start (every attempt failed), else None."""
+        return self.backend.start_failure
 
     def counters(self) -> Any:
         """The backend's own counters (e.g. `SimCounters`), None if it keeps none or has not

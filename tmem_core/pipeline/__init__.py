@@ -5,6 +5,7 @@ Python that the stages here wrap.
 """
 
 from tmem_core.pipeline._actors import STAGES
+from tmem_core.pipeline._capacity import check_sweep_gpus
 from tmem_core.pipeline._config import (
     BenchmarkConfig,
     RunSpec,
@@ -26,6 +27,7 @@ __all__ = [
     "RunSpec",
     "RunSummary",
     "SweepConfig",
+    "check_sweep_gpus",
     "init_ray",
     "load_sweep",
     "parse_sweep",

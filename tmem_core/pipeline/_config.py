@@ -47,22 +47,37 @@ class Resources:
     pool of max(retrieve_actors, llm_actors) actors of `cpus_per_actor` CPUs each; with
     `fuse_stages = false` each stage has its own pool (retrieval `retrieve_actors` actors of
     `cpus_per_actor` CPUs, the LLM stages `llm_actors` actors of 0.1 CPU). Every backbone
-    runs `engine_replicas` engine replicas (of `gpus_per_engine` GPUs each, for GPU backends)
-    unless its own `replicas` says otherwise."""
+    runs `engine_replicas` engine replicas unless its own `replicas` says otherwise; a
+    replica of a GPU engine holds its engine's GPUs (tensor x pipeline parallel shards x
+    `gpus_per_shard`), or `gpus_per_engine` if that is more.
+
+    `cluster_gpus` and `gpus_per_node` state the GPU cluster the sweep is meant for (0: not
+    stated); the driver and `jobs.plan` refuse engines that do not fit it. The driver waits
+    `placement_timeout_s` for the engine replicas to be placed (and a Serve application to
+    run) before it ends the sweep saying what could not be placed. A replica whose engine
+    fails to start tries again after `engine_start_backoff_s` (doubling),
+    `engine_start_attempts` times in all; when every replica of a backbone gave up, the
+    sweep ends with one line saying why."""
 
     fuse_stages: bool = True
     retrieve_actors: int = 1
     llm_actors: int = 1
     batch_size: int = 4
     cpus_per_actor: float = 0.5  # retrieve actors (and vLLM stage actors); others take 0.1
-    gpus_per_engine: float = 0.0
+    gpus_per_engine: float = 0.0  # at least this many per GPU replica (0: the engine's own)
     engine_replicas: int = 1
     max_task_retries: int = 2
+    cluster_gpus: int = 0
+    gpus_per_node: int = 0
+    placement_timeout_s: float = 1800.0
+    engine_start_attempts: int = 3
+    engine_start_backoff_s: float = 30.0
 
     def __post_init__(self) -> None:
         _not_negative(self, *(f.name for f in fields(self) if f.name != "fuse_stages"))
-        if self.engine_replicas < 1:
-            raise ValueError(f"engine_replicas must be 1 or more, got {self.engine_replicas!r}")
+        for key in ("engine_replicas", "engine_start_attempts"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key} must be 1 or more, got {getattr(self, key)!r}")
 
 
 @dataclass(frozen=True)

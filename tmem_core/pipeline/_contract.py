@@ -32,13 +32,16 @@ class Contract:
     ended_at: float | None = None
     validators: dict[str, dict[str, Any]] = field(default_factory=dict)
     host: str = field(default_factory=platform.node)
+    generation: dict[str, Any] = field(default_factory=dict)  # per backbone: sampling, template
 
     @classmethod
-    def start(cls, run: RunSpec, data: dict[str, Any], prompts: dict[str, str]) -> Contract:
+    def start(cls, run: RunSpec, data: dict[str, Any], prompts: dict[str, str],
+              generation: dict[str, Any] | None = None) -> Contract:
+        """`generation`: how each of the run's backbones (its own and its judges') generates."""
         config = run.identity()
         return cls(run_id=run.run_id, config=config, config_sha256=_sha(config),
                    prompts=prompts, packages=package_versions(), git_commit=git_commit(),
-                   data=data)
+                   data=data, generation=generation or {})
 
     def write(self, run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)

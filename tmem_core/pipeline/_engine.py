@@ -13,26 +13,35 @@ misses and a replica answers it).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+import psutil
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from tmem_core.evaluation import ids_in
 from tmem_core.llm import (
+    SERVE_BACKEND,
+    START_ATTEMPTS,
+    START_BACKOFF_S,
     Answered,
     BackboneConfig,
     CallRecord,
     ChatRequest,
     ChatResponse,
     EngineCall,
+    EngineUnavailable,
     RequestCache,
     SharedEngine,
     cache_first,
+    counter_for,
     get_backend,
     run_sync,
 )
@@ -43,8 +52,11 @@ MAX_IN_FLIGHT = 256
 ROUTE_SLACK = 2
 """A conversation's preferred replica is skipped once it has this many more of the caller's
 requests in flight than the least loaded replica."""
-DOWN_S = 10.0  # a replica that failed a call is avoided this long (it is being restarted)
-RETRY_WAIT_S = 1.0  # pause before resending when every replica has failed recently
+DOWN_S = 10.0
+"""A replica that failed a call is avoided this long (Ray is restarting it; calls to it fail
+with `ActorUnavailableError` meanwhile). When every replica is down, a batch waits for the
+first one due back."""
+RETRY_WAIT_S = 1.0  # the shortest pause before resending when every replica is down
 UNREACHABLE = ("connection", "engine")
 """Error kinds that mean a replica's engine could not be reached (not the request's fault)."""
 
@@ -53,34 +65,138 @@ def replica_name(backbone: BackboneConfig, index: int) -> str:
     return f"{ENGINE_PREFIX}{backbone.name}-{index}"
 
 
-class ReplicaEngine(SharedEngine):
-    """A replica actor's body: the sweep's plugins first (a backend may be one of theirs)."""
+HEAD_NODE_RESOURCE = "node:__internal_head__"
+"""The resource Ray gives its head node only (Serve's `get_head_node_id` looks for it too)."""
+
+
+class EngineReplica(SharedEngine):
+    """The body of a replica actor: the sweep's plugins first (a backend may be one of
+    theirs). An engine that died ends the actor's process (its engine workers first), so that
+    Ray restarts the actor (`max_restarts`) with a new engine, and the routers of the calls
+    it held resend them. It starts only where the backbone's tokenizer resolves as on the
+    driver (`TokenizerMismatch` otherwise)."""
 
     def __init__(self, backbone: BackboneConfig, replica: int = 0,
-                 plugins: tuple[str, ...] = ()) -> None:
+                 plugins: tuple[str, ...] = (), start_attempts: int = START_ATTEMPTS,
+                 start_backoff_s: float = START_BACKOFF_S) -> None:
         import_plugins(plugins)
-        super().__init__(backbone, replica)
+        counter_for(backbone)
+        super().__init__(backbone, replica, start_attempts, start_backoff_s)
+
+    def engine_died(self, exc: Exception) -> None:
+        print(f"[engine] {self.client.backbone.name} replica {self.replica}: {exc}; ending "
+              "the replica so that Ray restarts it", flush=True)
+        end_process()
+
+    def ping(self) -> int:
+        """Answers once the actor is placed and constructed."""
+        return os.getpid()
 
 
-def engine_handles(backbone: BackboneConfig, gpus: float = 0.0, plugins: tuple[str, ...] = ()
-                   ) -> list[Any]:
-    """The backbone's replica actors (`backbone.replicas` of them, each with `gpus` GPUs for a
-    GPU backend, or its engine's shard count if that is more), created on first use and
-    found by name afterwards; each imports the sweep's `plugins`. Ray restarts a replica
-    that dies; its calls are not retried on it: the router resends them to another one."""
-    return [ray.remote(ReplicaEngine).options(
+def end_process() -> None:
+    """Kill this process's children (a vLLM engine core and its workers), then exit
+    abnormally: Ray restarts an actor that died, not one that exited on purpose."""
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    os._exit(1)
+
+
+def engine_handles(backbone: BackboneConfig, gpus: float = 0.0, plugins: tuple[str, ...] = (),
+                   start: tuple[int, float] = (START_ATTEMPTS, START_BACKOFF_S)) -> list[Any]:
+    """The backbone's replica actors (`backbone.replicas` of them, each holding its engine's
+    GPUs, or `gpus` if that is more), created on first use and found by name afterwards;
+    each imports the sweep's `plugins`; `start`: attempts at starting an engine, and the
+    first back-off between them. Ray restarts a replica that dies; its calls are not retried
+    on it: the router resends them to another replica. The client of a Serve application
+    runs on the head node, where Serve always runs an HTTP proxy."""
+    options: dict[str, Any] = {}
+    if backbone.backend == SERVE_BACKEND:
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(head_node_id(),
+                                                                        soft=False)
+    elif env_vars := getattr(backbone.engine, "env_vars", None):  # the in-process engine's
+        options["runtime_env"] = {"env_vars": env_vars}
+    return [ray.remote(EngineReplica).options(
         name=replica_name(backbone, index), get_if_exists=True,
         max_concurrency=MAX_IN_FLIGHT, num_cpus=0, num_gpus=replica_gpus(backbone, gpus),
-        max_restarts=-1, max_task_retries=0).remote(backbone, index, plugins)
+        max_restarts=-1, max_task_retries=0, **options).remote(backbone, index, plugins, *start)
         for index in range(max(1, backbone.replicas))]
 
 
-def replica_gpus(backbone: BackboneConfig, gpus: float) -> float:
-    """GPUs of one replica: none for a CPU backend or a CPU sweep (`gpus` 0); else `gpus`, or
-    all its shards' (tensor x pipeline parallel) if that is more, in one actor on one node."""
-    if not get_backend(backbone.backend).uses_gpus or gpus <= 0:
+def _nodes() -> list[dict[str, Any]]:
+    return cast(list[dict[str, Any]], ray.nodes())  # type: ignore[no-untyped-call]
+
+
+def head_node_id() -> str:
+    alive = [n["NodeID"] for n in _nodes() if n["Alive"] and HEAD_NODE_RESOURCE in
+             n["Resources"]]
+    if not alive:
+        raise EngineUnavailable("the Ray cluster has no live head node")
+    return str(alive[0])
+
+
+def replica_gpus(backbone: BackboneConfig, gpus: float = 0.0) -> float:
+    """GPUs of one replica of an in-process GPU engine: its shards' (tensor x pipeline
+    parallel, `gpus_per_shard` each; none for the CPU build), all in one actor on one node,
+    or `gpus` (the sweep's `gpus_per_engine`) if that is more. None for other backends."""
+    if not get_backend(backbone.backend).uses_gpus:
         return 0.0
-    return max(gpus, float(getattr(backbone.engine, "shards", 1)))
+    own = float(getattr(backbone.engine, "replica_gpus", 1.0))
+    return max(gpus, own) if own > 0 else 0.0
+
+
+def await_placement(replicas: dict[str, list[Any]], gpus: dict[str, float],
+                    timeout_s: float) -> None:
+    """Wait until every replica actor runs; after `timeout_s`, end with one
+    `EngineUnavailable` naming the replicas that could not be placed and what they ask."""
+    pings = {h.ping.remote(): (name, i) for name, hs in replicas.items()
+             for i, h in enumerate(hs)}
+    ready, waiting = ray.wait(list(pings), num_returns=len(pings), timeout=timeout_s)
+    try:
+        ray.get(ready)
+    except ray.exceptions.RayActorError as exc:
+        raise EngineUnavailable(f"an engine replica did not start: {exc}") from exc
+    if not waiting:
+        return
+    missing: dict[str, list[int]] = {}
+    for ref in waiting:
+        name, index = pings[ref]
+        missing.setdefault(name, []).append(index)
+        ray.kill(replicas[name][index])  # nothing to close: it never ran
+    asks = "; ".join(f"backbones.{name}: replicas {', '.join(map(str, sorted(ids)))} "
+                     f"({gpus[name]:g} GPUs each, on one node)" for name, ids in missing.items())
+    raise EngineUnavailable(f"engine replicas not placed after {timeout_s:g} s: {asks}; "
+                            f"{node_gpus()} (resources.placement_timeout_s sets the wait)")
+
+
+def node_gpus() -> str:
+    """The cluster's GPUs now, per live node and free in all."""
+    totals = [n["Resources"].get("GPU", 0) for n in _nodes() if n["Alive"]]
+    free = ray.available_resources().get("GPU", 0)  # type: ignore[no-untyped-call]
+    return (f"the cluster's {len(totals)} nodes have {', '.join(f'{t:g}' for t in totals)} "
+            f"GPUs ({free:g} free)")
+
+
+class StartWatch:
+    """Ends the sweep when every replica of a backbone gave up starting its engine (their
+    requests fail at once then, so error records come fast and nothing would be answered)."""
+
+    def __init__(self, replicas: dict[str, list[Any]]) -> None:
+        self.replicas = replicas
+
+    def check(self) -> None:
+        for handles in self.replicas.values():
+            causes = [_start_failure(h) for h in handles]
+            if all(causes):
+                raise EngineUnavailable(str(causes[0]))
+
+
+def _start_failure(handle: Any) -> str | None:
+    """A replica's start failure; None while it answers none (Ray is restarting it)."""
+    try:
+        return cast(str | None, ray.get(handle.start_failure.remote(), timeout=120))
+    except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+        return None
 
 
 def _send(handle: Any, misses: list[ChatRequest]) -> Answered:
@@ -93,15 +209,19 @@ class ReplicaRouter:
     Replicas are ranked per conversation by rendezvous hashing; a batch goes to the first one
     whose in-flight count (this caller's) is within `ROUTE_SLACK` of the least loaded healthy
     replica. A replica that dies mid-call, or whose engine answers none of a batch for being
-    unreachable (a fleet's server that is down), is avoided for `DOWN_S` and the batch is
-    resent to another, at most `attempts` times in all: the failed call's answers are
-    dropped, so nothing is recorded twice."""
+    unreachable (a fleet's server that is down, an engine that cannot start), is avoided for
+    `down_s` and the batch is resent to another (or, when all are down, to the first one due
+    back, which is how a lone replica's batch waits for Ray to restart it), at most
+    `attempts` times in all: the failed call's answers are dropped, so nothing is recorded
+    twice. A request the engine refused (`request` errors: too long, a bad schema) is the
+    request's own and marks no replica down."""
 
     def __init__(self, backbone: BackboneConfig,
                  lookup: Callable[[str], Any] = ray.get_actor,
                  send: Callable[[Any, list[ChatRequest]], Answered] = _send) -> None:
         self.names = [replica_name(backbone, i) for i in range(max(1, backbone.replicas))]
         self.attempts = len(self.names) + 3
+        self.down_s = DOWN_S
         self._lookup, self._send = lookup, send
         self._handles: dict[int, Any] = {}
         self._in_flight = [0] * len(self.names)
@@ -147,8 +267,10 @@ class ReplicaRouter:
         with self._lock:
             now = time.monotonic()
             healthy = [i for i in ranked if self._down_until[i] <= now]
-            if not healthy:  # all failed lately: the one back soonest, after a pause
-                healthy, pause = [min(ranked, key=lambda i: self._down_until[i])], RETRY_WAIT_S
+            if not healthy:  # all failed lately: the one back soonest, once it is due back
+                soonest = min(ranked, key=lambda i: self._down_until[i])
+                healthy = [soonest]
+                pause = max(RETRY_WAIT_S, self._down_until[soonest] - now)
             least = min(self._in_flight[i] for i in healthy)
             index = next(i for i in healthy if self._in_flight[i] <= least + ROUTE_SLACK)
             self._in_flight[index] += 1
@@ -157,7 +279,7 @@ class ReplicaRouter:
 
     def _failed(self, index: int) -> None:
         with self._lock:
-            self._down_until[index] = time.monotonic() + DOWN_S
+            self._down_until[index] = time.monotonic() + self.down_s
             self._handles.pop(index, None)  # looked up again: it may have been replaced
 
     def _handle(self, index: int) -> Any:
@@ -168,7 +290,9 @@ class ReplicaRouter:
 
 
 def ray_engine(backbone: BackboneConfig, cache: RequestCache | None) -> EngineCall:
-    """The backbone's replicas behind `cache`."""
+    """The backbone's replicas behind `cache`, for a stage actor whose node resolves the
+    backbone's tokenizer as the driver's does (`TokenizerMismatch` otherwise)."""
+    counter_for(backbone)
     # the replicas are looked up at the first miss: a run served from the cache needs none
     return cache_first(backbone, cache, ReplicaRouter(backbone))
 
@@ -182,6 +306,13 @@ def local_engine(backbone: BackboneConfig, cache: RequestCache | None) -> Engine
         _LOCAL[backbone.name] = SharedEngine(backbone)
     engine = _LOCAL[backbone.name]
     return cache_first(backbone, cache, lambda misses: run_sync(engine.generate(misses)))
+
+
+def check_local_engines() -> None:
+    """`StartWatch.check` for the engines of this process (the plain loop)."""
+    for engine in _LOCAL.values():
+        if cause := engine.start_failure():
+            raise EngineUnavailable(cause)
 
 
 def close_local_engines() -> None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import os
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,13 +19,27 @@ import ray
 from ray.data import ActorPoolStrategy
 
 from tmem_core.benchmarks import LoadRequest, get_protocol, prepare, read_prepared
-from tmem_core.llm import SERVE_BACKEND, BackboneConfig, get_backend, load_backbones
+from tmem_core.llm import (
+    SERVE_BACKEND,
+    BackboneConfig,
+    expected_tokenizers,
+    get_backend,
+    load_backbones,
+)
 from tmem_core.methods import get_method
 from tmem_core.pipeline._actors import FLOW_SCHEMA, STAGES, FusedStages, PerRun, split_by_run
 from tmem_core.pipeline._answer_stage import AnswerStage
+from tmem_core.pipeline._capacity import check_sweep_gpus, with_replicas
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
 from tmem_core.pipeline._contract import Contract
-from tmem_core.pipeline._engine import close_local_engines, engine_handles
+from tmem_core.pipeline._engine import (
+    StartWatch,
+    await_placement,
+    check_local_engines,
+    close_local_engines,
+    engine_handles,
+    replica_gpus,
+)
 from tmem_core.pipeline._judge_stage import JudgeStage
 from tmem_core.pipeline._method_stages import ConstructStage, RetrieveStage
 from tmem_core.pipeline._probe import PROBE_ENV
@@ -67,15 +80,16 @@ PROPAGATED_ENV = ("TMEM_CACHE_DIR", "HF_HUB_OFFLINE", "HF_HOME")
 JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # set by Ray's job server for the entrypoint
 
 
-def init_ray(num_cpus: int | None = None) -> None:
+def init_ray(num_cpus: int | None = None, env: Mapping[str, str] | None = None) -> None:
     """Join the cluster named by RAY_ADDRESS (with the token authentication settings of the
-    environment, see cluster/env.sh), or start a local one on loopback."""
+    environment, see cluster/env.sh), or start a local one on loopback; `env`: variables of
+    every worker besides the driver's own that they need."""
     if ray.is_initialized():
         return
     for key, value in LOCAL_RAY_ENV.items():
         os.environ.setdefault(key, value)
     # workers of an existing cluster do not inherit the driver's environment
-    env_vars = {k: os.environ[k] for k in PROPAGATED_ENV if k in os.environ}
+    env_vars = {**{k: os.environ[k] for k in PROPAGATED_ENV if k in os.environ}, **(env or {})}
     runtime_env = {"env_vars": env_vars} if env_vars else None
     address = os.environ.get("RAY_ADDRESS")
     if address and address.startswith("http"):
@@ -138,6 +152,7 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     is logged as soon as its last question is out. `local` runs the stages in this process."""
     backbones = {name: with_replicas(b, config.resources)
                  for name, b in load_backbones(config.backbones_file).items()}
+    check_sweep_gpus(config)
     root = Path(config.results_dir) / config.name
     missing = [root / "data", *(f for f in (root, *root.parents) if not f.exists())]
     held = False
@@ -152,8 +167,9 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
             bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
             write_atomic(root / SWEEP_FILE,
                          json.dumps(_sweep_json(config), indent=2, default=str))
-            if not local:
-                init_ray()
+            if not local:  # every worker checks that it counts tokens as this node does
+                init_ray(env=expected_tokenizers(
+                    backbones[n] for n in {*config.grid.backbones, *config.judges}))
                 lease.note(_ray_job())
             return _run_held(config, backbones, bench_dirs, root, log, local)
     finally:  # a sweep that wrote nothing leaves no folder behind (rmdir: only empty ones)
@@ -175,24 +191,21 @@ def _run_held(config: SweepConfig, backbones: dict[str, BackboneConfig],
         summaries.append(finish_run(plan, time.time() - started))
         log(summaries[-1].line())
 
-    engines: list[Any] = []  # the driver holds every replica for the whole sweep
+    replicas: dict[str, list[Any]] = {}  # the driver holds every replica for the whole sweep
     served: list[BackboneConfig] = []  # and every Ray Serve LLM application
     try:
         if not local:
-            for backbone in {b.name: b for plan in plans for b in plan.backbones}.values():
-                if backbone.backend == SERVE_BACKEND:
-                    deploy_serve(backbone)
-                    served.append(backbone)
-                engines += engine_handles(backbone, config.resources.gpus_per_engine,
-                                          config.plugins)
+            start_engines(plans, config, replicas, served)
         started = time.time()
         if local:
-            _run_plain(plans, config.resources, log, finished)
+            _run_plain(plans, config.resources, Progress(plans, log, check_local_engines),
+                       finished)
         else:
             with ClusterWatch(ray.get_runtime_context().gcs_address, lambda: landed(plans)):
-                _stream(plans, config.resources, log, finished)
+                _stream(plans, config.resources,
+                        Progress(plans, log, StartWatch(replicas).check), finished)
     finally:
-        close_engines(engines)
+        close_engines(h for handles in replicas.values() for h in handles)
         close_local_engines()
         for backbone in served:
             undeploy_serve(backbone)
@@ -207,11 +220,25 @@ def _ray_job() -> str:
     return f"{submission} (driver job {job})" if submission else job
 
 
-def with_replicas(backbone: BackboneConfig, resources: Resources) -> BackboneConfig:
-    """The backbone with its number of engine replicas resolved: its own, one per server of
-    its fleet, or the sweep's."""
-    return dataclasses.replace(
-        backbone, replicas=backbone.replicas or backbone.fleet or resources.engine_replicas)
+
+
+def start_engines(plans: list[RunPlan], config: SweepConfig, replicas: dict[str, list[Any]],
+                  served: list[BackboneConfig]) -> None:
+    """Deploy the sweep's Serve applications and create every backbone's replica actors
+    (noted in `served` and `replicas`, so that they are stopped however this ends), waiting
+    until they are placed."""
+    resources = config.resources
+    backbones = {b.name: b for plan in plans for b in plan.backbones}
+    for backbone in backbones.values():
+        if backbone.backend == SERVE_BACKEND:
+            served.append(backbone)  # deleted when the sweep ends, even if it never ran
+            deploy_serve(backbone, resources.placement_timeout_s)
+        replicas[backbone.name] = engine_handles(
+            backbone, resources.gpus_per_engine, config.plugins,
+            (resources.engine_start_attempts, resources.engine_start_backoff_s))
+    await_placement(replicas, {name: replica_gpus(b, resources.gpus_per_engine)
+                               for name, b in backbones.items()},
+                    resources.placement_timeout_s)
 
 
 def landed(plans: list[RunPlan]) -> tuple[Landed, ...]:
@@ -291,8 +318,9 @@ def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig]
     run_dir = root / run.run_id
     prepared = read_prepared(bench_dir)
     prompts = [*prompt_names(), *run.judge_prompts.values()]
+    generation = {name: backbones[name].generation() for name in (run.backbone, *run.judges)}
     contract = Contract.start(run, _data_facts(prepared.manifest, bench_dir),
-                              {n: load_prompt(n).sha256 for n in prompts})
+                              {n: load_prompt(n).sha256 for n in prompts}, generation)
     contract.write(run_dir)
     questions = select_questions(bench_dir, run.benchmark)
     job = StageJob(run, str(run_dir), str(bench_dir), backbones[run.backbone],
@@ -326,10 +354,9 @@ def _flow_rows(job: StageJob, questions: list[tuple[str, str]]) -> list[dict[str
             for q, c in questions]
 
 
-def _run_plain(plans: list[RunPlan], resources: Resources, log: Log,
+def _run_plain(plans: list[RunPlan], resources: Resources, progress: Progress,
                finished: Callable[[RunPlan], None]) -> None:
     """The same stages in this process without Ray: a debugging aid and the overhead baseline."""
-    progress = Progress(plans, log)
     for plan in plans:
         stages = FusedStages(plan.job)
         rows = _flow_rows(plan.job, plan.questions)
@@ -339,7 +366,7 @@ def _run_plain(plans: list[RunPlan], resources: Resources, log: Log,
         finished(plan)
 
 
-def _stream(plans: list[RunPlan], resources: Resources, log: Log,
+def _stream(plans: list[RunPlan], resources: Resources, progress: Progress,
             finished: Callable[[RunPlan], None]) -> None:
     """All runs through one Ray Data pipeline (fed in grid order, which Ray Data need not
     keep); a run is finished when its last question comes out of the last stage."""
@@ -365,7 +392,6 @@ def _stream(plans: list[RunPlan], resources: Resources, log: Log,
                 batch_format="pyarrow", compute=ActorPoolStrategy(size=actors),
                 num_cpus=cpus, max_restarts=-1, max_task_retries=resources.max_task_retries)
     by_id = {plan.job.run.run_id: plan for plan in plans}
-    progress = Progress(plans, log)
     # no prefetch: with it, Ray Data hands each batch over only once the next one is done,
     # so every progress line and run summary would wait for the following batch
     for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
@@ -378,17 +404,23 @@ def _stream(plans: list[RunPlan], resources: Resources, log: Log,
 
 class Progress:
     """One job-log line per batch out of the last stage: the run's questions done / total and
-    failures by stage, the sweep's questions done / total, throughput and ETA."""
+    failures by stage, the sweep's questions done / total, throughput and ETA. A batch with
+    failures runs `check` first (it raises to end the sweep, e.g. when no engine of a
+    backbone will start)."""
 
-    def __init__(self, plans: list[RunPlan], log: Log) -> None:
+    def __init__(self, plans: list[RunPlan], log: Log,
+                 check: Callable[[], None] = lambda: None) -> None:
         self.total = sum(len(plan.questions) for plan in plans)
         self.done = 0
-        self.log = log
+        self.log, self.check = log, check
         self.started = time.time()
 
     def add(self, plan: RunPlan, part: pa.Table) -> None:
+        errors = [e for e in part.column("error").to_pylist() if e]
+        if errors:
+            self.check()
         plan.done += part.num_rows
-        plan.failed.update(e.split(":", 1)[0] for e in part.column("error").to_pylist() if e)
+        plan.failed.update(e.split(":", 1)[0] for e in errors)
         self.done += part.num_rows
         rate = self.done / max(time.time() - self.started, 1e-9)
         eta = (self.total - self.done) / rate

@@ -3,6 +3,7 @@ before the stages start, deleted when the sweep ends."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from tmem_core.llm import (
@@ -12,6 +13,7 @@ from tmem_core.llm import (
     ServeLLMEngineConfig,
     app_name,
 )
+from tmem_core.pipeline._engine import node_gpus
 
 
 def serve_options(backbone: BackboneConfig) -> dict[str, Any]:
@@ -46,8 +48,13 @@ def serve_options(backbone: BackboneConfig) -> dict[str, Any]:
     return options
 
 
-def deploy(backbone: BackboneConfig) -> None:
-    """Deploy (or update) the backbone's application and wait until it answers."""
+POLL_S = 2.0
+
+
+def deploy(backbone: BackboneConfig, timeout_s: float) -> None:
+    """Deploy (or update) the backbone's application and wait until it runs; one that
+    failed, or is not running after `timeout_s` (replicas not placed, engines not started),
+    raises `EngineUnavailable` saying what it waited for."""
     from ray import serve
     from ray.serve.llm import LLMConfig, build_openai_app
 
@@ -61,11 +68,55 @@ def deploy(backbone: BackboneConfig) -> None:
     print(f"serve: deploying {name} ({engine.min_replicas}-{engine.max_replicas} replicas)",
           flush=True)
     try:
-        serve.run(app, name=name, route_prefix=f"/{name}")  # returns once it is running
+        serve.run_many([serve.RunTarget(app, name=name, route_prefix=f"/{name}")],
+                       wait_for_ingress_deployment_creation=False,
+                       wait_for_applications_running=False)
+        _wait_running(backbone, timeout_s)
+    except EngineUnavailable:
+        raise
     except Exception as exc:  # Serve reports a failed deployment as a bare RuntimeError
-        raise EngineUnavailable(f"backbones.{backbone.name}: its Ray Serve LLM application "
-                                f"did not start: {str(exc).strip()[-2000:]}") from exc
+        raise EngineUnavailable(_did_not_start(backbone, str(exc))) from exc
     print(f"serve: {name} is running", flush=True)
+
+
+def _wait_running(backbone: BackboneConfig, timeout_s: float) -> None:
+    from ray import serve
+    from ray.serve.schema import ApplicationStatus
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = serve.status().applications.get(app_name(backbone))
+        state = status.status if status is not None else None
+        if state == ApplicationStatus.RUNNING:
+            return
+        if state == ApplicationStatus.DEPLOY_FAILED:
+            raise EngineUnavailable(_did_not_start(backbone, _messages(status)))
+        if time.monotonic() >= deadline:
+            raise EngineUnavailable(_did_not_start(
+                backbone, f"not running after {timeout_s:g} s (resources.placement_timeout_s)"
+                          f"; {_placement(backbone)}; Serve says: "
+                          f"{_messages(status) or 'nothing'}"))
+        time.sleep(POLL_S)
+
+
+def _did_not_start(backbone: BackboneConfig, why: str) -> str:
+    return (f"backbones.{backbone.name}: its Ray Serve LLM application did not start: "
+            f"{' '.join(why.split())[-2000:]}")
+
+
+def _placement(backbone: BackboneConfig) -> str:
+    """What one replica asks for, and where it may go."""
+    engine: ServeLLMEngineConfig = backbone.engine
+    group = serve_options(backbone)["placement_group_config"]
+    return (f"each of its {engine.min_replicas} to {engine.max_replicas} replicas needs "
+            f"{len(group['bundles'])} x {group['bundles'][0]} on one node; {node_gpus()}")
+
+
+def _messages(status: Any) -> str:
+    if status is None:
+        return ""
+    parts = [status.message, *(d.message for d in status.deployments.values())]
+    return " ".join(p for p in parts if p)
 
 
 def undeploy(backbone: BackboneConfig) -> None:
