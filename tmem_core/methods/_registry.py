@@ -9,6 +9,8 @@ dataclass's own checks, each reported with its key). `variants` registers ablati
 same factory as changes to its parameters (nested dataclasses as sub-mappings); `show` is
 how `jobs.inspect` prints the method's evidence and context; `ranked` marks methods whose
 `retrieve` ranks messages without an LLM and keeps `env.top_k` (scored by evidence recall@k).
+`version` counts revisions of what the method (and its variants) does: a run's identity
+carries it from 2 on, so records an earlier definition wrote are never resumed as its own.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class MethodSpec(Generic[P]):
     variant_of: str | None = None
     show: Show = show_context
     ranked: bool = False
+    version: int = 1
 
     def parse(self, raw: Mapping[str, Any], where: str = "") -> P:
         """The method's parameters from a config table (the variant's changes applied last)."""
@@ -81,14 +84,15 @@ _REGISTRY: dict[str, MethodSpec[Any]] = {}
 
 def method(name: str, *, description: str, config: type[Any] = NoParams,
            variants: Mapping[str, Mapping[str, Any]] | None = None, show: Show | None = None,
-           ranked: bool = False) -> Callable[[Callable[[MethodEnv, P, str], ContextMethod]],
-                                             Callable[[MethodEnv, P, str], ContextMethod]]:
+           ranked: bool = False, version: int = 1
+           ) -> Callable[[Callable[[MethodEnv, P, str], ContextMethod]],
+                         Callable[[MethodEnv, P, str], ContextMethod]]:
     """Register a method factory under `name` (and its ablations under `variants`)."""
 
     def register(build: Callable[[MethodEnv, P, str], ContextMethod]
                  ) -> Callable[[MethodEnv, P, str], ContextMethod]:
         base = MethodSpec(name, build, config, description, show=show or show_context,
-                          ranked=ranked)
+                          ranked=ranked, version=version)
         for spec in (base, *(dataclasses.replace(base, name=variant, overrides=changes,
                                                  variant_of=name)
                              for variant, changes in (variants or {}).items())):

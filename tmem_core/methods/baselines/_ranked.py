@@ -1,4 +1,7 @@
-"""Ranked retrieval baselines: full context, BM25, dense, hybrid (RRF), BM25 (Expand)."""
+"""Ranked retrieval baselines: full context, BM25, dense, hybrid (RRF), BM25 (Expand).
+
+Version 2 of the plain ones (not `*_meta`, not full context): the query carries the asking
+user, as every method's does (`query_text`); `*_meta` index messages with their metadata."""
 
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ class RankedRetrieval:
     def __call__(self, question: Question, budget: Budget) -> Evidence:
         index = self.store.index(question.conv_id, self.metadata)
         depth = budget.messages or len(index.conversation)
-        ranked = index.ranking(query_text(question, self.metadata), self.kind, depth)
+        ranked = index.ranking(query_text(question), self.kind, depth)
         taken = budget.take(index.conversation.messages[p] for p in ranked)
         return evidence(self.name, question, [m.msg_id for m in taken])
 
@@ -62,7 +65,7 @@ class Bm25Expand:
     def __call__(self, question: Question, budget: Budget) -> Evidence:
         index = self.store.index(question.conv_id, self.metadata)
         size = len(index.conversation)
-        ranked = index.ranking(query_text(question, self.metadata), "bm25", size)
+        ranked = index.ranking(query_text(question), "bm25", size)
         order: dict[int, None] = {}
         for anchor in ranked:
             block = range(max(0, anchor - self.window), min(size, anchor + self.window + 1))
@@ -78,34 +81,36 @@ def _full_context(env: MethodEnv, _params: NoParams, _name: str) -> ContextMetho
     return FlatContextMethod(FullContext(env.index_store), env, Budget(tokens=env.budget_tokens))
 
 
-@method("bm25", description="BM25 over messages, Top-k", ranked=True)
+@method("bm25", description="BM25 over messages, Top-k", ranked=True, version=2)
 def _bm25(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
     return ranked(RankedRetrieval(env.index_store, "bm25"), env)
 
 
-@method("dense", description="MiniLM + faiss over messages, Top-k", ranked=True)
+@method("dense", description="MiniLM + faiss over messages, Top-k", ranked=True,
+        version=2)
 def _dense(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
     return ranked(RankedRetrieval(env.index_store, "dense"), env)
 
 
-@method("hybrid", description="BM25 and dense fused by reciprocal rank, Top-k", ranked=True)
+@method("hybrid", description="BM25 and dense fused by reciprocal rank, Top-k", ranked=True,
+        version=2)
 def _hybrid(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
     return ranked(RankedRetrieval(env.index_store, "hybrid"), env)
 
 
-@method("bm25_meta", description="BM25 over metadata-expanded messages and query, Top-k",
+@method("bm25_meta", description="BM25 over metadata-expanded messages, Top-k",
         ranked=True)
 def _bm25_meta(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
     return ranked(RankedRetrieval(env.index_store, "bm25", metadata=True), env)
 
 
-@method("dense_meta", description="dense over metadata-expanded messages and query, Top-k",
+@method("dense_meta", description="dense over metadata-expanded messages, Top-k",
         ranked=True)
 def _dense_meta(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
     return ranked(RankedRetrieval(env.index_store, "dense", metadata=True), env)
 
 
-@method("hybrid_meta", description="hybrid over metadata-expanded messages and query, Top-k",
+@method("hybrid_meta", description="hybrid over metadata-expanded messages, Top-k",
         ranked=True)
 def _hybrid_meta(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
     return ranked(RankedRetrieval(env.index_store, "hybrid", metadata=True), env)
@@ -120,7 +125,7 @@ class ExpandParams:
             raise ValueError(f"window must be 0 or more, got {self.window}")
 
 
-@method("bm25_expand", config=ExpandParams, ranked=True,
+@method("bm25_expand", config=ExpandParams, ranked=True, version=2,
         description="BM25 anchors with their neighbours, Top-k messages")
 def _bm25_expand(env: MethodEnv, params: ExpandParams, _name: str) -> ContextMethod:
     return ranked(Bm25Expand(env.index_store, window=params.window), env)

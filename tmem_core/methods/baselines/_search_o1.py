@@ -222,7 +222,7 @@ class SearchO1:
 
     def retrieve(self, question: Question) -> Evidence:
         """The initial search: the `k` best messages for the question."""
-        query = query_text(question, metadata=False)
+        query = query_text(question)
         found = unseen(self.store.index(question.conv_id), query, self.params, {})
         ids = [m.msg_id for m in found]
         return evidence(self.name, question, ids, {"query": query, "ids": ids})

@@ -94,7 +94,7 @@ class T2Mem:
     def retrieve(self, question: Question) -> Evidence:
         """The initial SearchMeta: the `k_initial` entries nearest to the question."""
         index = self._memory(question.conv_id).index
-        query = query_text(question, metadata=True)
+        query = query_text(question)
         found = index.search(query, self.config.k_initial)
         ids = index.linked_ids([e.episode_id for e in found])
         return evidence(self.name, question, ids,

@@ -39,7 +39,7 @@ class DiscoveryConfig:
     anchors_follow_budget: bool = True  # Exp-2 protocol: anchors = the budget's message count
     max_candidates: int = 100
     evidence_tokens: int = 8192  # budget used when the caller sets no limit
-    metadata: bool = True  # metadata-expanded indexes and query (asking user)
+    metadata: bool = True  # metadata-expanded message indexes (every query names the asker)
     scope: Scope = "interval"  # "global": whole anchor groups instead of intervals (ablation)
     max_gap_seconds: float = 2 * HOUR
     min_span_seconds: float = HOUR

@@ -53,7 +53,7 @@ class Discovery:
 def discover(question: Question, index: ConversationIndex, timeline: Timeline,
              config: DiscoveryConfig, depth: int) -> Discovery:
     """Seed `depth` anchors, find their dense intervals and filter the candidates."""
-    query = query_text(question, config.metadata)
+    query = query_text(question)
     anchors = index.ranking(query, "hybrid", depth)
     relevance = query_relevance(index.dense_scores(query), index.bm25_scores(query),
                                 config.lexical_weight)

@@ -48,7 +48,7 @@ class TemporalDiscovery:
         return self._timelines[conv_id]
 
 
-@method("tmem_reranked", config=DiscoveryConfig, ranked=True, variants={
+@method("tmem_reranked", config=DiscoveryConfig, ranked=True, version=2, variants={
     "tmem_global": {"scope": "global"},
     "tmem_no_metadata": {"metadata": False},
 }, description="T-MEM's temporal discovery with the no-LLM reranker, Top-k messages")

@@ -220,7 +220,7 @@ class TMem:
         return prompt_hashes(*map(load_prompt, used))
 
 
-@method("tmem", config=TMemConfig, show=describe, variants={
+@method("tmem", config=TMemConfig, show=describe, version=2, variants={
     "tmem_wo_discovery": {"discovery": False},
     "tmem_wo_structuring": {"structuring": False},
     "tmem_wo_metadata": {"discovery_config": {"metadata": False}},
