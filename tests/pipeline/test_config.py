@@ -5,7 +5,9 @@ from pathlib import Path
 import pytest
 
 from tmem_core.llm import load_backbones
+from tmem_core.methods import get_method
 from tmem_core.pipeline import Allowed, ConfigError, load_sweep, parse_sweep, registered
+from tmem_core.prompts import load_prompt
 
 ALLOWED = Allowed(benchmarks=["locomo", "synthetic"], methods=["bm25", "tmem_reranked"],
                   backbones=lambda _: ["smollm2", "qwen"])
@@ -86,3 +88,39 @@ def test_judge_prompt_override(tmp_path: Path) -> None:
         parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(tmp_path / "no.txt")}},
                     ALLOWED)
     assert err.value.key == "judge_prompts.judge/locomo"
+
+
+def test_an_edited_judge_prompt_file_is_another_run(tmp_path: Path) -> None:
+    official = tmp_path / "official.txt"
+    official.write_text("[user]\nQuestion: {question}\nGold: {gold_answer}\n"
+                        "Generated: {generated_answer}\n")  # upstream's placeholders
+    first = parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(official)}}, ALLOWED)
+    identity = first.runs()[0].identity()["judge_prompts"]["judge/locomo"]
+    assert identity == {"file": str(official), "sha256": load_prompt(str(official)).sha256}
+    edited = tmp_path / "edited.txt"
+    edited.write_text(official.read_text() + "Answer CORRECT or WRONG.\n")
+    second = parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(edited)}}, ALLOWED)
+    assert second.runs()[0].identity()["judge_prompts"]["judge/locomo"]["sha256"] != \
+        identity["sha256"]
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("[user]\nQ: {query} A: {gold_answer} R: {response}\n", "placeholder {query} names none"),
+    ("[user]\nQ: {question} R: {generated_answer}\n", "this one fills question, response"),
+    ("[user]\nQ: {question} A: {answer} R: {response\n", "not a str.format template"),
+])
+def test_a_judge_prompt_file_that_cannot_judge_is_a_config_error(tmp_path: Path, text: str,
+                                                                  words: str) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(bad)}}, ALLOWED)
+    assert err.value.key == "judge_prompts.judge/locomo" and words in str(err.value)
+
+
+def test_a_revised_method_carries_its_version_in_the_run_identity() -> None:
+    runs = {r.method: r for r in parse_sweep({**GOOD, "grid": {
+        "methods": ["bm25", "bm25_meta"], "backbones": ["smollm2"]}}, registered()).runs()}
+    assert get_method("bm25").version == 2  # its query now names the asking user
+    assert runs["bm25"].identity()["method_version"] == 2
+    assert "method_version" not in runs["bm25_meta"].identity()  # never revised: same id

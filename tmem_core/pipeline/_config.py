@@ -23,6 +23,7 @@ from tmem_core import _typed
 from tmem_core.benchmarks import benchmark_names
 from tmem_core.llm import load_backbones
 from tmem_core.methods import get_method, method_names
+from tmem_core.prompts import PromptError, judge_prompt, load_prompt
 
 
 class ConfigError(ValueError):
@@ -93,11 +94,27 @@ class RunSpec:
         return f"{slug}_{digest[:8]}"
 
     def identity(self) -> dict[str, Any]:
-        """Everything that changes a run's results (and so its id)."""
+        """Everything that changes a run's results (and so its id): a method revised since
+        its first definition adds its version, a judge prompt file its content's hash."""
         return {"benchmark": asdict(self.benchmark), "method": self.method,
+                **method_version(self.method),
                 "params": dict(self.params), "backbone": self.backbone,
                 "judges": list(self.judges), "top_k": self.top_k, "budget": self.budget,
-                "judge_repeats": self.judge_repeats, "judge_prompts": dict(self.judge_prompts)}
+                "judge_repeats": self.judge_repeats,
+                "judge_prompts": {name: prompt_file_identity(path)
+                                  for name, path in self.judge_prompts.items()}}
+
+
+def method_version(name: str) -> dict[str, int]:
+    """`{"method_version": v}` for a method revised since its first definition (v >= 2);
+    nothing for one never revised, so the ids of its runs stay what they were."""
+    version = get_method(name).version if name in method_names() else 1
+    return {"method_version": version} if version > 1 else {}
+
+
+def prompt_file_identity(path: str) -> dict[str, str]:
+    """A user prompt file as a run's identity holds it: its path and its content's hash."""
+    return {"file": path, "sha256": load_prompt(path).sha256}
 
 
 @dataclass(frozen=True)
@@ -225,6 +242,10 @@ def _judge_prompts(raw: Any) -> dict[str, str]:
                                                        "judge/locomo")
         if not Path(str(path)).is_file():
             raise ConfigError(f"judge_prompts.{name}", f"no such prompt file {path!r}")
+        try:
+            judge_prompt(str(path))
+        except PromptError as exc:
+            raise ConfigError(f"judge_prompts.{name}", str(exc)) from None
     return {str(k): str(v) for k, v in overrides.items()}
 
 
