@@ -47,7 +47,7 @@ from tmem_core.llm import (
     counter_for,
 )
 from tmem_core.methods import Evidence, MethodEnv, build_method
-from tmem_core.methods._context import Context, ContextMethod
+from tmem_core.methods._context import Context, ContextMethod, step_record_json
 from tmem_core.pipeline._config import RunSpec, import_plugins
 from tmem_core.pipeline._engine import (
     EngineProxy,
@@ -357,7 +357,8 @@ class ConstructStage(MethodStage):
 def _context_values(context: Context) -> dict[str, Any]:
     return {"kind": context.kind, "context": context.text, "context_ids": list(context.ids),
             "tokens": context.tokens, "trace": to_json(context.trace),
-            "degradation": json.dumps(context.trace.get("degradation", {}), sort_keys=True)}
+            "degradation": json.dumps(context.trace.get("degradation", {}), sort_keys=True),
+            "steps": step_record_json(context)}
 
 
 def _context_json(record: dict[str, Any]) -> str:
