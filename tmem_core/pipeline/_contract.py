@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -13,6 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from tmem_core.methods import get_method, method_names
 from tmem_core.pipeline._config import RunSpec
 from tmem_core.results import CONTRACT_FILE
 
@@ -33,19 +35,31 @@ class Contract:
     ended_at: float | None = None
     validators: dict[str, dict[str, Any]] = field(default_factory=dict)
     host: str = field(default_factory=platform.node)
+    method: dict[str, Any] = field(default_factory=dict)  # version, every parameter in effect
 
     @classmethod
     def start(cls, run: RunSpec, data: dict[str, Any], prompts: dict[str, str]) -> Contract:
         config = run.identity()
         return cls(run_id=run.run_id, config=config, config_sha256=_sha(config),
                    prompts=prompts, packages=package_versions(), git_commit=git_commit(),
-                   data=data)
+                   data=data, method=method_in_effect(run))
 
     def write(self, run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         tmp = run_dir / f".{CONTRACT_FILE}.tmp"
         tmp.write_text(json.dumps(self.__dict__, indent=2, sort_keys=True, default=str) + "\n")
         os.replace(tmp, run_dir / CONTRACT_FILE)
+
+
+def method_in_effect(run: RunSpec) -> dict[str, Any]:
+    """The run's method as it ran: its version and every parameter, defaults included (a
+    test-time method's step budget among them), which `config.params` (what the sweep set)
+    leaves out."""
+    if run.method not in method_names():
+        return {}
+    spec = get_method(run.method)
+    return {"name": run.method, "version": spec.version,
+            "params": dataclasses.asdict(spec.parse(run.params))}
 
 
 def _sha(value: Any) -> str:

@@ -159,13 +159,14 @@ def _prompt(answer: Record | None) -> list[ChatTurn]:
 
 def _context(construct: Record, messages: Mapping[str, Message], gold: set[str]
              ) -> ContextView:
-    """The context's lines; T-MEM's forest or T2Mem's steps when the trace has them."""
+    """The context's lines; T-MEM's forest or T2Mem's steps (not Search-o1's) when the trace
+    has them."""
     trace = json.loads(construct["trace"]) if construct["trace"] else {}
     text = construct["context"] or ""
     return ContextView(
         construct["kind"], construct["tokens"], context_lines(text, gold),
         forest_view(trace, text, messages, gold) if "forest" in trace else None,
-        timeline(trace) if "steps" in trace else None)
+        timeline(trace) if "steps" in trace and "initial" in trace else None)
 
 
 def _message(messages: Mapping[str, Message], msg_id: str) -> str:
