@@ -103,6 +103,7 @@ class Report:
             ("Judge agreement", self.agreement()),
             ("Exact match", self.exact_match()), ("LoCoMo F1", self.f1()),
             ("Evidence recall@k", self.recall()), ("Degradation", self.degradation()),
+            ("Test-time steps", self.steps()),
             ("Tokens per question by stage", self.tokens()),
             ("Time per stage", self.timing()), ("Errors", self.errors()),
             ("Validators", self.validators()), *self.comparisons(comparisons),
@@ -158,6 +159,16 @@ class Report:
         return [note, "", *flagged, *([""] if flagged else []),
                 *markdown_table(self._with_run(table))]
 
+    def steps(self) -> list[str]:
+        table = self.summary.steps
+        if table.is_empty():
+            return ["No run of a test-time method (T2Mem, Search-o1)."]
+        note = ("Per question of a test-time method, its step record: steps taken of the "
+                "budget (`max_steps`, the initial retrieval not counted), answers **forced** "
+                "at the last step (where Answer is the only action), tool calls (searches and "
+                "reads) per question, and T2Mem's episode parts read, in full or in part.")
+        return [note, "", *markdown_table(self._with_run(table))]
+
     def _degraded(self, table: pl.DataFrame, counters: list[str]
                   ) -> list[tuple[str, dict[str, int]]]:
         runs = dict(self.labels.iter_rows())
@@ -209,8 +220,21 @@ class Report:
         cell = pl.struct("recall", "questions").map_elements(
             lambda s: f"{fmt(s['recall'])} (n={s['questions']})", return_dtype=pl.String)
         table = _by_category(self.summary.recall, cell, self.labels)
-        return ["Recall of gold evidence in the constructed context, over scorable questions "
-                "(n); k is the run's top_k.", "", *markdown_table(table)]
+        note = ("Recall of gold evidence in the constructed context, over the questions with "
+                "gold evidence only (n; abstentions and questions without evidence, such as "
+                "EverMemBench's evaluation-code questions, which name none, are left out); k is "
+                "the run's top_k.")
+        return [note, "", *self._recall_not_available(), *markdown_table(table)]
+
+    def _recall_not_available(self) -> list[str]:
+        """A line per run none of whose questions has gold evidence."""
+        counts = self.summary.questions.group_by("run_id").agg(
+            pl.len().alias("questions"), pl.col("scorable").sum().alias("with_evidence"))
+        lines = [f"Recall **not available** for {run}: none of its {n} questions has gold "
+                 f"evidence." for run, n, with_evidence in
+                 self._with_run(counts).select("run", "questions", "with_evidence").iter_rows()
+                 if not with_evidence]
+        return [*lines, ""] if lines else []
 
     def tokens(self) -> list[str]:
         t = self.summary.tokens

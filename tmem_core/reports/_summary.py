@@ -23,6 +23,7 @@ class Summary:
     calibration: pl.DataFrame
     agreement: pl.DataFrame
     degradation: pl.DataFrame
+    steps: pl.DataFrame
     recall: pl.DataFrame
     tokens: pl.DataFrame
     timing: pl.DataFrame
@@ -55,7 +56,7 @@ def summarise(results: SweepResults) -> Summary:
                    recall, tokens),
         questions=questions, accuracy=accuracy, f1=f1, exact_match=exact_match,
         calibration=judge_calibration, agreement=m.agreement(results),
-        degradation=m.degradation(results), recall=recall,
+        degradation=m.degradation(results), steps=m.step_records(results), recall=recall,
         tokens=tokens,
         timing=m.timing(results, tokens), error_counts=error_counts,
         errors=results.failures.sort("run_id", "store", "written_at"),
