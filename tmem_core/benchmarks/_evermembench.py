@@ -394,11 +394,8 @@ def _question(folder: _Folder, item: Any, pos: int, messages: _Messages,
               out: LoadedBenchmark, stats: _Stats) -> tuple[Question, Gold]:
     """A `qars` item (or a Dynamic row): {id, Q, A, options: {label: text} | null, and
     R and task_id where the source has them}."""
-    path, record = folder.qa, f"qars[{pos}]"
-    if not isinstance(item, Mapping):
-        raise DataError(f"expected a question object, got {type(item).__name__}",
-                        file=str(path), record=record)
-    source_id = str(item.get("id") or f"q_{pos:04d}")  # upstream's id for an unnamed item
+    path = folder.qa
+    source_id = str(_object(item, path, f"qars[{pos}]").get("id") or f"q_{pos:04d}")
     qid = f"{folder.path.name}:{source_id}"
     category = "_".join(source_id.split("_")[:2])  # as upstream's tools/analyze_results.py
     if category not in CATEGORIES:
@@ -428,14 +425,12 @@ def _legacy_question(folder: _Folder, item: Any, pos: int, messages: _Messages,
     """A legacy item: {question_id, question, answer, options: ["A. text", ...],
     correct_option}. No evidence; its category is its id's task prefix when it has one, else
     its question type (upstream's evaluator reports the legacy format by type)."""
-    path, record = folder.qa, f"questions[{pos}]"
-    if not isinstance(item, Mapping):
-        raise DataError(f"expected a question object, got {type(item).__name__}",
-                        file=str(path), record=record)
-    source_id = str(item.get("question_id") or f"q_{pos:04d}")
+    path = folder.qa
+    source_id = str(_object(item, path, f"questions[{pos}]").get("question_id")
+                    or f"q_{pos:04d}")
     qid = f"{folder.path.name}:{source_id}"
     answer = str(require(item, "answer", file=path, record=qid))
-    options = _listed_options(item.get("options"), path, qid)
+    options = _options(item.get("options"), path, qid)
     prefix = "_".join(source_id.split("_")[:2])
     category = prefix if prefix in CATEGORIES else _TYPE_CATEGORIES[0 if options else 1]
     gold = Gold(qid=qid, answer=answer, evidence_ids=(), answer_kind="text")
@@ -451,6 +446,15 @@ def _legacy_question(folder: _Folder, item: Any, pos: int, messages: _Messages,
     return _pair(folder, qid, category,
                  str(require(item, "question", file=path, record=qid)), gold, meta, messages,
                  stats)
+
+
+def _object(item: Any, path: Path, record: str) -> Mapping[str, Any]:
+    """A question item, which must be an object; one without an id gets upstream's
+    `q_<position>`."""
+    if not isinstance(item, Mapping):
+        raise DataError(f"expected a question object, got {type(item).__name__}",
+                        file=str(path), record=record)
+    return item
 
 
 def _pair(folder: _Folder, qid: str, category: str, text: str, gold: Gold,
@@ -470,21 +474,6 @@ def _task_ids(value: Any) -> list[str]:
     """Task ids as a message's `task_ids` (a list or a string) or a question's `task_id`."""
     items = value if isinstance(value, list) else [value]
     return [str(v).strip() for v in items if v is not None and str(v).strip()]
-
-
-def _listed_options(raw: Any, path: Path, qid: str) -> tuple[Option, ...] | None:
-    """Legacy options `["A. text", ...]`: the label before the text, else by position."""
-    if not raw:
-        return None
-    if not isinstance(raw, list):
-        raise DataError('expected options as a list ["A. text", ...] or null', file=str(path),
-                        record=qid, field="options")
-    options = []
-    for pos, text in enumerate(raw):
-        match = _OPTION.match(str(text))
-        label, body = (match[1].upper(), match[2]) if match else (chr(65 + pos), str(text))
-        options.append(Option(label, body.strip()))
-    return tuple(options)
 
 
 def _correct_label(given: Any, answer: str, options: tuple[Option, ...]) -> str | None:
@@ -521,12 +510,19 @@ def _evidence(refs: Any, index: dict[_Key, str]) -> tuple[list[str], list[str]]:
 
 
 def _options(raw: Any, path: Path, qid: str) -> tuple[Option, ...] | None:
+    """Options as upstream writes them: `{label: text}` (qars, Dynamic rows) or
+    `["A. text", ...]` (legacy; a text without its label is labelled by its position)."""
     if not raw:
         return None
-    if not isinstance(raw, Mapping):
-        raise DataError("expected options as an object {label: text} or null", file=str(path),
-                        record=qid, field="options")
-    return tuple(Option(str(k).strip().upper(), str(v)) for k, v in sorted(raw.items()))
+    if isinstance(raw, Mapping):
+        pairs = [(str(k), str(v)) for k, v in sorted(raw.items())]
+    elif isinstance(raw, list):
+        pairs = [(m[1], m[2].strip()) if (m := _OPTION.match(str(text))) else
+                 (chr(ord("A") + pos), str(text).strip()) for pos, text in enumerate(raw)]
+    else:
+        raise DataError('expected options as an object {label: text}, a list ["A. text", '
+                        '...] or null', file=str(path), record=qid, field="options")
+    return tuple(Option(label.strip().upper(), text) for label, text in pairs)
 
 
 def _iso_day(value: Any) -> str | None:
