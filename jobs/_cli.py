@@ -1,14 +1,31 @@
-"""Shared command-line plumbing: benchmark source options and one-line error exits."""
+"""Shared command-line plumbing: benchmark source options, the methods' Top-k, budget and
+parameters (checked as a sweep's are), and one-line error exits."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+import tomllib
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from tmem_core.benchmarks import LoadRequest, benchmark_names
+from tmem_core import ConfigError
+from tmem_core.benchmarks import (
+    LoadRequest,
+    PreparedBenchmark,
+    benchmark_names,
+    build,
+    read_prepared,
+)
+from tmem_core.methods import check_params
 from tmem_core.schema import DataError
+
+
+def add_benchmark_args(parser: argparse.ArgumentParser) -> None:
+    """A benchmark's source flags, or `--prepared` (see `load_benchmark`)."""
+    add_source_args(parser)
+    parser.add_argument("--prepared", type=Path, help="read a prepared folder instead")
 
 
 def add_source_args(parser: argparse.ArgumentParser) -> None:
@@ -22,15 +39,60 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
                              "dynamic (default: detected from the files)")
 
 
+def add_method_args(parser: argparse.ArgumentParser, budget: bool = True) -> None:
+    if budget:
+        parser.add_argument("--budget", type=int, default=8192,
+                            help="the context's token budget (a sweep's grid.budget)")
+    parser.add_argument("--param", action="append", default=[], metavar="METHOD.KEY=VALUE",
+                        help="a method parameter, as in a sweep's [methods.<name>] table (a "
+                             "TOML value; nested keys joined by dots); repeatable")
+
+
+def method_tables(args: argparse.Namespace, methods: Sequence[str]) -> dict[str, Any]:
+    """The `--param` flags as a sweep's `[methods.<name>]` tables, checked as a sweep's are;
+    `--budget` and the Top-k flags must be positive."""
+    for flag, value in (("--budget", getattr(args, "budget", 1)),
+                        ("--top-k", getattr(args, "top_k", 1)),
+                        *(("--k", k) for k in getattr(args, "k", []))):
+        if value <= 0:
+            raise ConfigError(flag, f"expected a positive integer, got {value}")
+    tables: dict[str, Any] = {}
+    for item in args.param:
+        key, equals, value = item.partition("=")
+        name, *path = key.split(".")
+        if not equals or not path:
+            raise ConfigError("--param", f"expected METHOD.KEY=VALUE, got {item!r}")
+        table = tables.setdefault(name, {})
+        for part in path[:-1]:
+            table = table.setdefault(part, {})
+        table[path[-1]] = _toml_value(value)
+    check_params(tables, methods)
+    return tables
+
+
+def _toml_value(text: str) -> Any:
+    """A TOML value (`3`, `true`, `"global"`); a bare word is a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
 def load_request(args: argparse.Namespace) -> LoadRequest:
     return LoadRequest(source=args.source, size=args.size, seed=args.seed, variant=args.variant)
+
+
+def load_benchmark(args: argparse.Namespace) -> PreparedBenchmark:
+    """The `--prepared` folder, else the benchmark built from its source flags."""
+    return (read_prepared(args.prepared) if args.prepared
+            else build(args.benchmark, load_request(args)))
 
 
 def run_main(main: Callable[[], int]) -> None:
     """Run a job; bad input ends with one clear error line and exit status 2."""
     try:
         code = main()
-    except DataError as exc:
+    except (ConfigError, DataError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         code = 2
     sys.exit(code)

@@ -16,10 +16,14 @@ from __future__ import annotations
 import argparse
 import functools
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
-from jobs._cli import add_source_args, load_request, run_main
-from tmem_core.benchmarks import build, read_prepared
+from jobs._cli import (
+    add_benchmark_args,
+    add_method_args,
+    load_benchmark,
+    method_tables,
+    run_main,
+)
 from tmem_core.llm import count_tokens, open_client
 from tmem_core.methods import LLM, ContextMethod, MethodEnv, Show, get_method, method_names
 from tmem_core.retrieval import Conversation, IndexStore, conversations_from_table
@@ -28,15 +32,15 @@ from tmem_core.schema import DataError, Gold, Question, gold_from_table, questio
 
 def main() -> int:
     args = _parser().parse_args()
-    prepared = (read_prepared(args.prepared) if args.prepared
-                else build(args.benchmark, load_request(args)))
+    prepared = load_benchmark(args)
     questions = {q.qid: q for q in questions_from_table(prepared.questions)}
     if args.qid not in questions:
         raise DataError(f"no question {args.qid!r}; for example: {', '.join(list(questions)[:5])}")
+    spec = get_method(args.method, key="--method")
+    params = method_tables(args, [args.method]).get(args.method, {})
     conversations = conversations_from_table(prepared.messages)
-    spec = get_method(args.method)
     store = IndexStore(conversations)
-    method = spec.create(MethodEnv(conversations, args.top_k, args.budget, store))
+    method = spec.create(MethodEnv(conversations, args.top_k, args.budget, store), params)
     with open_client(args.backbone) as llm:
         print(report(questions[args.qid], method, spec.show, llm, args.budget, conversations))
     print(gold_lines(gold_from_table(prepared.questions)[args.qid]))
@@ -46,14 +50,14 @@ def main() -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m jobs.inspect", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_source_args(parser)
-    parser.add_argument("--prepared", type=Path, help="read a prepared folder instead")
+    add_benchmark_args(parser)
     parser.add_argument("--qid", required=True, help="the question to inspect")
-    parser.add_argument("--method", default="tmem", choices=method_names())
+    parser.add_argument("--method", default="tmem", help=f"one of {', '.join(method_names())}")
     parser.add_argument("--backbone", default="smollm2", help="LLM backbone of the method")
-    parser.add_argument("--budget", type=int, default=8192, help="evidence budget in tokens")
     parser.add_argument("--top-k", type=int, default=36,
-                        help="the grid's Top-k (T-MEM: anchors; baselines: messages kept)")
+                        help="the retrieval depth (a sweep's grid.top_k; T-MEM: anchors; "
+                             "baselines: messages kept; external systems: items recalled)")
+    add_method_args(parser)
     return parser
 
 
@@ -64,7 +68,7 @@ def report(question: Question, method: ContextMethod, show: Show, llm: LLM, budg
     if prepare is not None:  # offline memory first (T2Mem's metadata; cached on disk)
         prepare(question.conv_id, llm)
     evidence = method.retrieve(question)
-    context = method.construct(question, evidence, llm, budget,
+    context = method.construct(question, evidence, llm,
                                functools.partial(count_tokens, llm.backbone))
     messages = {m.msg_id: m for m in conversations[question.conv_id].messages}
     head = (f"== {question.qid} [{question.category}] {question.question}"

@@ -12,7 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from tmem_core.llm import ChatRequest, ChatResponse, ConfigError, get_backbone, open_client
+from tmem_core import ConfigError
+from tmem_core.llm import ChatRequest, ChatResponse, get_backbone, open_client
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 from jobs._cli import run_main
+from tmem_core import ConfigError
 from tmem_core.llm import SimEngineConfig, load_backbones
-from tmem_core.pipeline import ConfigError, load_sweep
-from tmem_core.pipeline._plan import plan_sweep
+from tmem_core.pipeline import load_sweep, plan_sweep
 
 
 def main() -> int:

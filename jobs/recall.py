@@ -14,8 +14,14 @@ import argparse
 import json
 from pathlib import Path
 
-from jobs._cli import add_source_args, load_request, run_main
-from tmem_core.benchmarks import PreparedBenchmark, build, read_prepared
+from jobs._cli import (
+    add_benchmark_args,
+    add_method_args,
+    load_benchmark,
+    method_tables,
+    run_main,
+)
+from tmem_core.benchmarks import PreparedBenchmark
 from tmem_core.evaluation import RecallTable
 from tmem_core.methods import evidence_recall_at_k, method_names
 from tmem_core.retrieval import conversations_from_table
@@ -26,8 +32,7 @@ DEFAULT_METHODS = "bm25,dense,hybrid,bm25_expand,naive_rag,tmem_reranked,tmem_gl
 
 def main() -> int:
     args = _parser().parse_args()
-    prepared = read_prepared(args.prepared) if args.prepared else build(args.benchmark,
-                                                                         load_request(args))
+    prepared = load_benchmark(args)
     table = evaluate(prepared, args)
     print_table(table, args.k)
     if args.out:
@@ -39,13 +44,13 @@ def main() -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m jobs.recall", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_source_args(parser)
-    parser.add_argument("--prepared", type=Path, help="read a prepared folder instead")
+    add_benchmark_args(parser)
     parser.add_argument("--methods", type=_names, default=_names(DEFAULT_METHODS),
                         help=f"comma-separated, from {', '.join(method_names(ranked=True))}")
     parser.add_argument("--k", type=_ints, default=_ints("5,10,20,36,48"),
-                        help="comma-separated message budgets")
-    parser.add_argument("--anchors", type=int, help="T-MEM: fixed anchor depth (default: k)")
+                        help="comma-separated Top-k (each method's top_k: messages kept, "
+                             "T-MEM's anchors)")
+    add_method_args(parser, budget=False)
     parser.add_argument("--conversations", type=_names, help="only these conversation ids")
     parser.add_argument("--out", type=Path, help="write the JSON here")
     return parser
@@ -55,9 +60,10 @@ def evaluate(prepared: PreparedBenchmark, args: argparse.Namespace) -> RecallTab
     """Recall of every method at every k over the scorable questions."""
     questions = [q for q in questions_from_table(prepared.questions)
                  if not args.conversations or q.conv_id in args.conversations]
+    params = method_tables(args, args.methods)
     return evidence_recall_at_k(questions, gold_from_table(prepared.questions),
                                 conversations_from_table(prepared.messages), args.methods,
-                                args.k, args.anchors)
+                                args.k, params)
 
 
 def print_table(table: RecallTable, ks: list[int]) -> None:

@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 
 from jobs._cli import run_main
+from tmem_core import ConfigError
 from tmem_core.llm import EngineUnavailable
-from tmem_core.pipeline import STATUS_ENV, ConfigError, load_sweep, run_sweep, supervise
+from tmem_core.pipeline import STATUS_ENV, load_sweep, run_sweep, supervise
 
 
 def main() -> int:

@@ -50,8 +50,8 @@ from tmem_core.llm import (  # noqa: E402
     VLLMEngineConfig,
     get_backbone,
     make_backend,
+    output_response,
 )
-from tmem_core.llm._types import output_response  # noqa: E402
 
 VLLM_ENV = {
     "VLLM_CPU_KVCACHE_SPACE": "1",

@@ -35,12 +35,11 @@ import re
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,7 @@ from tmem_core.benchmarks import read_prepared  # noqa: E402
 from tmem_core.llm import (  # noqa: E402
     ChatRequest,
     LLMClient,
+    LoopbackServer,
     RequestCache,
     get_backbone,
     load_backbones,
@@ -67,7 +67,8 @@ from tmem_core.pipeline import (  # noqa: E402
     registered,
     run_sweep,
 )
-from tmem_core.pipeline._stages import AnswerStage, JudgeStage, judge_request  # noqa: E402
+from tmem_core.pipeline._answer_stage import AnswerStage  # noqa: E402
+from tmem_core.pipeline._judge_stage import JudgeStage, judge_request  # noqa: E402
 from tmem_core.prompts import as_chat, load_prompt  # noqa: E402
 from tmem_core.results import calls_store, calls_window  # noqa: E402
 from tmem_core.schema import gold_from_table, questions_from_table  # noqa: E402
@@ -81,17 +82,14 @@ class InstantEndpoint:
     a JSON schema is asked for, a fixed short answer otherwise. Only warms the cache."""
 
     def __init__(self) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _InstantHandler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.server = LoopbackServer(_InstantHandler)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        return self.server.base_url
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.server.close()
 
 
 class _InstantHandler(BaseHTTPRequestHandler):
@@ -123,7 +121,7 @@ def config(name: str, results: Path, args: argparse.Namespace, backbone: str, wo
     raw: dict[str, Any] = {
         "name": name, "results_dir": str(results), "benchmarks": [bench],
         "grid": {"methods": [args.method], "backbones": [backbone], "judges": [backbone],
-                 "top_k": list(top_k), "budgets": [512]},
+                 "top_k": list(top_k), "budget": [512]},
         "resources": {"retrieve_actors": workers, "llm_actors": workers,
                       "batch_size": args.batch_size, "fuse_stages": fused},
     }

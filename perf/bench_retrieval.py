@@ -21,7 +21,6 @@ from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.methods.tmem import TemporalDiscovery
 from tmem_core.retrieval import (
     Bm25Index,
-    Budget,
     IndexStore,
     MiniLMEmbedder,
     conversations_from_table,
@@ -78,7 +77,7 @@ def discovery_latency(store: IndexStore, questions: object, sample: int) -> None
     random.Random(0).shuffle(chosen)
     times = []
     for q in chosen[:sample]:
-        times.append(_timed(lambda q=q: method(q, Budget.top_k(36))) * 1000)
+        times.append(_timed(lambda q=q: method(q, 36)) * 1000)
     cuts = quantiles(times, n=20)
     print(f"discovery latency over {len(times)} questions (Top-36): p50 {cuts[9]:.1f} ms, "
           f"p95 {cuts[18]:.1f} ms")

@@ -29,8 +29,7 @@ import ray
 from bench_sim_cluster import sim_backbones  # the same simulated engine
 from ray._private import state as ray_state
 
-from tmem_core.pipeline import STAGES, parse_sweep, run_sweep
-from tmem_core.pipeline._runner import init_ray
+from tmem_core.pipeline import STAGES, init_ray, parse_sweep, run_sweep
 from tmem_core.results import calls_store, calls_window, run_dirs
 
 SAMPLE_S = 3.0
@@ -80,7 +79,7 @@ def run(args: argparse.Namespace) -> Path:
         "name": "scale", "results_dir": str(out / "results"), "backbones_file": str(backbones),
         "benchmarks": [{"name": "synthetic", "size": args.size, "limit": args.limit}],
         "grid": {"methods": args.methods.split(","), "backbones": ["sim"], "top_k": [36],
-                 "budgets": [4096]},
+                 "budget": [4096]},
         "resources": {"llm_actors": args.actors, "retrieve_actors": args.actors,
                       "batch_size": args.batch_size, "engine_replicas": args.replicas},
     })

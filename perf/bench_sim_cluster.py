@@ -24,9 +24,8 @@ from typing import Any
 
 import ray
 
-from tmem_core.pipeline import parse_sweep, run_sweep
+from tmem_core.pipeline import init_ray, parse_sweep, run_sweep
 from tmem_core.pipeline._engine import ENGINE_PREFIX
-from tmem_core.pipeline._runner import init_ray
 from tmem_core.results import calls_store, calls_window, run_dirs
 
 ENGINE = "{ seed = %d, step_s = 0.02, max_num_seqs = 128, max_output_tokens = 64 }"
@@ -63,7 +62,7 @@ def sweep(args: argparse.Namespace, replicas: int, work: Path) -> Measured:
         "backbones_file": str(backbones),
         "benchmarks": [{"name": "synthetic", "size": args.size, "limit": args.limit}],
         "grid": {"methods": args.methods.split(","), "backbones": ["sim"], "top_k": [36],
-                 "budgets": [4096]},
+                 "budget": [4096]},
         "resources": {"llm_actors": args.actors, "retrieve_actors": args.actors,
                       "batch_size": args.batch_size, "engine_replicas": replicas},
     })

@@ -25,7 +25,7 @@ from statistics import fmean
 
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.llm import BackboneConfig, HttpConfig, get_backbone, open_client
-from tmem_core.methods._context import LLM, Context
+from tmem_core.methods import LLM, Context
 from tmem_core.methods.t2mem import ConstructionStats, T2Mem, render_trace
 from tmem_core.retrieval import (
     CACHE_ENV,
@@ -116,7 +116,7 @@ def _print_prepare(cold: ConstructionStats, warm: ConstructionStats,
 
 def _construct(method: T2Mem, question: Question, llm: LLM) -> Context:
     started = time.perf_counter()
-    context = method.construct(question, method.retrieve(question), llm, 8192, cl100k_tokens)
+    context = method.construct(question, method.retrieve(question), llm, cl100k_tokens)
     context.trace["wall_s"] = time.perf_counter() - started
     return context
 

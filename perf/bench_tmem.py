@@ -48,13 +48,14 @@ def main() -> None:
                                                  variant=args.variant))
     store = IndexStore(conversations_from_table(prepared.messages))
     questions = questions_from_table(prepared.questions)[:args.questions]
-    method = TMem(store, TMemConfig(DiscoveryConfig(max_candidates=args.max_candidates)))
+    method = TMem(store, TMemConfig(DiscoveryConfig(max_candidates=args.max_candidates)),
+                  budget=args.budget)
     with tempfile.TemporaryDirectory() as tmp, \
             open_client(args.backbone, cache_path=Path(tmp) / "cache.sqlite") as llm:
         for label in ("cold cache", "warm cache"):
             print(f"== {args.benchmark}, {len(questions)} questions, budget {args.budget}, "
                   f"{label}")
-            run_questions(method, questions, llm, args.budget)
+            run_questions(method, questions, llm)
     bench_compression(store, 500)
 
 
@@ -72,8 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_questions(method: TMem, questions: list[Question], llm: LLMClient,
-                  budget: int) -> None:
+def run_questions(method: TMem, questions: list[Question], llm: LLMClient) -> None:
     count = functools.partial(count_tokens, llm.backbone)
     print(f"{'qid':22} {'step':10} {'calls':>5} {'cached':>6} {'failed':>6} {'prompt':>7} "
           f"{'compl':>6} {'llm s':>7} {'step s':>7}")
@@ -81,7 +81,7 @@ def run_questions(method: TMem, questions: list[Question], llm: LLMClient,
         started = time.perf_counter()
         found = method.retrieve(q)
         discovery_s = time.perf_counter() - started
-        context = method.construct(q, found, llm, budget, count)
+        context = method.construct(q, found, llm, count)
         trace = context.trace
         print(f"{q.qid:22} {'discovery':10} {'':42} {discovery_s:7.2f}")
         for step in STEPS:

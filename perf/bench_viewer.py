@@ -30,7 +30,7 @@ from urllib.parse import quote
 from urllib.request import urlopen
 
 from tmem_core.benchmarks import PreparedBenchmark, write_prepared
-from tmem_core.methods._context import render_message
+from tmem_core.methods import render_message
 from tmem_core.methods.tmem import Proposal, build_forest, linearise
 from tmem_core.pipeline import BenchmarkConfig, Contract, RunSpec
 from tmem_core.results import RECORD_STAGES, calls_store, stage_store

@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,9 @@ import pyarrow as pa
 import pytest
 import yaml
 
+from tests.ray_head import ray_address  # noqa: F401  (the session's Ray head, for every test)
 from tmem_core.benchmarks import PreparedBenchmark
-from tmem_core.llm import AccountingEndpoint
+from tmem_core.llm import AccountingEndpoint, LoopbackServer
 from tmem_core.retrieval import MiniLMEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,17 +95,14 @@ class ScriptedServer:
         self.bodies: list[dict[str, Any]] = []
         self.keys: list[str] = []
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        self._server = LoopbackServer(self._handler())
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return self._server.base_url
 
     def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._server.close()
 
     def _next(self, body: dict[str, Any], authorization: str) -> Step:
         with self._lock:

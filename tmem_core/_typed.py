@@ -1,78 +1,145 @@
 """Typed configuration: a dataclass built from a TOML/YAML mapping, every problem located.
 
 `build_config(cls, raw, where)` checks keys (unknown ones listed with the allowed keys),
-scalar types, `Literal` choices and nested dataclasses (given as sub-tables), then calls the
-constructor; a `ValueError` from `__post_init__` becomes a `ConfigError` at `where`.
+scalar types, `Literal` choices, lists (as tuples) and tables item by item, and nested
+dataclasses (given as sub-tables), then calls the constructor; a `ValueError` from
+`__post_init__` becomes a `ConfigError` at `where`. `read_config` reads the file;
+`to_json` and `from_json` carry typed records (a method's evidence payload) through JSON.
 """
 
 from __future__ import annotations
 
+import json
+import tomllib
 import types
 from collections.abc import Mapping
 from dataclasses import MISSING, fields, is_dataclass
+from datetime import datetime
+from pathlib import Path
 from typing import Any, Literal, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
+import yaml
+
 _T = TypeVar("_T")
-_SCALARS: dict[object, type] = {float: float, int: int, str: str, bool: bool, dict: Mapping,
-                                tuple: list}
+_SCALARS: dict[object, type] = {float: float, int: int, str: str, bool: bool}
 
 
 class ConfigError(ValueError):
-    """A configuration that cannot be used; the message names the key."""
+    """A configuration that cannot be used, located by its key (e.g. `methods.tmem.select_batch`,
+    `grid.methods`; empty when the problem is the whole file)."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key, self.reason = key, message
+        super().__init__(f"config key {key!r}: {message}" if key else message)
 
 
 def build_config(cls: type[_T], raw: object, where: str) -> _T:
     """Instantiate the config dataclass `cls` from a mapping, checking keys and types."""
     if not isinstance(raw, Mapping):
-        raise ConfigError(f"{where}: expected a table, got {type(raw).__name__}")
+        raise ConfigError(where, f"expected a table, got {type(raw).__name__}")
     hints = get_type_hints(cls)
     specs = [f for f in fields(cast(Any, cls)) if f.init]
     check_keys(raw, {f.name for f in specs}, where)
     required = [f.name for f in specs if f.default is MISSING and f.default_factory is MISSING]
     missing = [name for name in required if name not in raw]
     if missing:
-        raise ConfigError(f"{where}: missing key {missing[0]!r}")
-    kwargs = {key: _value(hints[key], value, f"{where}.{key}") for key, value in raw.items()}
+        raise ConfigError(where, f"missing key {missing[0]!r}")
+    kwargs = {key: _value(hints[key], value, _join(where, key)) for key, value in raw.items()}
     try:
         return cls(**kwargs)
     except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise ConfigError(exc.key or where, exc.reason) from None
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise ConfigError(where, str(exc)) from None
+
+
+def read_config(path: Path) -> Mapping[str, Any]:
+    """The top-level table of a TOML (or, for `.yaml`/`.yml`, YAML) file."""
+    if not path.is_file():
+        raise ConfigError("", f"no such file {path}")
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError("", f"cannot parse {path}: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError("", f"{path}: expected a table at the top level, got "
+                              f"{type(data).__name__}")
+    return data
 
 
 def check_keys(raw: Mapping[str, Any], allowed: set[str], where: str) -> None:
     unknown = sorted(set(raw) - allowed)
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed: "
-                          f"{', '.join(sorted(allowed)) or '(none)'}")
+        raise ConfigError(where, f"unknown key {unknown[0]!r}; allowed: "
+                                 f"{', '.join(sorted(allowed)) or '(none)'}")
 
 
 def _value(hint: Any, value: Any, where: str) -> Any:
-    if is_dataclass(hint) and isinstance(hint, type) and not isinstance(value, hint):
-        return build_config(hint, value, where)
-    origin = get_origin(hint)
+    if is_dataclass(hint) and isinstance(hint, type):
+        return value if isinstance(value, hint) else build_config(hint, value, where)
+    origin, args = get_origin(hint), get_args(hint)
     if origin is Literal:
-        if value not in get_args(hint):
-            raise ConfigError(f"{where}: unknown value {value!r}; allowed: "
-                              f"{', '.join(repr(v) for v in get_args(hint))}")
+        if value not in args:
+            raise ConfigError(where, f"unknown value {value!r}; allowed: "
+                                     f"{', '.join(repr(v) for v in args)}")
         return value
     if origin in (Union, types.UnionType):
-        if value is None and type(None) in get_args(hint):
+        if value is None and type(None) in args:
             return None
-        arms = [arm for arm in get_args(hint) if arm is not type(None)]
+        arms = [arm for arm in args if arm is not type(None)]
         return _value(arms[0], value, where) if len(arms) == 1 else value
+    if hint is Any:
+        return value
+    if (origin or hint) in (tuple, list):
+        _expect(value, (list, tuple), where)
+        item = args[0] if args else Any
+        return tuple(_value(item, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if (origin or hint) in (dict, Mapping):
+        _expect(value, Mapping, where)
+        item = args[1] if len(args) == 2 else Any
+        return {k: _value(item, v, _join(where, str(k))) for k, v in value.items()}
+    if hint is datetime and isinstance(value, str):
+        return datetime.fromisoformat(value)
     if hint is float and type(value) is int:
         value = float(value)  # TOML and YAML write 1 for 1.0
-    expected = _SCALARS.get(origin or hint, object)
-    if not isinstance(value, expected) or (expected in (int, float) and isinstance(value, bool)):
-        raise ConfigError(f"{where}: expected {_kind(expected)}, got "
-                          f"{type(value).__name__} {value!r}")
-    if isinstance(value, Mapping):
-        return dict(value)
-    return tuple(value) if isinstance(value, list) else value
+    _expect(value, _SCALARS.get(hint, object), where)
+    return value
 
 
-def _kind(expected: type) -> str:
-    names: dict[type, str] = {Mapping: "a table", list: "a list"}
+def _expect(value: Any, expected: type | tuple[type, ...], where: str) -> None:
+    numeric = expected in (int, float) and isinstance(value, bool)
+    if not isinstance(value, expected) or numeric:
+        raise ConfigError(where, f"expected {_kind(expected)}, got {type(value).__name__} "
+                                 f"{value!r}")
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _kind(expected: type | tuple[type, ...]) -> str:
+    if isinstance(expected, tuple):
+        return "a list"
+    names: dict[type, str] = {Mapping: "a table"}
     return names.get(expected, expected.__name__)
+
+
+def to_json(value: object) -> str:
+    """Dataclasses, tuples, mappings and datetimes as JSON (for Parquet records)."""
+    return json.dumps(_plain(value), sort_keys=True, default=str)
+
+
+def from_json(cls: type[_T], text: str) -> _T:
+    """The dataclass `cls` of a record's JSON (`to_json`), typed as a config is."""
+    return build_config(cls, json.loads(text), cls.__name__)
+
+
+def _plain(value: object) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    return value

@@ -9,7 +9,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import sweep_on_own_ray, write_sweep
+from tests.conftest import write_sweep
+from tests.ray_head import run_sweep
 from tmem_core.benchmarks._evermembench import CATEGORIES
 from tmem_core.benchmarks._groupmembench import QUESTION_TYPES
 from tmem_core.reports import write_report
@@ -22,7 +23,7 @@ METHODS = ("bm25", "tmem_reranked")
 
 
 @pytest.fixture(scope="module")
-def sweep(fixtures: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def sweep(fixtures: Path, tmp_path_factory: pytest.TempPathFactory, ray_address: str) -> Path:
     """Six runs: each fixture x each method; 2 + 2 + 1 questions (the last a choice)."""
     tmp = tmp_path_factory.mktemp("upstream")
     evermembench = fixtures / "evermembench"
@@ -30,9 +31,9 @@ def sweep(fixtures: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         {"name": "groupmembench", "source": str(fixtures / "groupmembench"), "limit": 2},
         {"name": "evermembench", "source": str(evermembench / "dynamic"), "limit": 2},
         {"name": "evermembench", "source": str(evermembench / "eval"), "categories": ["F_TP"],
-         "limit": 1}], {"methods": list(METHODS), "top_k": [8], "budgets": [512]},
+         "limit": 1}], {"methods": list(METHODS), "top_k": [8], "budget": [512]},
         resources={"batch_size": 4})
-    sweep_on_own_ray(config, timeout=1200)
+    run_sweep(config, ray_address, timeout=1200)
     return tmp / "results" / SWEEP
 
 

@@ -8,14 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tmem_core.evaluation import (
-    choice_correct,
-    choice_letter,
-    exact_match,
-    locomo_f1,
-    normalise,
-    token_f1,
-)
+from tmem_core.evaluation import choice_correct, exact_match, locomo_f1, normalise
+from tmem_core.evaluation._metrics import choice_letter, token_f1
 
 
 def test_normalisation_follows_locomo() -> None:

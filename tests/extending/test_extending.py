@@ -1,23 +1,29 @@
-"""Adding a method and a benchmark takes one decorated function each, in a module of their
-own (`toy_plugin`) that a sweep names in `plugins`: both run through `run_sweep(local=True)`,
-and the method's parameters are checked when the config loads."""
+"""Adding a method, a benchmark or an LLM backend takes one decorated function each, in a module
+of their own (`toy_plugin`, `toy_backend`) that a sweep names in `plugins`: the method and the
+benchmark run through `run_sweep(local=True)` (the method's parameters checked when the config
+loads), all three through a sweep on Ray."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from tests.conftest import scripted_backbones
+from tests.extending.toy_backend import TOY_BACKEND
+from tests.ray_head import run_sweep as run_sweep_on
+from tmem_core import ConfigError
 from tmem_core.benchmarks import (
     benchmark_names,
     get_benchmark,
 )
 from tmem_core.methods import method_names
-from tmem_core.pipeline import ConfigError, parse_sweep, run_sweep
+from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.prompts import load_prompt
 from tmem_core.results import calls_store, stage_store
 
@@ -28,7 +34,7 @@ def _config(tmp_path: Path, backbones: Path, params: dict[str, Any]) -> dict[str
             "backbones_file": str(backbones),
             "benchmarks": [{"name": "toy_chat"}],
             "grid": {"methods": ["toy_latest"], "backbones": ["scripted"], "top_k": [2],
-                     "budgets": [256]},
+                     "budget": [256]},
             "methods": {"toy_latest": params}}
 
 
@@ -64,3 +70,27 @@ def test_a_plugin_that_cannot_be_imported_is_a_config_error(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match="cannot import 'no_such_plugin'") as err:
         parse_sweep(raw)
     assert err.value.key == "plugins"
+
+
+@pytest.mark.slow
+def test_a_plugin_backend_answers_a_sweep_on_ray(ray_address: str, tmp_path: Path) -> None:
+    """The toy backend, method and benchmark on the session's Ray head: the stage actors and
+    the backbone's engine replica import the sweep's plugins."""
+    backbones = tmp_path / "backbones.toml"
+    backbones.write_text(f'[backbones.echo]\nbackend = "{TOY_BACKEND}"\n'
+                         f'model = "echo-{uuid.uuid4().hex[:8]}"\n')  # nothing cached
+    config = tmp_path / "toy.yaml"
+    config.write_text(yaml.safe_dump({
+        **_config(tmp_path, backbones, {"keep": 1}),
+        "plugins": ["tests.extending.toy_plugin", "tests.extending.toy_backend"],
+        "grid": {"methods": ["toy_latest"], "backbones": ["echo"], "top_k": [2],
+                 "budget": [256]}}))
+    run_sweep_on(config, ray_address)
+    (run_dir,) = (tmp_path / "results" / "toy").glob("toy_chat_*")
+    answers = stage_store(run_dir, "answer").latest().to_pylist()
+    # the echo of the context's one message (keep = 1: the newest)
+    assert [r["prediction"].split(": ", 1)[1] for r in answers] == ["The venue is Hall B."] * 2
+    judged = stage_store(run_dir, "judge").latest().to_pylist()
+    assert [r["score"] for r in judged] == [1.0, 1.0]
+    calls = calls_store(run_dir).read_all().to_pylist()
+    assert {(c["backbone"], c["replica"], c["cached"]) for c in calls} == {("echo", 0, False)}

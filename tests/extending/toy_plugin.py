@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 from tmem_core.benchmarks import LoadedBenchmark, LoadRequest, benchmark
 from tmem_core.evaluation import Protocol, one_judge
-from tmem_core.methods import ContextMethod, MethodEnv, method, ranked
-from tmem_core.methods.baselines import FullContext
+from tmem_core.methods import ContextMethod, Evidence, MethodEnv, evidence, method, ranked
+from tmem_core.retrieval import IndexStore
 from tmem_core.schema import Gold, Message, Question
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -22,10 +22,22 @@ class LatestParams:
     keep: int = 3
 
 
+@dataclass(frozen=True)
+class Newest:
+    """The `top_k` newest messages, newest first."""
+
+    store: IndexStore
+    name: str
+
+    def __call__(self, question: Question, top_k: int) -> Evidence:
+        newest = self.store.conversations[question.conv_id].messages[::-1][:top_k]
+        return evidence(self.name, question, [m.msg_id for m in newest])
+
+
 @method("toy_latest", config=LatestParams, description="the newest messages (test method)")
 def _toy_latest(env: MethodEnv, params: LatestParams, name: str) -> ContextMethod:
-    return ranked(FullContext(env.index_store, name=name), MethodEnv(
-        env.conversations, min(params.keep, env.top_k), env.budget_tokens, env.index_store))
+    return ranked(Newest(env.index_store, name), MethodEnv(
+        env.conversations, min(params.keep, env.top_k), env.budget, env.index_store))
 
 
 @benchmark("toy_chat", needs_source=False, description="a two-person chat (test benchmark)",

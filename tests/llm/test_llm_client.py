@@ -16,14 +16,14 @@ from tmem_core.llm import (
     ChatRequest,
     LazyBackend,
     LLMClient,
-    Prices,
     RequestCache,
     Sampling,
-    cache_hits,
     get_backbone,
-    records_to_table,
     request_hash,
 )
+from tmem_core.llm._accounting import records_to_table
+from tmem_core.llm._client import cache_hits
+from tmem_core.llm._config import Prices
 from tmem_core.llm._types import run_sync
 
 GOOD = '{"answer": "Paris", "confidence": 3}'

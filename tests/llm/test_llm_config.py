@@ -6,10 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tmem_core import ConfigError
 from tmem_core.llm import (
-    BUILTIN_BACKBONES,
-    ConfigError,
-    EmbeddedEngineConfig,
     OpenAIEngineConfig,
     Sampling,
     VLLMEngineConfig,
@@ -18,6 +16,8 @@ from tmem_core.llm import (
     make_backend,
     parse_backbones,
 )
+from tmem_core.llm._config import BUILTIN_BACKBONES
+from tmem_core.llm._embedded import EmbeddedEngineConfig
 
 
 def test_builtins_parse_into_typed_engine_configs() -> None:
@@ -82,35 +82,37 @@ def test_yaml_file_and_backend_change_replaces_the_entry(tmp_path: Path) -> None
     [
         (
             {"backend": "vlm", "model": "m"},
-            "backbones.x.backend: unknown backend 'vlm'; "
-            "allowed: embedded, openai, serve, sim, vllm",
+            "config key 'backbones.x.backend': unknown backend 'vlm'; "
+            "allowed: embedded, openai, serve, sim",
         ),
         (
             {"backend": "vllm", "model": "m", "engine": {"n_parallel": 4}},
-            "backbones.x.engine: unknown key 'n_parallel'; allowed: dtype, enforce_eager,",
+            "config key 'backbones.x.engine': unknown key 'n_parallel'; allowed: dtype, "
+            "enforce_eager,",
         ),
         ({"backend": "openai", "model": "m", "temprature": 0}, "unknown key 'temprature'"),
         (
             {"backend": "openai", "model": "m", "sampling": {"max_tokens": "many"}},
-            "backbones.x.sampling.max_tokens: expected int, got str 'many'",
+            "config key 'backbones.x.sampling.max_tokens': expected int, got str 'many'",
         ),
         (
             {"backend": "embedded", "model": "m", "engine": {"n_parallel": True}},
-            "backbones.x.engine.n_parallel: expected int, got bool",
+            "config key 'backbones.x.engine.n_parallel': expected int, got bool",
         ),
         (
             {"backend": "embedded", "model": "m", "engine": {"n_parallel": 0}},
-            "backbones.x.engine: n_parallel must be positive, got 0",
+            "config key 'backbones.x.engine': n_parallel must be positive, got 0",
         ),
         (
             {"backend": "embedded", "model": "m", "engine": {"n_threads_batch": -1}},
-            "backbones.x.engine: n_threads_batch must be 0 or more, got -1",
+            "config key 'backbones.x.engine': n_threads_batch must be 0 or more, got -1",
         ),
-        ({"backend": "openai"}, "backbones.x: missing key 'model'"),
+        ({"backend": "openai"}, "config key 'backbones.x': missing key 'model'"),
         (
             {"backend": "openai", "model": "m", "replicas": 3,
              "engine": {"base_urls": ["http://a:8000/v1", "http://b:8000/v1"]}},
-            "backbones.x.replicas: 3, but its engine names 2 endpoint(s), one replica each",
+            "config key 'backbones.x.replicas': 3, but its engine names 2 endpoint(s), one "
+            "replica each",
         ),
         ({"backend": "openai", "model": "m", "tokenizer": "bpe"}, "unknown tokenizer 'bpe'"),
     ],
@@ -126,7 +128,7 @@ def test_unknown_top_level_key_and_unknown_backbone(tmp_path: Path) -> None:
     path.write_text("[backbone.x]\nbackend = 'openai'\n")
     with pytest.raises(ConfigError, match="unknown key 'backbone'; allowed: backbones"):
         load_backbones(path)
-    with pytest.raises(ConfigError, match="unknown backbone 'nope'; known: gemma4-31b"):
+    with pytest.raises(ConfigError, match="unknown backbone 'nope'; allowed: gemma4-31b"):
         get_backbone("nope")
 
 

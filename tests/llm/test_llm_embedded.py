@@ -32,7 +32,8 @@ QUESTIONS = ["What is the capital of France?", "Name a primary colour.", "What i
 ROOT = Path(__file__).resolve().parents[2]
 _OWNER = """
 import time
-from tmem_core.llm import EmbeddedServer, get_backbone
+from tmem_core.llm import get_backbone
+from tmem_core.llm._embedded import EmbeddedServer
 server = EmbeddedServer(get_backbone("smollm2").engine)
 server.start()
 print(server.pid, flush=True)

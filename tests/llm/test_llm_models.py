@@ -9,9 +9,11 @@ import gguf
 import numpy as np
 import pytest
 
-from tmem_core.llm import BUNDLED_SMOLLM2, ConfigError, bundled_gguf, load_backbones
+from tmem_core import ConfigError
+from tmem_core.llm import load_backbones
+from tmem_core.llm._config import BUNDLED_SMOLLM2
 from tmem_core.llm._gguf import requantize
-from tmem_core.llm._models import serving_gguf
+from tmem_core.llm._models import bundled_gguf, serving_gguf
 
 
 @pytest.fixture(scope="module")
@@ -64,5 +66,5 @@ def test_serving_gguf_converts_once_into_the_cache(tmp_path: Path,
 def test_a_weights_typo_names_the_key_and_the_choices(tmp_path: Path) -> None:
     config = tmp_path / "b.toml"
     config.write_text('[backbones.smollm2.engine]\nweights = "q8"\n')
-    with pytest.raises(ConfigError, match=r"engine: weights: 'q8' is not one of .*Q8_0"):
+    with pytest.raises(ConfigError, match=r"engine': weights: 'q8' is not one of .*Q8_0"):
         load_backbones(config)

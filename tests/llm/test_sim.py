@@ -23,8 +23,8 @@ from tmem_core.llm import (
 )
 from tmem_core.llm._sim import Seq
 from tmem_core.llm._types import schema_validator
-from tmem_core.methods.t2mem._loop import step_schema
-from tmem_core.methods.tmem._steps import keyed_schema, one_of
+from tmem_core.methods.t2mem import step_schema
+from tmem_core.methods.tmem import keyed_schema, one_of
 
 FLAT = SimEngineConfig(ttft_s=0.0, prefill_tokens_per_s=1000.0, step_s=0.01, step_s_per_seq=0.0,
                        step_s_per_ktok=0.0, max_num_seqs=2)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tmem_core.retrieval import Conversation, HashEmbedder, IndexStore
+from tests.hashed_embedder import HashEmbedder
+from tmem_core.retrieval import Conversation, IndexStore
 from tmem_core.schema import Message
 
 TOPIC = "Atlas checkout retry limit"

@@ -16,22 +16,21 @@ import pytest
 
 from tmem_core.benchmarks import LoadRequest, PreparedBenchmark, build
 from tmem_core.evaluation import evidence_recall, recall_scorable
-from tmem_core.methods import MethodEnv, build_method
-from tmem_core.methods.tmem import (
+from tmem_core.methods import MethodEnv
+from tmem_core.methods._registry import build_method
+from tmem_core.methods.tmem import DiscoveryConfig, TemporalDiscovery
+from tmem_core.methods.tmem._discovery import (
     Candidate,
     Discovery,
-    DiscoveryConfig,
-    TemporalDiscovery,
-    Timeline,
     discover,
     find_interval,
     group_anchors,
-    group_key,
     interval_density,
     padded_members,
     temporal_clusters,
 )
-from tmem_core.retrieval import Budget, Conversation, IndexStore, MiniLMEmbedder
+from tmem_core.methods.tmem._timeline import Timeline, group_key
+from tmem_core.retrieval import Conversation, IndexStore, MiniLMEmbedder
 from tmem_core.retrieval import conversations_from_table as conversations
 from tmem_core.schema import Gold, Message, Question, gold_from_table, questions_from_table
 
@@ -130,22 +129,22 @@ def test_null_topics_group_by_channel_in_discovery(chat: Conversation) -> None:
 def test_reranked_tmem_recovers_the_wordless_correction(store: IndexStore) -> None:
     plain = build_method("bm25", MethodEnv(store.conversations, 3, 512, store)).retrieve(QUESTION)
     assert "c:12" not in plain.ids
-    found = TemporalDiscovery(store)(QUESTION, Budget.top_k(3))
+    found = TemporalDiscovery(store)(QUESTION, 3)
     assert "c:12" in found.ids
     trace = found.trace
     assert isinstance(trace, Discovery) and trace.selected == found.ids
     assert any(iv.kept and "c:12" in iv.members for iv in trace.intervals)
     assert all(iv.members in ((), ("c:34",)) for iv in trace.intervals if "c:34" in iv.anchors)
-    assert len(trace.anchors) == 3  # anchors follow the Top-k budget by default
+    assert len(trace.anchors) == 3  # the anchors are Top-k, as the messages kept
     assert list(found.ids) == sorted(found.ids, key=lambda i: int(i.split(":")[1]))
 
 
-def test_fixed_anchor_depth_and_candidate_cap(store: IndexStore) -> None:
-    config = DiscoveryConfig(anchors=6, anchors_follow_budget=False, max_candidates=4)
-    found = TemporalDiscovery(store, config)(QUESTION, Budget.top_k(2))
+def test_top_k_anchors_and_the_candidate_cap(store: IndexStore) -> None:
+    config = DiscoveryConfig(max_candidates=4)
+    found = TemporalDiscovery(store, config)(QUESTION, 6)
     assert isinstance(found.trace, Discovery)
     assert len(found.trace.anchors) == 6 and len(found.trace.candidates) == 4
-    assert len(found.ids) == 2
+    assert len(found.ids) == 4
 
 
 def test_global_ablation_searches_the_whole_topic(store: IndexStore) -> None:
@@ -161,21 +160,15 @@ class _Latest:
     """A stand-in selector (where an LLM will go): the most recent candidate only."""
 
     def select(self, question: Question, candidates: Sequence[Candidate],
-               budget: Budget) -> list[str]:
+               top_k: int | None) -> list[str]:
         return [max(candidates, key=lambda c: c.message.seq).message.msg_id]
 
 
 def test_selector_is_pluggable(store: IndexStore) -> None:
-    found = TemporalDiscovery(store, selector=_Latest())(QUESTION, Budget.top_k(5))
+    found = TemporalDiscovery(store, selector=_Latest())(QUESTION, 5)
     assert isinstance(found.trace, Discovery)
     latest = max(c.message.seq for c in found.trace.candidates)
     assert found.ids == (f"c:{latest}",)
-
-
-def test_unlimited_budget_falls_back_to_the_token_budget(store: IndexStore) -> None:
-    config = DiscoveryConfig(evidence_tokens=12)
-    found = TemporalDiscovery(store, config)(QUESTION, Budget(count_tokens=lambda t: 5))
-    assert len(found.ids) == 2  # 2 x 5 tokens fit in 12, a third would not
 
 
 # -- through real indexes on real text -----------------------------------------------------
@@ -192,7 +185,7 @@ class Bench:
         return discover(question, index, Timeline.of(index.conversation), config, depth)
 
     def recall(self, method: TemporalDiscovery, k: int) -> float:
-        return statistics.mean(evidence_recall(method(q, Budget.top_k(k)).ids, self.gold[q.qid])
+        return statistics.mean(evidence_recall(method(q, k).ids, self.gold[q.qid])
                                for q in self.questions)
 
 
@@ -261,7 +254,7 @@ def test_discovery_beats_its_own_seeds_on_locomo(locomo: Bench) -> None:
     hybrid = build_method("hybrid_meta", MethodEnv(locomo.store.conversations, 10, 8192,
                                                    locomo.store))
     for q in locomo.questions[::5]:  # without discovery, the seeds are the evidence
-        assert set(off(q, Budget.top_k(10)).ids) == set(hybrid.retrieve(q).ids)
+        assert set(off(q, 10).ids) == set(hybrid.retrieve(q).ids)
     for k in (10, 36):
         assert locomo.recall(full, k) > locomo.recall(off, k) + 0.05
 
@@ -287,7 +280,7 @@ def _out_of_position_reach(bench: Bench, depth: int) -> list[tuple[bool, bool]]:
     method = TemporalDiscovery(bench.store)
     out = []
     for q in bench.questions:
-        evidence = method(q, Budget.top_k(depth))
+        evidence = method(q, depth)
         found = evidence.trace
         assert isinstance(found, Discovery)
         seeds = {conversation.position[a] for a in found.anchors}

@@ -13,14 +13,20 @@ from typing import Any
 import pytest
 
 from tests.conftest import FIXTURES
+from tests.hashed_embedder import HashEmbedder
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.evaluation import gold_strings
 from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, Usage, get_backbone
-from tmem_core.methods import Context, MethodEnv, build_method, get_method, render_message
-from tmem_core.methods.baselines import SearchO1, SearchO1Params
-from tmem_core.methods.baselines._search_o1 import REPEATED, continuation
-from tmem_core.methods.t2mem import T2MemConfig
-from tmem_core.retrieval import HashEmbedder, IndexStore, cl100k_tokens, conversations_from_table
+from tmem_core.methods import Context, MethodEnv, get_method, render_message
+from tmem_core.methods._registry import build_method
+from tmem_core.methods.baselines._search_o1 import (
+    REPEATED,
+    SearchO1,
+    SearchO1Params,
+    continuation,
+)
+from tmem_core.methods.t2mem._config import T2MemConfig
+from tmem_core.retrieval import IndexStore, cl100k_tokens, conversations_from_table
 from tmem_core.schema import Question, gold_from_table, messages_from_table, questions_from_table
 
 QUESTION = Question("c", "q1", "What is the checkout retry limit?", "knowledge_update",
@@ -69,8 +75,8 @@ def _kind(request: ChatRequest) -> str:
 
 def run(store: IndexStore, llm: ScriptedLLM, budget: int = 4096, question: Question = QUESTION,
         **params: Any) -> Context:
-    method = SearchO1(store, SearchO1Params(**params))
-    return method.construct(question, method.retrieve(question), llm, budget, cl100k_tokens)
+    method = SearchO1(store, SearchO1Params(**params), budget=budget)
+    return method.construct(question, method.retrieve(question), llm, cl100k_tokens)
 
 
 def documents(prompt: str) -> list[str]:
@@ -193,7 +199,7 @@ def test_documents_chain_and_context_stay_within_their_budgets(store: IndexStore
 
 
 def test_the_registered_method_takes_its_own_ks_not_the_grids(store: IndexStore) -> None:
-    env = MethodEnv(store.conversations, top_k=12, budget_tokens=1024, store=store)
+    env = MethodEnv(store.conversations, top_k=12, budget=1024, store=store)
     method = build_method("search_o1", env, {"k_initial": 2, "max_steps": 1})
     assert len(method.retrieve(QUESTION).ids) == 2
     with pytest.raises(ValueError, match="max_steps must be positive"):

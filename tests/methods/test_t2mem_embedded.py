@@ -15,7 +15,9 @@ import pytest
 from tests.conftest import source_named
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.llm import BackboneConfig, LazyBackend, LLMClient, get_backbone, open_client
-from tmem_core.methods.t2mem import STEP_STAGE, T2Mem, T2MemConfig, render_trace
+from tmem_core.methods.t2mem import T2Mem, render_trace
+from tmem_core.methods.t2mem._config import T2MemConfig
+from tmem_core.methods.t2mem._loop import STEP_STAGE
 from tmem_core.retrieval import (
     Conversation,
     IndexStore,
@@ -75,7 +77,7 @@ def client(cache: Path) -> Iterator[LLMClient]:
 def test_extraction_and_loop_on_smollm2(
         conv_id: str, mode: str, store: IndexStore, client: LLMClient,
         data: tuple[dict[str, Conversation], dict[str, Question]]) -> None:
-    method = T2Mem(store, CONFIG)
+    method = T2Mem(store, CONFIG, budget=2048)
     stats = method.prepare(conv_id, client)
     assert (stats.mode, stats.episodes, stats.extracted) == (mode, 3, 3)
     assert not stats.failed and stats.entries > 0 and stats.usage.prompt_tokens > 0
@@ -83,7 +85,7 @@ def test_extraction_and_loop_on_smollm2(
     question = data[1][conv_id]
     found = method.retrieve(question)
     before = len(client.records)
-    context = method.construct(question, found, client, 2048, cl100k_tokens)
+    context = method.construct(question, found, client, cl100k_tokens)
     steps = context.trace["steps"]
     assert context.kind == "memory" and 1 <= len(steps) <= 3 and context.text
     assert len(client.records) - before == len(steps)

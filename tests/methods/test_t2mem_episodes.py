@@ -9,7 +9,8 @@ import pytest
 
 from tests.methods.conftest import T0, chat_messages
 from tmem_core.methods._context import render_message
-from tmem_core.methods.t2mem import episode_mode, fit_lines, segment
+from tmem_core.methods.t2mem import fit_lines
+from tmem_core.methods.t2mem._episodes import episode_mode, segment
 from tmem_core.retrieval import Conversation, cl100k_tokens
 
 

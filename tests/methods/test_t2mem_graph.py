@@ -9,8 +9,11 @@ from typing import Any
 
 from tests.methods.test_t2mem_loop import QUESTION, ScriptedLLM, step
 from tmem_core.llm import ChatRequest, ChatResponse, Usage
-from tmem_core.methods import MethodEnv, build_method
-from tmem_core.methods.t2mem import T2Mem, T2MemConfig, extraction_schema, render_trace
+from tmem_core.methods import MethodEnv
+from tmem_core.methods._registry import build_method
+from tmem_core.methods.t2mem import T2Mem, render_trace
+from tmem_core.methods.t2mem._config import T2MemConfig
+from tmem_core.methods.t2mem._extract import extraction_schema
 from tmem_core.retrieval import IndexStore, cl100k_tokens
 
 GRAPH = T2MemConfig(units="graph")
@@ -46,7 +49,8 @@ class JunkOnTopic(GraphLLM):
 
 
 def graph(store: IndexStore, tmp_path: Path, **config: Any) -> T2Mem:
-    return T2Mem(store, T2MemConfig(units="graph", **config), cache=tmp_path / "t2mem")
+    return T2Mem(store, T2MemConfig(units="graph", **config), cache=tmp_path / "t2mem",
+                 budget=4096)
 
 
 def test_registered_as_the_graph_variant(store: IndexStore) -> None:
@@ -94,7 +98,7 @@ def test_search_finds_a_triple_and_read_follows_its_episode(store: IndexStore,
     llm = GraphLLM([step("read", "E2", "changed to 5"), step("answer", "", "changed to 5")])
     method.prepare("c", llm)
     found = method.retrieve(QUESTION)
-    context = method.construct(QUESTION, found, llm, 4096, cl100k_tokens)
+    context = method.construct(QUESTION, found, llm, cl100k_tokens)
     initial = context.trace["initial"]
     assert initial[0]["kind"] == "triple" and "retry limit" in initial[0]["text"]
     assert "E2" in {e["episode"] for e in initial}
@@ -130,8 +134,7 @@ def test_junk_extraction_is_a_recorded_failure_retried_next_time(store: IndexSto
     assert len(junk) == 2 and all("invalid_output: not JSON" in f for f in stats.failed)
     assert stats.entries == 40 - 4 - 1  # E2's four messages and the stray mention's one
     found = method.retrieve(QUESTION)
-    context = method.construct(QUESTION, found, GraphLLM([step("answer")]), 4096,
-                               cl100k_tokens)
+    context = method.construct(QUESTION, found, GraphLLM([step("answer")]), cl100k_tokens)
     assert context.trace["metadata"]["complete"] is False
     assert context.trace["degradation"]["degraded_memory"] == 1
     assert "incomplete, 7 dropped as invalid)" in render_trace(context)

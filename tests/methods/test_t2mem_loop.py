@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests.hashed_embedder import HashEmbedder
+from tmem_core import ConfigError
 from tmem_core.llm import (
     BackboneConfig,
     ChatRequest,
@@ -21,19 +23,15 @@ from tmem_core.llm import (
     counter_for,
     get_backbone,
 )
-from tmem_core.methods import MethodEnv, build_method, get_method, method_names
-from tmem_core.methods.t2mem import (
-    EXTRACT_STAGE,
-    STEP_STAGE,
-    NotPrepared,
-    T2Mem,
-    T2MemConfig,
-    render_trace,
-)
-from tmem_core.methods.t2mem._extract import extraction_limit
-from tmem_core.methods.t2mem._loop import raw_budget
-from tmem_core.retrieval import Conversation, HashEmbedder, IndexStore, cl100k_tokens
-from tmem_core.schema import DataError, Message, Question
+from tmem_core.methods import MethodEnv, get_method, method_names
+from tmem_core.methods._base import NotPrepared
+from tmem_core.methods._registry import build_method
+from tmem_core.methods.t2mem import T2Mem, render_trace
+from tmem_core.methods.t2mem._config import T2MemConfig
+from tmem_core.methods.t2mem._extract import EXTRACT_STAGE, extraction_limit
+from tmem_core.methods.t2mem._loop import STEP_STAGE, raw_budget
+from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
+from tmem_core.schema import Message, Question
 
 QUESTION = Question("c", "q1", "What is the checkout retry limit?", "knowledge_update")
 Script = Sequence[dict[str, str] | str]
@@ -84,11 +82,11 @@ def step(action: str, argument: str = "", memory: str = "") -> dict[str, str]:
 
 def run(store: IndexStore, tmp_path: Path, script: Script, budget: int = 4096,
         **config: Any) -> tuple[Any, ScriptedLLM]:
-    method = T2Mem(store, T2MemConfig(**config), cache=tmp_path / "t2mem")
+    method = T2Mem(store, T2MemConfig(**config), cache=tmp_path / "t2mem", budget=budget)
     llm = ScriptedLLM(script)
     method.prepare("c", llm)
     found = method.retrieve(QUESTION)
-    return method.construct(QUESTION, found, llm, budget, cl100k_tokens), llm
+    return method.construct(QUESTION, found, llm, cl100k_tokens), llm
 
 
 def shown(context: Any) -> list[str]:
@@ -218,10 +216,10 @@ class ConstrainedLLM(ScriptedLLM):
 
 def test_an_agent_that_never_answers_early_is_forced_at_the_last_step(
         store: IndexStore, tmp_path: Path) -> None:
-    method = T2Mem(store, T2MemConfig(), cache=tmp_path / "t2mem")
+    method = T2Mem(store, T2MemConfig(), budget=4096, cache=tmp_path / "t2mem")
     llm = ConstrainedLLM([step("search", "retry", "note")])  # wants to search forever
     method.prepare("c", llm)
-    context = method.construct(QUESTION, method.retrieve(QUESTION), llm, 4096, cl100k_tokens)
+    context = method.construct(QUESTION, method.retrieve(QUESTION), llm, cl100k_tokens)
     enums = [r.schema["properties"]["action"]["enum"] for r in llm.steps() if r.schema]
     assert enums == [["search", "read", "answer"]] * 4 + [["answer"]]  # Tmax = 5
     assert context.trace["stop"] == "answer"  # decoding could not but answer at step 5 ...
@@ -330,7 +328,7 @@ def test_variants_by_name(store: IndexStore) -> None:
                           {"k_initial": 3})
     assert isinstance(no_raw, T2Mem)
     assert no_raw.config == T2MemConfig(k_initial=3, read_raw=False)
-    with pytest.raises(DataError, match="unknown method 't2mem_tree'"):
+    with pytest.raises(ConfigError, match="unknown method 't2mem_tree'"):
         build_method("t2mem_tree", MethodEnv(store.conversations, 5, 500, store))
 
 
@@ -366,14 +364,14 @@ def test_read_raw_reaches_the_last_message_of_the_largest_episode_part(tmp_path:
     store = IndexStore({"long": long_day()}, HashEmbedder(), tmp_path)
     config = T2MemConfig(episode_tokens=10**6)  # the largest: what the backbone's context allows
     llm = ScriptedLLM([step("read", "E1"), step("read", "E1"), step("answer")])
-    method = T2Mem(store, config, cache=tmp_path / "t2mem")
+    method = T2Mem(store, config, budget=4096, cache=tmp_path / "t2mem")
     method.prepare("long", llm)
     part = method._memory("long").index.by_episode["E1"]
     count = counter_for(llm.backbone)
     size = sum(count(line) + 1 for line in part.lines)
     assert raw_budget(config, llm.backbone) < size <= extraction_limit(config, llm.backbone)
     question = Question("long", "q", "Who owns the last step of the payments rollout?", "x")
-    context = method.construct(question, method.retrieve(question), llm, 4096, cl100k_tokens)
+    context = method.construct(question, method.retrieve(question), llm, cl100k_tokens)
     first, second = (s["read"] for s in context.trace["steps"][:2])
     assert (first["episode"], first["page"], second["page"]) == ("E1", 1, 2)
     assert first["pages"] == second["pages"] == 2 and "repair" not in context.trace["steps"][1]
@@ -392,10 +390,11 @@ def test_the_agent_names_the_page_it_reads(tmp_path: Path, argument: str, page: 
                                            repair: str | None) -> None:
     store = IndexStore({"long": long_day()}, HashEmbedder(), tmp_path)
     llm = ScriptedLLM([step("read", argument), step("answer")])
-    method = T2Mem(store, T2MemConfig(episode_tokens=10**6), cache=tmp_path / "t2mem")
+    method = T2Mem(store, T2MemConfig(episode_tokens=10**6), budget=4096,
+                   cache=tmp_path / "t2mem")
     method.prepare("long", llm)
     question = Question("long", "q", "Who owns step 3?", "x")
-    context = method.construct(question, method.retrieve(question), llm, 4096, cl100k_tokens)
+    context = method.construct(question, method.retrieve(question), llm, cl100k_tokens)
     first = context.trace["steps"][0]
     assert first["read"]["page"] == page and (repair is None) == ("repair" not in first)
     assert repair is None or repair in first["repair"]

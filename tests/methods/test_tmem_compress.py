@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tmem_core.llm import count_tokens
-from tmem_core.methods.tmem import Item, QueryTerms, compress, mandatory_text, split_spans
+from tmem_core.methods.tmem import Item, QueryTerms, compress
+from tmem_core.methods.tmem._compress import mandatory_text, split_spans
 from tmem_core.schema import Question
 
 COUNT = functools.partial(count_tokens, "smollm2")

@@ -8,16 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_tmem_fakes import message
 
-from tmem_core.methods.tmem import (
-    Constraints,
-    Forest,
-    Proposal,
-    build_forest,
-    flat_forest,
-    forest_problems,
-    order_problems,
-    phase_order,
-)
+from tmem_core.methods.tmem import Forest, Proposal, build_forest
+from tmem_core.methods.tmem._forest import Constraints, flat_forest, phase_order
+from tmem_core.methods.tmem._validate import forest_problems, order_problems
 from tmem_core.schema import Message
 
 PHASES = {"planning": 0, "design": 1, "launch": 2}

@@ -12,7 +12,8 @@ import pytest
 from test_tmem_fakes import ScriptedLLM, by_stage, label_all, link_all
 
 import jobs.inspect as inspect_job
-from tmem_core.retrieval import Conversation, HashEmbedder, IndexStore
+from tests.hashed_embedder import HashEmbedder
+from tmem_core.retrieval import Conversation, IndexStore
 from tmem_core.schema import DataError
 
 SCRIPT = by_stage(select=label_all("KEY"), structure=link_all("none", "ROOT"))

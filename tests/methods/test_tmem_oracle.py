@@ -18,12 +18,14 @@ import pytest
 from test_tmem_fakes import ScriptedLLM, asked_ids, by_stage, shown_lines
 
 from tests.conftest import source_named
+from tests.hashed_embedder import HashEmbedder
 from tmem_core.benchmarks import LoadRequest, _synthetic, build
 from tmem_core.evaluation import gold_leaks
 from tmem_core.llm import ChatRequest, count_tokens
 from tmem_core.methods._context import render_message
-from tmem_core.methods.tmem import TMem, context_problems
-from tmem_core.retrieval import HashEmbedder, IndexStore, conversations_from_table
+from tmem_core.methods.tmem import TMem
+from tmem_core.methods.tmem._validate import context_problems
+from tmem_core.retrieval import IndexStore, conversations_from_table
 from tmem_core.schema import Gold, Question, gold_from_table, questions_from_table
 
 COUNT = functools.partial(count_tokens, "smollm2")
@@ -109,14 +111,14 @@ def _root() -> dict[str, str]:
 
 
 def test_final_rollback_is_the_last_update_of_its_chain(world: World) -> None:
-    method, llm = TMem(world.store), oracle(world)
+    method, llm = TMem(world.store, budget=BUDGET), oracle(world)
     checked = 0
     for q in world.questions:
         truth = world.truth[q.qid]
         if q.category != "knowledge_update" or not truth.chain[-1:] or checked == 4:
             continue
         found = method.retrieve(q)
-        context = method.construct(q, found, llm, BUDGET, COUNT)
+        context = method.construct(q, found, llm, COUNT)
         assert context_problems(context, BUDGET, COUNT) == []
         rollback = truth.chain[-1]
         if rollback not in found.ids:  # discovery missed it: nothing to organise
@@ -134,9 +136,9 @@ def test_final_rollback_is_the_last_update_of_its_chain(world: World) -> None:
 
 
 def test_no_gold_reaches_the_llm_prompts(world: World) -> None:
-    method, llm = TMem(world.store), oracle(world)
+    method, llm = TMem(world.store, budget=BUDGET), oracle(world)
     for q in world.questions[:6]:
-        method.construct(q, method.retrieve(q), llm, BUDGET, COUNT)
+        method.construct(q, method.retrieve(q), llm, COUNT)
     assert llm.requests
     for request in llm.requests:
         gold = world.gold[request.qid]
@@ -148,9 +150,9 @@ def test_no_gold_reaches_the_llm_prompts(world: World) -> None:
 
 
 def test_oracle_labels_survive_into_the_trace(world: World) -> None:
-    method, llm = TMem(world.store), oracle(world)
+    method, llm = TMem(world.store, budget=BUDGET), oracle(world)
     q = next(q for q in world.questions if q.category == "multi_hop")
-    context = method.construct(q, method.retrieve(q), llm, BUDGET, COUNT)
+    context = method.construct(q, method.retrieve(q), llm, COUNT)
     truth, labels = world.truth[q.qid], context.trace["selection"]["labels"]
     assert labels.get(truth.scope, "SUPPORT") == "SUPPORT"
     assert {labels[c] for c in truth.chain if c in labels} == {"KEY"}

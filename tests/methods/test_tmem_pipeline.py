@@ -10,36 +10,36 @@ from pathlib import Path
 import pytest
 from test_tmem_fakes import ScriptedLLM, by_stage, label_all, link_all, message
 
+from tests.hashed_embedder import HashEmbedder
+from tmem_core import ConfigError, from_json, to_json
 from tmem_core.llm import count_tokens
-from tmem_core.methods import Evidence, MethodEnv, build_method, get_method, method_names
+from tmem_core.methods import Evidence, MethodEnv, get_method, method_names
 from tmem_core.methods._context import Context
-from tmem_core.methods.tmem import (
-    DiscoveryConfig,
-    TMem,
-    TMemConfig,
-    context_problems,
-    trace_problems,
-)
-from tmem_core.retrieval import Conversation, HashEmbedder, IndexStore
-from tmem_core.schema import DataError, Question
+from tmem_core.methods._registry import build_method
+from tmem_core.methods.tmem import Built, DiscoveryConfig, Found, TMem, TMemConfig
+from tmem_core.methods.tmem._validate import context_problems, forest_structure
+from tmem_core.retrieval import Conversation, IndexStore
+from tmem_core.schema import Question
 
 COUNT = functools.partial(count_tokens, "smollm2")
 QUESTION = Question("c", "q1", "What is the current retry limit for Atlas checkout?", "ku")
-CONFIG = TMemConfig(DiscoveryConfig(anchors=8, max_candidates=12))
+CONFIG = TMemConfig(DiscoveryConfig(max_candidates=12))
+TOP_K = 8
 KEEP_AND_CHAIN = by_stage(select=label_all("KEY"), structure=link_all("none", "ROOT"))
 
 
 def _run(store: IndexStore, config: TMemConfig = CONFIG, budget: int = 2000,
          llm: ScriptedLLM | None = None) -> tuple[Evidence, Context, ScriptedLLM]:
     llm = llm or ScriptedLLM(KEEP_AND_CHAIN)
-    method = TMem(store, config)
+    method = TMem(store, config, top_k=TOP_K, budget=budget)
     found = method.retrieve(QUESTION)
-    return found, method.construct(QUESTION, found, llm, budget, COUNT), llm
+    return found, method.construct(QUESTION, found, llm, COUNT), llm
 
 
 def test_full_chain_builds_a_valid_forest_with_a_json_trace(store: IndexStore) -> None:
     found, context, llm = _run(store)
     assert found.ids and json.loads(json.dumps(found.trace))["discovery"]["candidates"]
+    assert from_json(Found, to_json(found.payload)) == found.payload  # as retrieval passes it
     assert context.kind == "forest" and context.method == "tmem"
     assert context_problems(context, 2000, COUNT) == []
     assert set(context.ids) == set(found.ids)  # everything labelled KEY fits
@@ -51,7 +51,8 @@ def test_full_chain_builds_a_valid_forest_with_a_json_trace(store: IndexStore) -
     assert set(trace["prompts"]) == {"tmem/select@v1", "tmem/structure@v1"}
     assert trace["llm"]["select"]["calls"] == 1 and trace["compression"]["dropped"] == 0
     assert "c:12" in context.text and "UPDATE" not in context.text
-    assert trace_problems(trace, list(context.ids)) == []  # as a pipeline record holds them
+    stored = from_json(Built, to_json(context.payload))  # as a pipeline record holds it
+    assert stored == context.payload and forest_structure(stored, list(context.ids)) == []
 
 
 def test_no_real_message_id_reaches_a_prompt(store: IndexStore) -> None:
@@ -95,13 +96,14 @@ def test_ablation_switches(store: IndexStore) -> None:
     _, reranked, llm = _run(store, replace(CONFIG, selection="reranked"))
     assert [b[0].stage for b in llm.batches] == ["tmem.structure"]
     assert reranked.trace["selection"]["labels"] == {}
-    no_llm = TMem(store, replace(CONFIG, selection="reranked", structuring=False))
-    assert no_llm.construct(QUESTION, no_llm.retrieve(QUESTION), None, 500, COUNT).ids
+    no_llm = TMem(store, replace(CONFIG, selection="reranked", structuring=False), top_k=TOP_K,
+                  budget=500)
+    assert no_llm.construct(QUESTION, no_llm.retrieve(QUESTION), None, COUNT).ids
 
-    seeds = TMem(store, replace(CONFIG, discovery=False)).retrieve(QUESTION)
+    seeds = TMem(store, replace(CONFIG, discovery=False), top_k=TOP_K).retrieve(QUESTION)
     assert seeds.trace is not None
     assert not any(iv["kept"] for iv in seeds.trace["discovery"]["intervals"])  # type: ignore[index]
-    assert len(seeds.ids) <= CONFIG.discovery_config.anchors
+    assert len(seeds.ids) <= CONFIG.discovery_config.max_candidates
 
 
 def test_variants_registry_and_missing_llm(store: IndexStore) -> None:
@@ -112,16 +114,16 @@ def test_variants_registry_and_missing_llm(store: IndexStore) -> None:
     assert isinstance(forest, TMem) and forest.name == "tmem_global_forest"
     assert forest.config.discovery_config.scope == "global"  # the variant's change ...
     assert forest.config.discovery_config.padding == 1  # ... on top of the config's
-    assert forest.config.discovery_config.anchors == 8  # the grid's Top-k
+    assert (forest.top_k, forest.budget) == (8, 500)  # the grid's, reaching the method once
     variants = [n for n in method_names() if get_method(n).variant_of == "tmem"]
     assert len(variants) == 7
-    with pytest.raises(DataError, match="unknown method 'tmem_nope'"):
+    with pytest.raises(ConfigError, match="unknown method 'tmem_nope'"):
         build_method("tmem_nope", env)
-    method = TMem(store, CONFIG)
+    method = TMem(store, CONFIG, top_k=TOP_K, budget=500)
     with pytest.raises(ValueError, match="needs an LLM"):
-        method.construct(QUESTION, method.retrieve(QUESTION), None, 500, COUNT)
-    with pytest.raises(ValueError, match="no T-MEM discovery trace"):
-        method.construct(QUESTION, Evidence("q1", "tmem", ()), None, 500, COUNT)
+        method.construct(QUESTION, method.retrieve(QUESTION), None, COUNT)
+    with pytest.raises(ValueError, match="no T-MEM discovery"):
+        method.construct(QUESTION, Evidence("q1", "tmem", ()), None, COUNT)
 
 
 def _long_store(tmp_path: Path) -> IndexStore:
@@ -144,8 +146,8 @@ def test_a_counter_that_is_not_additive_ends_in_trimmed_leaves(tmp_path: Path) -
     def lumpy(text: str) -> int:  # line breaks are dear: per-line estimates fall short
         return len(text.split()) + 8 * text.count("\n")
 
-    method = TMem(_long_store(tmp_path), CONFIG)
+    method = TMem(_long_store(tmp_path), CONFIG, top_k=TOP_K, budget=200)
     found = method.retrieve(QUESTION)
-    context = method.construct(QUESTION, found, ScriptedLLM(KEEP_AND_CHAIN), 200, lumpy)
+    context = method.construct(QUESTION, found, ScriptedLLM(KEEP_AND_CHAIN), lumpy)
     assert context.trace["trimmed"] and context.tokens <= 200
     assert context_problems(context, 200, lumpy) == []

@@ -7,8 +7,9 @@ from typing import Any
 from test_tmem_fakes import ScriptedLLM, asked_ids, label_all, message, shown_lines
 
 from tmem_core.llm import ChatRequest
-from tmem_core.methods.tmem import Candidate, Interval, LLMSelector, Selector, interval_batches
-from tmem_core.retrieval import Budget
+from tmem_core.methods.tmem._discovery import Candidate, Interval
+from tmem_core.methods.tmem._labels import LLMSelector, interval_batches
+from tmem_core.methods.tmem._rerank import Selector
 from tmem_core.schema import Question
 
 QUESTION = Question("c", "q1", "What is the retry limit for Atlas checkout?", "ku")
@@ -75,4 +76,4 @@ def test_omitted_labels_count_as_drop_when_coverage_suffices() -> None:
 
 def test_the_llm_selector_fits_the_selector_seam() -> None:
     selector: Selector = LLMSelector(ScriptedLLM(label_all("KEY")))
-    assert selector.select(QUESTION, CANDIDATES, Budget.top_k(3)) == ["c:0", "c:1", "c:2"]
+    assert selector.select(QUESTION, CANDIDATES, 3) == ["c:0", "c:1", "c:2"]

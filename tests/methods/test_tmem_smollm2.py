@@ -9,16 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.hashed_embedder import HashEmbedder
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.llm import LLMClient, count_tokens, open_client
-from tmem_core.methods.tmem import DiscoveryConfig, TMem, TMemConfig, context_problems
-from tmem_core.retrieval import HashEmbedder, IndexStore, conversations_from_table
+from tmem_core.methods.tmem import DiscoveryConfig, TMem, TMemConfig
+from tmem_core.methods.tmem._validate import context_problems
+from tmem_core.retrieval import IndexStore, conversations_from_table
 from tmem_core.schema import Question, questions_from_table
 
 pytestmark = pytest.mark.slow
 
 BUDGET = 300
-CONFIG = TMemConfig(DiscoveryConfig(anchors=6, max_candidates=10))
+CONFIG = TMemConfig(DiscoveryConfig(max_candidates=10))
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +37,7 @@ def _method_and_questions(name: str, request: LoadRequest, qids: tuple[int, ...]
     prepared = build(name, request)
     store = IndexStore(conversations_from_table(prepared.messages), HashEmbedder(), root)
     questions = questions_from_table(prepared.questions)
-    return TMem(store, CONFIG), [questions[k] for k in qids]
+    return TMem(store, CONFIG, top_k=6, budget=BUDGET), [questions[k] for k in qids]
 
 
 @pytest.mark.parametrize("dataset", ["locomo", "synthetic"])
@@ -47,12 +49,12 @@ def test_smollm2_chain_gives_valid_forests_under_budget(
     count = functools.partial(count_tokens, client.backbone)
     for q in questions:
         found = method.retrieve(q)
-        context = method.construct(q, found, client, BUDGET, count)
+        context = method.construct(q, found, client, count)
         assert context_problems(context, BUDGET, count) == []
         assert context.ids and context.kind == "forest"
         llm = context.trace["llm"]
         assert llm["select"]["calls"] >= 1 and llm["structure"]["calls"] >= 1
-        again = method.construct(q, found, client, BUDGET, count)
+        again = method.construct(q, found, client, count)
         assert again.text == context.text
         assert all(again.trace["llm"][step]["cached"] == again.trace["llm"][step]["calls"]
                    - again.trace["llm"][step]["failed"] for step in ("select", "structure"))

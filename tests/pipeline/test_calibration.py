@@ -37,7 +37,7 @@ def _sweep(tmp_path: Path, server: ScriptedServer) -> list[Any]:
         "name": "calibrated", "results_dir": str(tmp_path / "results"),
         "backbones_file": str(backbones),
         "benchmarks": [{"name": "synthetic", "size": 200, "limit": 4}],
-        "grid": {"methods": ["bm25"], "backbones": ["judge"], "top_k": [4], "budgets": [256]}})
+        "grid": {"methods": ["bm25"], "backbones": ["judge"], "top_k": [4], "budget": [256]}})
     lines: list[str] = []
     summaries = run_sweep(config, log=lines.append, local=True)
     return [summaries, lines, tmp_path / "results" / "calibrated"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import (
+from tests.ray_head import (
     ROOT,
     cluster_env,
     free_ports,
@@ -16,7 +16,6 @@ from tests.pipeline.conftest import (
     sweep_env,
     wait_for,
 )
-from tmem_core._cache_dir import CACHE_ENV
 
 pytestmark = pytest.mark.slow
 PORTS = free_ports()  # a head of its own, which the test stops
@@ -30,7 +29,7 @@ def test_lost_cluster_ends_the_driver_with_one_error_line(tmp_path: Path) -> Non
     # cluster goes before it ends
     config = sweep_config(tmp_path, "lost", limit=6, backbones='["slow-sim"]',
                           extra=f'backbones_file = "{backbones}"')
-    cold = {CACHE_ENV: str(tmp_path / "cache")}
+    cold = {"TMEM_CACHE_DIR": str(tmp_path / "cache")}
     env = {**cluster_env(PORTS), **cold}
     subprocess.run([str(ROOT / "cluster" / "start-local.sh")], env=env, check=True, timeout=180)
     try:

@@ -1,19 +1,22 @@
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
 
+from tmem_core import ConfigError
 from tmem_core.llm import load_backbones
 from tmem_core.methods import get_method
-from tmem_core.pipeline import Allowed, ConfigError, load_sweep, parse_sweep, registered
+from tmem_core.pipeline import load_sweep, parse_sweep, registered
+from tmem_core.pipeline._config import Allowed
 from tmem_core.prompts import load_prompt
 
 ALLOWED = Allowed(benchmarks=["locomo", "synthetic"], methods=["bm25", "tmem_reranked"],
                   backbones=lambda _: ["smollm2", "qwen"])
 GOOD = {"name": "s", "benchmarks": [{"name": "synthetic", "size": 300, "limit": 2}],
         "grid": {"methods": ["bm25", "tmem_reranked"], "backbones": ["smollm2", "qwen"],
-                 "top_k": [12, 36], "budgets": [1024]}}
+                 "top_k": [12, 36], "budget": [1024]}}
 
 
 def test_grid_expands_and_ids_are_stable() -> None:
@@ -33,21 +36,33 @@ def test_grid_expands_and_ids_are_stable() -> None:
     ({"grid": {"methods": ["bm25"], "backbones": ["gpt9"]}}, "grid.backbones", "qwen"),
     ({"grid": {"methods": ["bm25"], "backbones": ["qwen"], "top_k": [0]}}, "grid.top_k",
      "positive"),
-    ({"grid": {"methods": ["bm25"], "backbones": ["qwen"], "budget": [5]}}, "grid.budget",
-     "allowed: backbones"),
+    ({"grid": {"methods": ["bm25"], "backbones": ["qwen"], "top_k": ["8"]}}, "grid.top_k[0]",
+     "expected int, got str '8'"),
+    ({"grid": {"methods": ["bm25"], "backbones": ["qwen"], "budgets": [5]}}, "grid",
+     "unknown key 'budgets'; allowed: backbones, budget"),
+    ({"grid": {"methods": ["bm25"], "backbones": ["qwen"], "judges": []}}, "grid.judges",
+     "judges no answer"),
+    ({"grid": {"methods": ["bm25"], "backbones": ["qwen"], "judges": ["gpt9"]}},
+     "grid.backbones", "unknown value 'gpt9'"),
     ({"benchmarks": [{"name": "locomoo"}]}, "benchmarks[0].name", "locomo, synthetic"),
-    ({"benchmarks": [{"name": "synthetic", "sise": 3}]}, "benchmarks[0].sise", "size"),
-    ({"benchmarks": [{"name": "synthetic", "limit": "x"}]}, "benchmarks[0].limit", "number"),
-    ({"resources": {"llm_actorz": 2}}, "resources.llm_actorz", "llm_actors"),
-    ({"resources": {"fuse_stages": "yes"}}, "resources.fuse_stages", "true or false"),
-    ({"methods": {"dense": {"anchors": 3}}}, "methods.dense", "not in grid.methods"),
-    ({"extra": 1}, "extra", "allowed"),
+    ({"benchmarks": [{"name": "synthetic", "sise": 3}]}, "benchmarks[0]",
+     "unknown key 'sise'; allowed: categories, limit, name, prepared, seed, size"),
+    ({"benchmarks": [{"name": "synthetic", "limit": "x"}]}, "benchmarks[0].limit",
+     "expected int, got str 'x'"),
+    ({"benchmarks": [{"name": "synthetic", "limit": -1}]}, "benchmarks[0]", "negative"),
+    ({"benchmarks": []}, "benchmarks", "non-empty"),
+    ({"resources": {"llm_actorz": 2}}, "resources", "unknown key 'llm_actorz'"),
+    ({"resources": {"fuse_stages": "yes"}}, "resources.fuse_stages", "expected bool"),
+    ({"resources": {"engine_replicas": 0}}, "resources", "1 or more"),
+    ({"methods": {"dense": {"kind": "bm25"}}}, "methods.dense", "not in grid.methods"),
+    ({"extra": 1}, "", "unknown key 'extra'; allowed:"),
     ({"methods": {"bm25": {"bogus_param": 3}}}, "methods.bm25",
-     "unknown key 'bogus_param'; allowed: (none)"),
+     "unknown key 'bogus_param'; allowed: kind, metadata"),
     ({"methods": {"tmem_reranked": {"min_density": "high"}}},
      "methods.tmem_reranked.min_density", "expected float, got str 'high'"),
     ({"methods": {"tmem_reranked": {"scope": "everywhere"}}}, "methods.tmem_reranked.scope",
      "allowed: 'interval', 'global'"),
+    ({"results_dir": "/proc/version/results"}, "results_dir", "/proc/version is not a folder"),
 ])
 def test_errors_name_the_key_and_the_allowed_values(patch: dict, key: str, words: str) -> None:
     with pytest.raises(ConfigError) as err:
@@ -71,11 +86,15 @@ def test_yaml_and_toml_files(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", sorted(Path(__file__).resolve().parents[2].glob(
     "jobs/configs/*.toml")), ids=lambda p: p.name)
-def test_example_configs_load(path: Path) -> None:
+def test_example_configs_load(path: Path, tmp_path: Path) -> None:
     if path.name.startswith("backbones"):
         assert load_backbones(path)
         return
-    assert load_sweep(path, registered()).runs()
+    raw = tomllib.loads(path.read_text())
+    for bench in raw["benchmarks"]:  # a cluster's data folder stands in for itself here
+        if "source" in bench and not Path(bench["source"]).exists():
+            bench["source"] = str(tmp_path)
+    assert parse_sweep(raw, registered(), default_name=path.stem).runs()
 
 
 def test_judge_prompt_override(tmp_path: Path) -> None:
@@ -120,7 +139,9 @@ def test_a_judge_prompt_file_that_cannot_judge_is_a_config_error(tmp_path: Path,
 
 def test_a_revised_method_carries_its_version_in_the_run_identity() -> None:
     runs = {r.method: r for r in parse_sweep({**GOOD, "grid": {
-        "methods": ["bm25", "bm25_meta"], "backbones": ["smollm2"]}}, registered()).runs()}
+        "methods": ["bm25", "bm25_meta", "full_context"], "backbones": ["smollm2"]}},
+        registered()).runs()}
     assert get_method("bm25").version == 2  # its query now names the asking user
     assert runs["bm25"].identity()["method_version"] == 2
-    assert "method_version" not in runs["bm25_meta"].identity()  # never revised: same id
+    assert runs["bm25_meta"].identity()["method_version"] == 2  # a variant of the family
+    assert "method_version" not in runs["full_context"].identity()  # never revised: same id

@@ -29,7 +29,7 @@ def test_junk_output_is_counted_as_degradation(
         "backbones_file": str(backbones),
         "benchmarks": [{"name": "synthetic", "size": 200, "limit": 3}],
         "grid": {"methods": ["tmem", "t2mem"], "backbones": ["junk"], "top_k": [8],
-                 "budgets": [512]},
+                 "budget": [512]},
         "methods": {"t2mem": {"episodes": "topic_window", "max_entries": 2}}})
     lines: list[str] = []
     summaries = {s.run_id.split("_")[1]: s for s in run_sweep(config, log=lines.append,

@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import ROOT, gcs, run_sweep, sweep_config, sweep_env, wait_for
-from tmem_core.pipeline import STAGES
-from tmem_core.pipeline._stages import AnswerStage, JudgeStage
+from tests.pipeline.faults import probe_env
+from tests.ray_head import ROOT, gcs, run_sweep, sweep_config, sweep_env, wait_for
+from tmem_core.pipeline import STAGES, load_sweep
+from tmem_core.pipeline._answer_stage import AnswerStage
+from tmem_core.pipeline._judge_stage import JudgeStage
+from tmem_core.pipeline._runner import prepare_benchmark, select_questions
 from tmem_core.results import calls_store
 
 pytestmark = pytest.mark.slow
@@ -64,10 +67,10 @@ def test_dying_worker_and_llm_error(ray_address: str, tmp_path: Path) -> None:
     # each stage in its own actor pool here (the other tests run them fused, the default)
     config = sweep_config(tmp_path, "faults", limit=4, backbones='["smollm2", "smollm2-b"]',
                           extra=f'backbones_file = "{backbones}"', fused=False)
-    qids = _first_qids(tmp_path, config, ray_address)
+    qids = _first_qids(config)
     marker = tmp_path / "died-once"
     fault = f"stage=answer,qid={qids[1]},kind=exit,once={marker}"
-    run_sweep(config, ray_address, TMEM_FAULT=fault)
+    run_sweep(config, ray_address, **probe_env(fault))
     assert marker.exists()  # the worker did die
     run_dirs = _run_dirs(tmp_path, "faults")
     for run_dir in run_dirs:
@@ -75,7 +78,7 @@ def test_dying_worker_and_llm_error(ray_address: str, tmp_path: Path) -> None:
     # an LLM error on one question: an error row, the rest completes
     broken = f"stage=judge,qid={qids[2]},kind=llm_error"
     config2 = sweep_config(tmp_path, "llm-error", limit=4, extra="")
-    run_sweep(config2, ray_address, TMEM_FAULT=broken)
+    run_sweep(config2, ray_address, **probe_env(broken))
     (run_dir,) = _run_dirs(tmp_path, "llm-error")
     judged = JudgeStage.store_for(run_dir)
     failures = judged.failures().to_pylist()
@@ -99,12 +102,12 @@ def test_dying_worker_and_llm_error(ray_address: str, tmp_path: Path) -> None:
 def test_fused_worker_dying_mid_batch_is_retried_without_duplicates(
         ray_address: str, tmp_path: Path) -> None:
     config = sweep_config(tmp_path, "fused-death", limit=3)
-    qids = _first_qids(tmp_path, config, ray_address)
+    qids = _first_qids(config)
     marker = tmp_path / "died-once"
     # the fused actor dies at the last stage of the first batch's second question, after
     # the batch's other stages ran but before any of its records were written
-    run_sweep(config, ray_address, TMEM_FAULT=f"stage=judge,qid={qids[1]},kind=exit,"
-                                              f"once={marker}")
+    run_sweep(config, ray_address,
+              **probe_env(f"stage=judge,qid={qids[1]},kind=exit,once={marker}"))
     assert marker.exists()
     (run_dir,) = _run_dirs(tmp_path, "fused-death")
     for stage in STAGES:
@@ -114,13 +117,9 @@ def test_fused_worker_dying_mid_batch_is_retried_without_duplicates(
         assert {k.split("|")[0] for k in ok_keys} == set(qids)
 
 
-def _first_qids(tmp: Path, config: Path, address: str) -> list[str]:
+def _first_qids(config: Path) -> list[str]:
     """The questions the sweep will run, in order (prepares the data as the sweep would)."""
-    out = subprocess.run(
-        [sys.executable, "-c", "import sys; from tmem_core.pipeline import registered; "
-         "from tmem_core.pipeline import load_sweep, prepare_benchmark, select_questions; "
-         "from pathlib import Path; c = load_sweep(Path(sys.argv[1]), registered()); "
-         "b = c.benchmarks[0]; d = prepare_benchmark(b, Path(c.results_dir) / c.name / 'data');"
-         "print(' '.join(q for q, _ in select_questions(d, b)))", str(config)],
-        cwd=ROOT, env=sweep_env(gcs(address)), capture_output=True, text=True, check=True)
-    return out.stdout.split()
+    sweep = load_sweep(config)
+    bench = sweep.benchmarks[0]
+    data = prepare_benchmark(bench, Path(sweep.results_dir) / sweep.name / "data")
+    return [qid for qid, _ in select_questions(data, bench)]

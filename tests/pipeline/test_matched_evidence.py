@@ -31,7 +31,7 @@ def test_every_context_of_every_method_is_within_the_budget(tmp_path: Path,
             "benchmarks": [{"name": "locomo", "source": str(locomo_path), "limit": 2},
                            {"name": "synthetic", "size": 200, "limit": 2}],
             "grid": {"methods": METHODS, "backbones": ["shaped"], "top_k": [12],
-                     "budgets": [BUDGET]},
+                     "budget": [BUDGET]},
             "methods": {"t2mem": {"episodes": "topic_window", "topic_gap_hours": 1440,
                                   "max_entries": 2}}})
         summaries = run_sweep(config, log=lambda _: None, local=True)

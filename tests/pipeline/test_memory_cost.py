@@ -41,7 +41,7 @@ def _sweep(tmp_path: Path, name: str, backbones: Path) -> dict[str, Any]:
         "name": name, "results_dir": str(tmp_path / name), "backbones_file": str(backbones),
         "benchmarks": [{"name": "synthetic", "size": 200, "limit": 2}],
         "grid": {"methods": ["t2mem", "bm25"], "backbones": ["priced"], "top_k": [4],
-                 "budgets": [512]},
+                 "budget": [512]},
         "methods": {"t2mem": {"episodes": "topic_window", "topic_gap_hours": 1440,
                               "max_entries": 2}}})
     summaries = {s.run_id.split("_")[1]: s for s in run_sweep(config, log=lambda _: None,
@@ -103,7 +103,7 @@ def test_a_build_retried_within_a_run_records_the_calls_of_the_retry(tmp_path: P
             "backbones_file": str(backbones),
             "benchmarks": [{"name": "synthetic", "size": 200, "limit": 2}],
             "grid": {"methods": ["t2mem"], "backbones": ["flaky"], "top_k": [4],
-                     "budgets": [512]},
+                     "budget": [512]},
             "methods": {"t2mem": {"episodes": "topic_window", "topic_gap_hours": 1440,
                                   "max_entries": 2}}})
         (summary,) = run_sweep(config, log=lambda _: None, local=True)

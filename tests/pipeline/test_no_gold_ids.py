@@ -67,7 +67,7 @@ def test_no_prompt_of_any_method_holds_a_gold_derived_string(
         "backbones_file": str(scripted_backbones(tmp_path, server, "scripted")),
         "benchmarks": [{"name": "longmemeval", "source": str(REAL_NAMING)}],
         "grid": {"methods": METHODS, "backbones": ["scripted"], "top_k": [4],
-                 "budgets": [512]}})
+                 "budget": [512]}})
     summaries = run_sweep(config, log=lambda _line: None, local=True)
     strings = {s for conv in _forbidden().values() for s in conv}
     prompts = [json.dumps(b["messages"]) for b in server.bodies]

@@ -14,7 +14,7 @@ from typing import Any
 from tests.conftest import ScriptedServer, Step, scripted_backbones
 from tmem_core.evaluation import normalise
 from tmem_core.pipeline import parse_sweep, run_sweep
-from tmem_core.pipeline._stages import FREE_VERDICT_TOKENS
+from tmem_core.pipeline._judge_stage import FREE_VERDICT_TOKENS
 from tmem_core.results import calibration_store, stage_store
 
 # the shape of EverMemBench's eval/config/prompts.yaml `llm_judge` (shortened, synthetic)
@@ -59,7 +59,7 @@ def test_an_upstream_judge_file_judges_the_sweep(tmp_path: Path) -> None:
             "judge_prompts": {"judge/synthetic": str(official)},
             "benchmarks": [{"name": "synthetic", "size": 200, "limit": 2}],
             "grid": {"methods": ["bm25"], "backbones": ["judge"], "top_k": [4],
-                     "budgets": [256]}})
+                     "budget": [256]}})
         [summary] = run_sweep(config, log=lambda _: None, local=True)
     finally:
         server.close()

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from tmem_core.pipeline._stages import FLOW_SCHEMA, KEEP_RUNS, PerRun
+from tmem_core.pipeline._actors import FLOW_SCHEMA, KEEP_RUNS, PerRun
 
 
 class Tagging:
@@ -18,10 +18,9 @@ class Tagging:
         self.run_id = job
         Tagging.built.append(job)
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        assert set(batch.column("run_id").to_pylist()) == {self.run_id}
-        rows = [{**r, "prediction": f"{self.run_id}:{r['qid']}"} for r in batch.to_pylist()]
-        return pa.Table.from_pylist(rows, schema=FLOW_SCHEMA)
+    def __call__(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        assert {r["run_id"] for r in rows} == {self.run_id}
+        return [{**r, "prediction": f"{self.run_id}:{r['qid']}"} for r in rows]
 
 
 def _batch(*pairs: tuple[str, str]) -> pa.Table:

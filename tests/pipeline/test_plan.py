@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import ROOT, sweep_config
+from tests.ray_head import ROOT, sweep_config
 from tmem_core.llm import BatchModel, SimEngineConfig
 from tmem_core.pipeline import load_sweep
 from tmem_core.pipeline._plan import Call, plan_sweep, simulate

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.pipeline.conftest import run_sweep, sweep_config
-from tmem_core.pipeline._stages import JudgeStage
+from tests.ray_head import run_sweep, sweep_config
+from tmem_core.pipeline._judge_stage import JudgeStage
 
 pytestmark = pytest.mark.slow
 CALL_DELAY_S = 2.0  # every LLM call: a batch of two questions takes at least two of these

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Step
-from tests.pipeline.conftest import (
+from tests.pipeline.test_memory_cost import ShapedServer
+from tests.ray_head import (
     ROOT,
     TOKEN_PATH,
     gcs,
@@ -26,7 +27,6 @@ from tests.pipeline.conftest import (
     sweep_env,
     wait_for,
 )
-from tests.pipeline.test_memory_cost import ShapedServer
 from tmem_core.llm import OpenAIEngineConfig, get_backbone
 from tmem_core.pipeline import STAGES
 from tmem_core.pipeline._engine import ReplicaRouter

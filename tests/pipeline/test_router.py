@@ -8,8 +8,7 @@ import threading
 import pytest
 from ray.exceptions import RayActorError
 
-from tmem_core.llm import Answered, ChatRequest, ChatResponse, get_backbone
-from tmem_core.llm._types import error_response
+from tmem_core.llm import Answered, ChatRequest, ChatResponse, error_response, get_backbone
 from tmem_core.pipeline._engine import ROUTE_SLACK, ReplicaRouter, replica_gpus, replica_name
 
 BACKBONE = dataclasses.replace(get_backbone("sim"), replicas=4)

@@ -1,8 +1,6 @@
 """Search-o1 through the Ray pipeline on the embedded SmolLM2: two LoCoMo questions (the shared
 file) and two synthetic ones land in every stage, and its reasoning and Reason-in-Documents
-calls are in the calls table under stage construct, as many per question as its trace says.
-
-The sweep's driver starts a local Ray of its own, as `make run` does."""
+calls are in the calls table under stage construct, as many per question as its trace says."""
 
 from __future__ import annotations
 
@@ -11,19 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import sweep_on_own_ray, write_sweep
-from tests.pipeline.conftest import ONE_ACTOR, locomo_and_synthetic
+from tests.conftest import write_sweep
+from tests.ray_head import ONE_ACTOR, locomo_and_synthetic, run_sweep
 from tmem_core.pipeline import STAGES
 from tmem_core.results import calls_store, stage_store
 
 pytestmark = pytest.mark.slow  # a few minutes on 2 busy cores
 
 
-def test_search_o1_runs_every_stage_on_smollm2(tmp_path: Path, locomo_path: Path) -> None:
+def test_search_o1_runs_every_stage_on_smollm2(ray_address: str, tmp_path: Path,
+                                                locomo_path: Path) -> None:
     config = write_sweep(tmp_path, "so1", locomo_and_synthetic(locomo_path, 2),
-                         {"methods": ["search_o1"], "top_k": [8], "budgets": [512]},
+                         {"methods": ["search_o1"], "top_k": [8], "budget": [512]},
                          methods={"search_o1": {"max_steps": 2, "k": 3}}, resources=ONE_ACTOR)
-    done = sweep_on_own_ray(config, timeout=1500)
+    done = run_sweep(config, ray_address, timeout=1500)
     assert "sweep so1 done: 2 runs, 0 error records" in done.stdout
     sweep = tmp_path / "results" / "so1"
     runs = json.loads((sweep / "sweep.json").read_text())["runs"]

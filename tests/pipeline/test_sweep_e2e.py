@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipeline.conftest import ROOT, TOKEN_PATH, sweep_config, sweep_env
+from tests.ray_head import ROOT, TOKEN_PATH, sweep_config, sweep_env
 from tmem_core.pipeline import STAGES
 from tmem_core.results import calls_store
 

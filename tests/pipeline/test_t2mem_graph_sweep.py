@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_sweep
-from tests.pipeline.conftest import ONE_ACTOR, locomo_and_synthetic, run_sweep
+from tests.ray_head import ONE_ACTOR, locomo_and_synthetic, run_sweep
 from tmem_core.pipeline import STAGES
 from tmem_core.results import calls_store, conversation_of, stage_store
 
@@ -21,7 +21,7 @@ def _config(tmp: Path, locomo: Path) -> Path:
     graph = {"episodes": "topic_window", "topic_gap_hours": 1440, "max_triples": 4,
              "max_steps": 2, "extract_max_tokens": 384}
     return write_sweep(tmp, "graph", locomo_and_synthetic(locomo, 2),
-                       {"methods": ["t2mem_graph"], "top_k": [8], "budgets": [512]},
+                       {"methods": ["t2mem_graph"], "top_k": [8], "budget": [512]},
                        methods={"t2mem_graph": graph}, resources=ONE_ACTOR)
 
 

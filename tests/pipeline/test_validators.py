@@ -1,14 +1,16 @@
-"""End-of-run validators over stored records: the forest structure of T-MEM contexts."""
+"""End-of-run validators over stored records: the checks a method registered (T-MEM's forest
+structure), on each context's stored payload."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
 
-from tmem_core.methods.tmem._forest import Forest, Node, Relation
+from tmem_core import to_json
+from tmem_core.methods import get_method
+from tmem_core.methods.tmem import Built, Forest, Node, Relation
 from tmem_core.pipeline._validators import context_checks
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -20,9 +22,9 @@ def _node(i: str, parent: str | None, depth: int, seq: int, children: tuple[str,
     return Node(i, parent, relation, depth, T0 + timedelta(minutes=seq), seq, children)
 
 
-def _record(qid: str, forest: Forest, ids: list[str], kind: str = "forest") -> dict[str, Any]:
-    return {"qid": qid, "ok": True, "kind": kind, "context_ids": ids,
-            "trace": json.dumps({"forest": forest.to_json()})}
+def _record(qid: str, forest: Forest, ids: list[str]) -> dict[str, Any]:
+    built = Built(tuple(forest.nodes.values()), {}, (), (), (), None)
+    return {"qid": qid, "ok": True, "context_ids": ids, "payload": to_json(built)}
 
 
 def test_forest_records_are_checked_for_structure_and_order() -> None:
@@ -34,12 +36,17 @@ def test_forest_records_are_checked_for_structure_and_order() -> None:
     table = pa.Table.from_pylist([
         _record("q1", good, ["a", "b", "c"]),
         _record("q2", bad, ["z", "y", "x"]),
-        _record("q3", bad, ["z"], kind="flat"),  # not a forest: not checked
-        {**_record("q4", good, ["a"]), "trace": "{}"},
+        {**_record("q3", good, ["a"]), "payload": "{}"},
+        {**_record("q4", bad, ["z"]), "ok": False},  # a failed record: not checked
     ])
-    (name, found), = context_checks(table).items()
+    (name, found), = context_checks(table, get_method("tmem_wo_compression")).items()
     assert name == "forest_structure" and not found.passed and found.checked == 3
     assert any(p.startswith("q2: y: parent z is not earlier") for p in found.problems)
     assert any(p.startswith("q2: linearised order differs") for p in found.problems)
-    assert any(p.startswith("q4: unreadable forest trace") for p in found.problems)
-    assert not [p for p in found.problems if p.startswith(("q1", "q3"))]
+    assert any(p.startswith("q3: unreadable payload") for p in found.problems)
+    assert not [p for p in found.problems if p.startswith(("q1", "q4"))]
+
+
+def test_a_method_without_checks_has_none() -> None:
+    assert context_checks(pa.Table.from_pylist([{"qid": "q", "ok": True}]),
+                          get_method("bm25")) == {}

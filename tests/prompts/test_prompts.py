@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from tmem_core.prompts import PromptError, load_prompt, prompt_names
+from tmem_core.prompts import load_prompt, prompt_names
+from tmem_core.prompts._prompt import PromptError
 
 
 def test_every_bundled_prompt_parses_with_a_stable_hash() -> None:

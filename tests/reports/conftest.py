@@ -28,7 +28,7 @@ def real_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two real runs (bm25, top_k 4 and 8) of 4 synthetic questions, 2 judge repeats."""
     tmp = tmp_path_factory.mktemp("real")
     config = write_sweep(tmp, SWEEP, [{"name": "synthetic", "size": 300, "limit": 4}],
-                         {"methods": ["bm25"], "top_k": [4, 8], "budgets": [512],
+                         {"methods": ["bm25"], "top_k": [4, 8], "budget": [512],
                           "judge_repeats": 2}, resources={"batch_size": 4})
     done = sweep_on_own_ray(config, timeout=1200)
     (tmp / "sweep.log").write_text(done.stdout)

@@ -19,7 +19,8 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from tests.reports.conftest import ROOT
-from tmem_core.reports import FIGURES, REPORT_FILE, Summary, read_sweep, summarise, write_report
+from tmem_core.reports import FIGURES, Summary, read_sweep, summarise, write_report
+from tmem_core.reports._report import REPORT_FILE
 from tmem_core.results import RECORD_STAGES, stage_store
 
 INJECTED = "retrieve: injected failure"

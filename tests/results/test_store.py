@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from tmem_core.results import StageStore, stage_schema
+from tmem_core.results import StageStore
+from tmem_core.results._store import stage_schema
 
 SCHEMA = stage_schema(pa.field("value", pa.int64()))
 

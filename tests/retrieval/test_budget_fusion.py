@@ -1,4 +1,4 @@
-"""Budgets (count and tokens), the offline token counter, reciprocal-rank fusion."""
+"""Token budgets, the offline token counter, reciprocal-rank fusion."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tmem_core.retrieval import Budget, cl100k_tokens, rrf
+from tmem_core.retrieval import cl100k_tokens, within_tokens
+from tmem_core.retrieval._fusion import rrf
 from tmem_core.schema import Message
 
 
@@ -19,15 +20,9 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-def test_count_budget_keeps_the_first_k() -> None:
-    taken = Budget.top_k(2).take(_messages("a", "b", "c"))
-    assert [m.msg_id for m in taken] == ["m0", "m1"]
-
-
 def test_token_budget_is_never_exceeded() -> None:
     messages = _messages("one two three", "four five", "six", "seven eight nine ten")
-    budget = Budget(tokens=7, count_tokens=_words)
-    taken = budget.take(messages)
+    taken = within_tokens(messages, 7, _words)
     assert [m.msg_id for m in taken] == ["m0", "m1", "m2"]  # 3 + 2 + 1; the next 4 would not fit
     assert sum(_words(m.text) for m in taken) <= 7
 
@@ -35,14 +30,7 @@ def test_token_budget_is_never_exceeded() -> None:
 @pytest.mark.parametrize("tokens", [1, 5, 9, 10, 40])
 def test_token_budget_takes_the_longest_fitting_prefix(tokens: int) -> None:
     messages = _messages(*(["alpha beta gamma"] * 10))
-    taken = Budget(tokens=tokens, count_tokens=_words).take(messages)
-    assert len(taken) == min(10, tokens // 3)
-
-
-def test_both_limits_apply() -> None:
-    budget = Budget(messages=3, tokens=100, count_tokens=_words)
-    assert len(budget.take(_messages(*["x"] * 10))) == 3
-    assert budget.fits(3, 100) and not budget.fits(4, 1) and not budget.fits(1, 101)
+    assert len(within_tokens(messages, tokens, _words)) == min(10, tokens // 3)
 
 
 def test_cl100k_counter_works_offline() -> None:

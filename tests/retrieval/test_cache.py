@@ -12,16 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.hashed_embedder import HashEmbedder
+from tmem_core._cache_dir import build_once
 from tmem_core.retrieval import (
     CACHE_ENV,
     Bm25Index,
     Conversation,
     EmbeddingStore,
-    HashEmbedder,
     IndexStore,
-    build_once,
-    default_index_dir,
 )
+from tmem_core.retrieval._index_keys import default_index_dir
 from tmem_core.schema import Message
 
 TEXTS = ["the checkout retry limit is five", "lunch at noon", "retry the upload later"]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.hashed_embedder import HashEmbedder
 from tmem_core.retrieval import (
     Conversation,
-    HashEmbedder,
     IndexStore,
     document_text,
     lexical_tokens,

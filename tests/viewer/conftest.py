@@ -14,7 +14,8 @@ import polars as pl
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from tests.conftest import sweep_on_own_ray, write_sweep
+from tests.conftest import write_sweep
+from tests.ray_head import run_sweep
 from tmem_core.viewer import Background
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,15 +25,15 @@ SWEEP = "viewer-real"
 
 
 @pytest.fixture(scope="session")
-def forest_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def forest_sweep(tmp_path_factory: pytest.TempPathFactory, ray_address: str) -> Path:
     """The default sweep's benchmark and settings (the embedded SmolLM2, top_k 12, budget
     1,024) with only BM25 and T-MEM on its first two questions: a real forest, cheaply."""
     tmp = tmp_path_factory.mktemp("viewer")
     config = write_sweep(tmp, SWEEP, [{"name": "synthetic", "size": 200, "seed": 0, "limit": 2}],
                          {"methods": ["bm25", "tmem"], "judges": ["smollm2"], "top_k": [12],
-                          "budgets": [1024]},
+                          "budget": [1024]},
                          resources={"retrieve_actors": 1, "llm_actors": 1, "batch_size": 2})
-    sweep_on_own_ray(config, timeout=1800)
+    run_sweep(config, ray_address, timeout=1800)
     return tmp / "results" / SWEEP
 
 

@@ -4,13 +4,6 @@ Add a benchmark by decorating its loader with `@benchmark("name", protocol=Proto
 description=...)`: the loader and how its answers are scored, in one file.
 """
 
-from tmem_core.benchmarks import (  # noqa: F401  (registration side effects)
-    _evermembench,
-    _groupmembench,
-    _locomo,
-    _longmemeval,
-    _synthetic,
-)
 from tmem_core.benchmarks._prepare import (
     DEFAULT_OUT,
     PreparedBenchmark,
@@ -20,7 +13,6 @@ from tmem_core.benchmarks._prepare import (
     write_prepared,
 )
 from tmem_core.benchmarks._registry import (
-    BenchmarkSpec,
     LoadedBenchmark,
     LoadRequest,
     benchmark,
@@ -31,7 +23,6 @@ from tmem_core.benchmarks._registry import (
 
 __all__ = [
     "DEFAULT_OUT",
-    "BenchmarkSpec",
     "LoadRequest",
     "LoadedBenchmark",
     "PreparedBenchmark",

@@ -10,7 +10,7 @@ from typing import Any
 
 from tmem_core.benchmarks._evidence import repair_dialogue_refs
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
-from tmem_core.benchmarks._source import parse_time, read_json, require
+from tmem_core.benchmarks._source import json_list, parse_time, require
 from tmem_core.evaluation import Protocol, locomo_f1
 from tmem_core.schema import DataError, Gold, Message, Question
 
@@ -34,12 +34,7 @@ LOCOMO = Protocol(_locomo_judge, ("judge/locomo",),
 @benchmark("locomo", protocol=LOCOMO,
            description="LoCoMo long-term two-speaker conversations (real data)")
 def load_locomo(request: LoadRequest) -> LoadedBenchmark:
-    if request.source is None:
-        raise DataError("locomo needs --source PATH (locomo10.json or a subset of it)")
-    path = request.source
-    samples = read_json(path)
-    if not isinstance(samples, list):
-        raise DataError("expected a JSON list of samples", file=str(path))
+    path, samples = json_list(request.source, "samples")  # locomo10.json or a subset of it
     out = LoadedBenchmark(messages=[], questions=[])
     seen: set[str] = set()
     for index, sample in enumerate(samples):

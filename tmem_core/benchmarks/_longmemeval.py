@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
-from tmem_core.benchmarks._source import parse_time, read_json, require
+from tmem_core.benchmarks._source import json_list, parse_time, require
 from tmem_core.evaluation import Protocol
 from tmem_core.schema import DataError, Gold, Message, Question
 
@@ -39,12 +39,7 @@ LONGMEMEVAL = Protocol(
            description="LongMemEval user-assistant chat histories",
            fixtures_only=True)
 def load_longmemeval(request: LoadRequest) -> LoadedBenchmark:
-    if request.source is None:
-        raise DataError("longmemeval needs --source PATH (longmemeval_s.json or similar)")
-    path = request.source
-    instances = read_json(path)
-    if not isinstance(instances, list):
-        raise DataError("expected a JSON list of instances", file=str(path))
+    path, instances = json_list(request.source, "instances")  # longmemeval_s.json or similar
     out = LoadedBenchmark(messages=[], questions=[])
     for index, inst in enumerate(instances):
         qid = str(require(inst, "question_id", file=path, record=f"instance[{index}]"))

@@ -4,8 +4,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tmem_core._registry import Registry
 from tmem_core.evaluation import Protocol
-from tmem_core.schema import DataError, Gold, Message, Question
+from tmem_core.schema import Gold, Message, Question
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,10 @@ class BenchmarkSpec:
     fixtures_only: bool = False  # adapter tested only on hand-made files in the native shape
 
 
-_REGISTRY: dict[str, BenchmarkSpec] = {}
+BENCHMARKS: Registry[BenchmarkSpec] = Registry("benchmark", tuple(
+    f"tmem_core.benchmarks._{name}"
+    for name in ("evermembench", "groupmembench", "locomo", "longmemeval", "synthetic")))
+"""The bundled benchmarks, by the modules that register them."""
 
 
 def benchmark(
@@ -55,26 +59,16 @@ def benchmark(
     benchmark."""
 
     def register(loader: Loader) -> Loader:
-        if name in _REGISTRY:
-            raise ValueError(f"benchmark {name!r} is already registered")
-        _REGISTRY[name] = BenchmarkSpec(name, loader, protocol, description, needs_source,
-                                        fixtures_only)
+        BENCHMARKS.add(name, BenchmarkSpec(name, loader, protocol, description, needs_source,
+                                           fixtures_only))
         return loader
 
     return register
 
 
-def get_benchmark(name: str) -> BenchmarkSpec:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise DataError(
-            f"unknown benchmark {name!r}; known: {', '.join(sorted(_REGISTRY))}"
-        ) from None
-
-
-def benchmark_names() -> list[str]:
-    return sorted(_REGISTRY)
+get_benchmark = BENCHMARKS.get
+"""The benchmark registered as `name` (`key`: where a config named it)."""
+benchmark_names = BENCHMARKS.names
 
 
 def get_protocol(name: str) -> Protocol:

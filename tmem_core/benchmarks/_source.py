@@ -22,6 +22,16 @@ def read_json(path: Path) -> Any:
                         file=str(path)) from None
 
 
+def json_list(source: Path | None, what: str) -> tuple[Path, list[Any]]:
+    """A source file that holds a JSON list of `what` (samples, instances), and the list."""
+    if source is None:
+        raise DataError("needs --source PATH")
+    items = read_json(source)
+    if not isinstance(items, list):
+        raise DataError(f"expected a JSON list of {what}", file=str(source))
+    return source, items
+
+
 def read_jsonl(path: Path) -> list[Any]:
     return _json_lines(_read_text(path), path)
 

@@ -1,42 +1,34 @@
 """Evaluation: deterministic metrics, answer prompts, judges and evidence recall."""
 
-from tmem_core.evaluation._answer import answer_prompt, format_instruction, question_block
+from tmem_core.evaluation._answer import answer_prompt, question_block
 from tmem_core.evaluation._leaks import gold_leaks, gold_strings
 from tmem_core.evaluation._metrics import (
     choice_correct,
-    choice_letter,
     exact_match,
     locomo_f1,
     normalise,
-    partial_f1,
     says_not_available,
     stemmer,
-    token_f1,
 )
-from tmem_core.evaluation._protocols import Protocol, TokenF1, one_judge
+from tmem_core.evaluation._protocols import Protocol, one_judge
 from tmem_core.evaluation._recall import RecallTable, evidence_recall, recall_scorable
 from tmem_core.evaluation._verdict import parse_verdict
 
 __all__ = [
     "Protocol",
     "RecallTable",
-    "TokenF1",
     "answer_prompt",
     "choice_correct",
-    "choice_letter",
     "evidence_recall",
     "exact_match",
-    "format_instruction",
     "gold_leaks",
     "gold_strings",
     "locomo_f1",
     "normalise",
     "one_judge",
     "parse_verdict",
-    "partial_f1",
     "question_block",
     "recall_scorable",
     "says_not_available",
     "stemmer",
-    "token_f1",
 ]

@@ -19,62 +19,51 @@ and per-call `CallRecord`s. Backbones (name -> backend, model, tokenizer, prices
 come from `BUILTIN_BACKBONES` and optional TOML/YAML files (`load_backbones`).
 """
 
-from tmem_core._typed import ConfigError
-from tmem_core.llm._accounting import CALLS_SCHEMA, CallRecord, records_to_table
+from tmem_core.llm._accounting import CALLS_SCHEMA, CallRecord
 from tmem_core.llm._accounting_server import AccountingEndpoint, Binding, EndpointStats
-from tmem_core.llm._backends import BackendSpec, backend, backend_names, get_backend
-from tmem_core.llm._client import (
-    LazyBackend,
-    LLMClient,
-    cache_hits,
-    make_backend,
-    open_backend,
-    open_client,
-)
+from tmem_core.llm._backends import backend, get_backend
+from tmem_core.llm._client import LazyBackend, LLMClient, make_backend, open_backend, open_client
 from tmem_core.llm._config import (
-    BUILTIN_BACKBONES,
-    BUNDLED_SMOLLM2,
     BackboneConfig,
     HttpConfig,
-    Prices,
     get_backbone,
     load_backbones,
     parse_backbones,
 )
-from tmem_core.llm._embedded import EmbeddedBackend, EmbeddedEngineConfig, EmbeddedServer
+from tmem_core.llm._embedded import EmbeddedBackend
 from tmem_core.llm._http import (
     EngineUnavailable,
     OpenAICompatBackend,
     OpenAIEngineConfig,
     StaticEndpoint,
 )
-from tmem_core.llm._models import bundled_gguf, hf_model_path
+from tmem_core.llm._loopback import LoopbackServer
 from tmem_core.llm._request_cache import RequestCache, request_hash
-from tmem_core.llm._serve import (
-    PREFIX_ROUTER,
-    SERVE_BACKEND,
-    ServeLLMEngineConfig,
-    app_name,
-    serve_url,
-)
+from tmem_core.llm._serve import PREFIX_ROUTER, SERVE_BACKEND, ServeLLMEngineConfig, app_name
 from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
-from tmem_core.llm._sim import BatchModel, SimBackend, SimCounters, SimEngineConfig
-from tmem_core.llm._tokens import TokenCounter, count_chat_tokens, count_tokens, counter_for
+from tmem_core.llm._sim import BatchModel, Seq, SimEngineConfig
+from tmem_core.llm._tokens import (
+    TokenCounter,
+    count_chat_tokens,
+    count_tokens,
+    counter_for,
+    tokenizer_counter,
+)
 from tmem_core.llm._types import (
     Backend,
     ChatMessage,
     ChatRequest,
     ChatResponse,
-    ErrorKind,
     Sampling,
     Usage,
+    error_response,
     object_schema,
+    output_response,
+    run_sync,
 )
 from tmem_core.llm._vllm import VLLMBackend, VLLMEngineConfig
 
 __all__ = [
-    "BUILTIN_BACKBONES",
-    "BUNDLED_SMOLLM2",
     "CALLS_SCHEMA",
     "PREFIX_ROUTER",
     "SERVE_BACKEND",
@@ -82,33 +71,27 @@ __all__ = [
     "Answered",
     "BackboneConfig",
     "Backend",
-    "BackendSpec",
     "BatchModel",
     "Binding",
     "CallRecord",
     "ChatMessage",
     "ChatRequest",
     "ChatResponse",
-    "ConfigError",
     "EmbeddedBackend",
-    "EmbeddedEngineConfig",
-    "EmbeddedServer",
     "EndpointStats",
     "EngineCall",
     "EngineUnavailable",
-    "ErrorKind",
     "HttpConfig",
     "LLMClient",
     "LazyBackend",
+    "LoopbackServer",
     "OpenAICompatBackend",
     "OpenAIEngineConfig",
-    "Prices",
     "RequestCache",
     "Sampling",
+    "Seq",
     "ServeLLMEngineConfig",
     "SharedEngine",
-    "SimBackend",
-    "SimCounters",
     "SimEngineConfig",
     "StaticEndpoint",
     "TokenCounter",
@@ -117,23 +100,21 @@ __all__ = [
     "VLLMEngineConfig",
     "app_name",
     "backend",
-    "backend_names",
-    "bundled_gguf",
     "cache_first",
-    "cache_hits",
     "count_chat_tokens",
     "count_tokens",
     "counter_for",
+    "error_response",
     "get_backbone",
     "get_backend",
-    "hf_model_path",
     "load_backbones",
     "make_backend",
     "object_schema",
     "open_backend",
     "open_client",
+    "output_response",
     "parse_backbones",
-    "records_to_table",
     "request_hash",
-    "serve_url",
+    "run_sync",
+    "tokenizer_counter",
 ]

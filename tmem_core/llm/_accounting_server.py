@@ -18,13 +18,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Protocol
 
 import numpy as np
 
 from tmem_core.llm._accounting import CallRecord
 from tmem_core.llm._config import BackboneConfig
+from tmem_core.llm._loopback import LoopbackServer
 from tmem_core.llm._tokens import TokenCounter, tokenizer_counter
 from tmem_core.llm._types import ChatMessage, ChatRequest, ChatResponse, Role, Sampling
 
@@ -98,14 +99,11 @@ class AccountingEndpoint:
         self._bind_lock = threading.Lock()
         self._stats_lock = threading.Lock()
         self._count: TokenCounter = tokenizer_counter("cl100k")
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, name="tmem-accounting",
-                         daemon=True).start()
+        self._server = LoopbackServer(_handler(self), "tmem-accounting")
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return self._server.base_url
 
     @contextmanager
     def bind(self, llm: BoundLLM) -> Iterator[Binding]:
@@ -118,8 +116,7 @@ class AccountingEndpoint:
                 self._binding = None
 
     def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._server.close()
 
     def chat(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         binding = self._binding

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tmem_core._typed import ConfigError
+from tmem_core._registry import Registry
 
 if TYPE_CHECKING:
     from tmem_core.llm._config import BackboneConfig
@@ -34,7 +34,7 @@ class BackendSpec:
     in_process: bool = False
 
 
-_REGISTRY: dict[str, BackendSpec] = {}
+BACKENDS: Registry[BackendSpec] = Registry("backend")
 
 
 def backend(name: str, *, engine: type[E], uses_gpus: bool = False, in_process: bool = False
@@ -44,21 +44,12 @@ def backend(name: str, *, engine: type[E], uses_gpus: bool = False, in_process: 
 
     def register(start: Callable[[BackboneConfig, E], Backend]
                  ) -> Callable[[BackboneConfig, E], Backend]:
-        if name in _REGISTRY:
-            raise ValueError(f"backend {name!r} is already registered")
-        _REGISTRY[name] = BackendSpec(name, engine, start, uses_gpus, in_process)
+        BACKENDS.add(name, BackendSpec(name, engine, start, uses_gpus, in_process))
         return start
 
     return register
 
 
-def get_backend(name: str) -> BackendSpec:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ConfigError(f"unknown backend {name!r}; allowed: "
-                          f"{', '.join(backend_names())}") from None
-
-
-def backend_names() -> list[str]:
-    return sorted(_REGISTRY)
+get_backend = BACKENDS.get
+"""The backend registered as `name` (`key`: where a config named it)."""
+backend_names = BACKENDS.names

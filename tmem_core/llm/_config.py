@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import copy
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
-from tmem_core._typed import ConfigError, build_config, check_keys
+from tmem_core._typed import ConfigError, build_config, check_keys, read_config
 from tmem_core.llm._backends import get_backend
 from tmem_core.llm._types import Sampling, Usage
 
@@ -74,14 +71,16 @@ class BackboneConfig:
     def __post_init__(self) -> None:
         _require_non_negative(self, "replicas")
         if self.fleet and self.replicas not in (0, self.fleet):
-            raise ConfigError(f"backbones.{self.name}.replicas: {self.replicas}, but its engine "
-                              f"names {self.fleet} endpoint(s), one replica each (a `serve` "
-                              "engine scales with its min_replicas and max_replicas)")
+            raise ConfigError(f"backbones.{self.name}.replicas",
+                              f"{self.replicas}, but its engine names {self.fleet} "
+                              "endpoint(s), one replica each (a `serve` engine scales with "
+                              "its min_replicas and max_replicas)")
         if not isinstance(self.engine, get_backend(self.backend).engine):
-            raise ConfigError(f"backbones.{self.name}.engine: not a {self.backend} engine config")
+            raise ConfigError(f"backbones.{self.name}.engine",
+                              f"not a {self.backend} engine config")
         if not self.tokenizer.startswith(TOKENIZER_PREFIXES):
             raise ConfigError(
-                f"backbones.{self.name}.tokenizer: unknown tokenizer {self.tokenizer!r}; "
+                f"backbones.{self.name}.tokenizer", f"unknown tokenizer {self.tokenizer!r}; "
                 f"allowed forms: {', '.join(p + '...' for p in TOKENIZER_PREFIXES)}"
             )
 
@@ -187,7 +186,7 @@ def parse_backbones(
     raw = {name: copy.deepcopy(dict(entry)) for name, entry in base.items()}
     for name, entry in mapping.items():
         if not isinstance(entry, Mapping):
-            raise ConfigError(f"backbones.{name}: expected a table, got {type(entry).__name__}")
+            raise ConfigError(f"backbones.{name}", f"expected a table, got {type(entry).__name__}")
         old = raw.get(name)
         same = old is not None and entry.get("backend", old["backend"]) == old["backend"]
         raw[name] = _merge(old, entry) if old is not None and same else dict(entry)
@@ -198,28 +197,22 @@ def load_backbones(path: str | Path | None = None) -> dict[str, BackboneConfig]:
     """The built-in backbones, plus those of a TOML or YAML file with a `backbones` table."""
     if path is None:
         return parse_backbones({})
-    path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text) or {}
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    check_keys(data, {"backbones"}, str(path))
+    data = read_config(Path(path))
+    check_keys(data, {"backbones"}, "")
     return parse_backbones(data.get("backbones", {}))
 
 
 def get_backbone(name: str, path: str | Path | None = None) -> BackboneConfig:
     backbones = load_backbones(path)
     if name not in backbones:
-        raise ConfigError(f"unknown backbone {name!r}; known: {', '.join(sorted(backbones))}")
+        raise ConfigError("", f"unknown backbone {name!r}; allowed: "
+                              f"{', '.join(sorted(backbones))}")
     return backbones[name]
 
 
 def _backbone(name: str, entry: Mapping[str, Any]) -> BackboneConfig:
     where = f"backbones.{name}"
-    try:
-        spec = get_backend(str(entry.get("backend")))
-    except ConfigError as exc:
-        raise ConfigError(f"{where}.backend: {exc}") from None
+    spec = get_backend(str(entry.get("backend")), key=f"{where}.backend")
     engine = build_config(spec.engine, entry.get("engine", {}), f"{where}.engine")
     rest = {key: value for key, value in entry.items() if key != "engine"}
     return build_config(BackboneConfig, {**rest, "name": name, "engine": engine}, where)
@@ -239,11 +232,11 @@ def _require_positive(config: object, *names: str) -> None:
     for name in names:
         value = getattr(config, name)
         if value <= 0:
-            raise ConfigError(f"{name} must be positive, got {value!r}")
+            raise ValueError(f"{name} must be positive, got {value!r}")
 
 
 def _require_non_negative(config: object, *names: str) -> None:
     for name in names:
         value = getattr(config, name)
         if value < 0:
-            raise ConfigError(f"{name} must be 0 or more, got {value!r}")
+            raise ValueError(f"{name} must be 0 or more, got {value!r}")

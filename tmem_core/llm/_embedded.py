@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tmem_core._cache_dir import cache_root
-from tmem_core._typed import ConfigError
 from tmem_core.llm._backends import backend
 from tmem_core.llm._config import (
     BUNDLED_SMOLLM2,
@@ -59,7 +58,7 @@ class EmbeddedEngineConfig(HttpConfig):
         _require_positive(self, "n_ctx", "n_parallel", "startup_timeout_s")
         _require_non_negative(self, "n_threads", "n_threads_batch", "max_restarts")
         if self.weights not in WEIGHT_FORMATS:
-            raise ConfigError(f"weights: {self.weights!r} is not one of {WEIGHT_FORMATS}")
+            raise ValueError(f"weights: {self.weights!r} is not one of {WEIGHT_FORMATS}")
 
     def weights_identity(self) -> str:
         return f"{self.model_path}:{self.weights}"

@@ -237,8 +237,6 @@ def _api_key(backbone: BackboneConfig, engine: OpenAIEngineConfig) -> str:
         return "EMPTY"  # local servers take any key
     key = os.environ.get(engine.api_key_env)
     if not key:
-        raise ConfigError(
-            f"backbones.{backbone.name}.engine.api_key_env: "
-            f"environment variable {engine.api_key_env} is not set"
-        )
+        raise ConfigError(f"backbones.{backbone.name}.engine.api_key_env",
+                          f"environment variable {engine.api_key_env} is not set")
     return key

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tmem_core._typed import ConfigError
 from tmem_core.llm._backends import backend
 from tmem_core.llm._config import BackboneConfig, HttpConfig, _require_positive
 from tmem_core.llm._http import OpenAICompatBackend, StaticEndpoint
@@ -52,10 +51,10 @@ class ServeLLMEngineConfig(VLLMEngineConfig, HttpConfig):
         _require_positive(self, "min_replicas", "max_replicas", "target_ongoing_requests",
                           "http_port")
         if self.max_replicas < self.min_replicas:
-            raise ConfigError(f"max_replicas must be at least min_replicas "
-                              f"({self.min_replicas}), got {self.max_replicas}")
+            raise ValueError(f"max_replicas must be at least min_replicas "
+                             f"({self.min_replicas}), got {self.max_replicas}")
         if self.gpus_per_shard < 0 or self.cpus_per_replica < 0:
-            raise ConfigError("gpus_per_shard and cpus_per_replica must not be negative")
+            raise ValueError("gpus_per_shard and cpus_per_replica must not be negative")
 
     @property
     def fleet(self) -> int:

@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tmem_core._typed import ConfigError
 from tmem_core.llm._backends import backend
 from tmem_core.llm._config import BackboneConfig, _require_non_negative, _require_positive
 from tmem_core.llm._request_cache import request_hash
@@ -69,8 +68,8 @@ class SimEngineConfig:
         _require_non_negative(self, "ttft_s", "step_s_per_seq", "step_s_per_ktok",
                               "prefix_cache_blocks")
         if self.max_output_tokens < self.min_output_tokens:
-            raise ConfigError("max_output_tokens must be at least min_output_tokens, got "
-                              f"{self.max_output_tokens!r}")
+            raise ValueError("max_output_tokens must be at least min_output_tokens, got "
+                             f"{self.max_output_tokens!r}")
 
     def weights_identity(self) -> str:
         """What changes the answers (the timing does not)."""

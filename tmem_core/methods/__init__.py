@@ -6,38 +6,46 @@ systems (`memory_system`) in `external`. `build_method` makes
 one by name for a run, `evidence_recall_at_k` scores the ranked ones without an LLM.
 """
 
-# registration side effects: every bundled method
-from tmem_core.methods import baselines, external, t2mem, tmem  # noqa: F401
 from tmem_core.methods._base import Evidence, EvidenceMethod, evidence
-from tmem_core.methods._context import LLM, Context, ContextKind, ContextMethod, render_message
-from tmem_core.methods._flat import FlatContextMethod, ranked
-from tmem_core.methods._recall import RecallProgress, evidence_recall_at_k
+from tmem_core.methods._context import (
+    LLM,
+    MESSAGE_ID,
+    Context,
+    ContextKind,
+    ContextMethod,
+    render_message,
+    step_record_json,
+)
+from tmem_core.methods._flat import ranked
+from tmem_core.methods._recall import evidence_recall_at_k
 from tmem_core.methods._registry import (
+    Check,
     MethodEnv,
     MethodSpec,
     NoParams,
     Show,
-    build_method,
+    View,
+    check_params,
     get_method,
     method,
     method_names,
-    show_context,
 )
 
 __all__ = [
     "LLM",
+    "MESSAGE_ID",
+    "Check",
     "Context",
     "ContextKind",
     "ContextMethod",
     "Evidence",
     "EvidenceMethod",
-    "FlatContextMethod",
     "MethodEnv",
     "MethodSpec",
     "NoParams",
-    "RecallProgress",
     "Show",
-    "build_method",
+    "View",
+    "check_params",
     "evidence",
     "evidence_recall_at_k",
     "get_method",
@@ -45,5 +53,5 @@ __all__ = [
     "method_names",
     "ranked",
     "render_message",
-    "show_context",
+    "step_record_json",
 ]

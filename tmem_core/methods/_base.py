@@ -6,7 +6,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from tmem_core.retrieval import Budget
 from tmem_core.schema import Question
 
 
@@ -14,13 +13,16 @@ from tmem_core.schema import Question
 class Evidence:
     """Message ids a method selected for a question, in presentation order.
 
-    `trace` holds method-specific detail for inspection (e.g. T-MEM's `Discovery`).
+    `payload` is what the method's construction needs of its retrieval, of the type the
+    method registered as `evidence` (it travels between the stages as a record column);
+    `trace` holds method-specific detail for inspection only (e.g. T-MEM's `Discovery`).
     """
 
     qid: str
     method: str
     ids: tuple[str, ...]
     trace: object | None = None
+    payload: object | None = None
 
 
 class EvidenceMethod(Protocol):
@@ -29,12 +31,14 @@ class EvidenceMethod(Protocol):
     @property
     def name(self) -> str: ...
 
-    def __call__(self, question: Question, budget: Budget) -> Evidence: ...
+    def __call__(self, question: Question, top_k: int) -> Evidence:
+        """The question's evidence, at most `top_k` messages (the grid's Top-k)."""
+        ...
 
 
 def evidence(method: str, question: Question, ids: Sequence[str],
-             trace: object | None = None) -> Evidence:
-    return Evidence(question.qid, method, tuple(ids), trace)
+             trace: object | None = None, payload: object | None = None) -> Evidence:
+    return Evidence(question.qid, method, tuple(ids), trace, payload)
 
 
 class NotPrepared(RuntimeError):

@@ -8,6 +8,7 @@ steps, then rendering under the token budget). Both are plain Python on one ques
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -24,8 +25,9 @@ class Context:
     """Evidence rendered for the answer prompt.
 
     `ids` are the messages whose own text reached the answer model (evidence recall; for
-    T2Mem, the lines its ReadRaw steps showed, never whole linked episodes); `trace` is JSON-able
-    method detail (forest, labels, loop steps) kept with the record for inspection.
+    T2Mem, the lines its ReadRaw steps showed, never whole linked episodes); `payload` is
+    what the method's validators and viewer read (of the type it registered as `context`,
+    e.g. T-MEM's forest); `trace` is JSON-able method detail kept for inspection.
     """
 
     qid: str
@@ -35,6 +37,7 @@ class Context:
     ids: tuple[str, ...]
     tokens: int
     trace: dict[str, Any] = field(default_factory=dict)
+    payload: object | None = None
 
 
 class LLM(Protocol):
@@ -55,8 +58,9 @@ class ContextMethod(Protocol):
         ...
 
     def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
-                  budget_tokens: int, count_tokens: TokenCounter) -> Context:
-        """LLM step(s), then the context within `budget_tokens`."""
+                  count_tokens: TokenCounter) -> Context:
+        """LLM step(s), then the context within the method's token budget (`MethodEnv.budget`,
+        given when it was built)."""
         ...
 
 
@@ -72,6 +76,10 @@ def step_record_json(context: Context) -> str | None:
     return None if record is None else json.dumps(record, sort_keys=True)
 
 
+MESSAGE_ID = re.compile(r"\[([^\[\]]+)\] \d{4}-\d{2}-\d{2} \d{2}:\d{2}")
+"""A message as `render_message` writes it: "[<id>] YYYY-MM-DD HH:MM ..." (not "parent [id]")."""
+
+
 def render_message(message: Message) -> str:
     """One message as the answer model sees it: id, time, author and metadata, text."""
     meta = [f"{k}: {v}" for k, v in (("role", message.role), ("channel", message.channel),
@@ -82,17 +90,16 @@ def render_message(message: Message) -> str:
     return f"[{message.msg_id}] {message.timestamp:%Y-%m-%d %H:%M} {author}: {message.text}"
 
 
-def render_flat(question: Question, method: str, messages: Sequence[Message],
-                budget_tokens: int, count_tokens: TokenCounter,
-                trace: dict[str, Any] | None = None) -> Context:
-    """A ranked list, cut at the first message that would exceed the token budget."""
+def render_flat(question: Question, method: str, messages: Sequence[Message], budget: int,
+                count_tokens: TokenCounter, trace: dict[str, Any] | None = None) -> Context:
+    """A ranked list, cut at the first message that would exceed the token `budget`."""
     lines: list[str] = []
     ids: list[str] = []
     used = 0
     for message in messages:
         line = render_message(message)
         cost = count_tokens(line) + 1
-        if used + cost > budget_tokens:
+        if used + cost > budget:
             break
         lines.append(line)
         ids.append(message.msg_id)

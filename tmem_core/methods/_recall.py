@@ -1,9 +1,10 @@
 """Evidence recall@k of the ranked methods (the papers' Exp-2), without an LLM.
 
 Recall = mean, over questions with gold evidence (not abstentions), of the fraction of their
-gold evidence ids among the k messages a method keeps. Every method keeps k messages; T-MEM
-also seeds k anchors (Exp-2 protocol) unless `anchors` fixes them. For naive RAG, k counts
-messages: whole chunks are taken until they hold k. Gold evidence is read by the scorer only.
+gold evidence ids among the k messages a method keeps: k is each method's `top_k`, so every
+method keeps k messages and T-MEM also seeds k anchors (Exp-2 protocol). For naive RAG, k
+counts messages: whole chunks are taken until they hold k. Gold evidence is read by the
+scorer only.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from tmem_core.evaluation import RecallTable, evidence_recall, recall_scorable
@@ -19,7 +20,7 @@ from tmem_core.methods._registry import MethodEnv, get_method
 from tmem_core.retrieval import Conversation, IndexStore, query_text
 from tmem_core.schema import DataError, Gold, Question
 
-RECALL_BUDGET_TOKENS = 8192  # unused by the ranked methods, which keep k messages
+RECALL_BUDGET_TOKENS = 8192  # unused: the ranked methods keep k messages
 
 
 @dataclass
@@ -41,9 +42,11 @@ class RecallProgress:
 def evidence_recall_at_k(
     questions: Sequence[Question], gold: Mapping[str, Gold],
     conversations: Mapping[str, Conversation], methods: Sequence[str], ks: Sequence[int],
-    anchors: int | None = None, progress: RecallProgress | None = None,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    progress: RecallProgress | None = None,
 ) -> RecallTable:
-    """Recall of every ranked method at every k over the scorable `questions`."""
+    """Recall of every ranked method at every k over the scorable `questions` (`params`:
+    each method's parameter table, as in a sweep)."""
     progress = progress or RecallProgress()
     scored = [q for q in questions if recall_scorable(gold[q.qid])]
     if not scored:
@@ -57,7 +60,7 @@ def evidence_recall_at_k(
     table = RecallTable()
     for name in methods:
         by_k = {k: get_method(name).create(MethodEnv(conversations, k, RECALL_BUDGET_TOKENS,
-                                                     store), _anchor_params(name, anchors))
+                                                     store), (params or {}).get(name))
                 for k in ks}
         started = time.perf_counter()
         for n, q in enumerate(scored, start=1):
@@ -66,14 +69,6 @@ def evidence_recall_at_k(
                                                                gold[q.qid]))
             progress.method(name, n, len(scored), time.perf_counter() - started)
     return table
-
-
-def _anchor_params(name: str, anchors: int | None) -> dict[str, Any]:
-    """A fixed anchor depth, for the methods whose parameters have one (T-MEM's)."""
-    names = {f.name for f in fields(get_method(name).params)}
-    if anchors is None or "anchors" not in names:
-        return {}
-    return {"anchors": anchors, "anchors_follow_budget": False}
 
 
 def _warm(store: IndexStore, questions: Sequence[Question], progress: RecallProgress) -> None:

@@ -1,4 +1,4 @@
-"""The method registry: one decorated factory per method, with its typed parameters.
+"""The method registry: one decorated factory per method, with its typed parameters and hooks.
 
     @method("my_method", config=MyParams, description="what it does")
     def build(env: MethodEnv, params: MyParams, name: str) -> ContextMethod: ...
@@ -6,38 +6,58 @@
 `params` is the method's config dataclass, built from the sweep config's `[methods.<name>]`
 table and checked when the config loads (unknown keys, types, `Literal` choices and the
 dataclass's own checks, each reported with its key). `variants` registers ablations of the
-same factory as changes to its parameters (nested dataclasses as sub-mappings); `show` is
-how `jobs.inspect` prints the method's evidence and context; `ranked` marks methods whose
-`retrieve` ranks messages without an LLM and keeps `env.top_k` (scored by evidence recall@k).
-`version` counts revisions of what the method (and its variants) does: a run's identity
-carries it from 2 on, so records an earlier definition wrote are never resumed as its own.
+same factory as changes to its parameters (nested dataclasses as sub-mappings); a key a
+variant sets is refused in its table. The hooks:
+- `evidence`, `context`: the dataclasses of the method's typed payloads (what construction
+  needs of retrieval; what its checks and viewer read of a context), stored as JSON;
+- `checks`: named checks of a stored context (its `context` payload and presented ids), run
+  when a run ends and kept in its contract;
+- `view`: how the results viewer draws a context (a panel and the function that fills it);
+- `show`: how `jobs.inspect` prints the method's evidence and context;
+- `ranked`: its `retrieve` ranks messages without an LLM and keeps `env.top_k` (scored by
+  evidence recall@k);
+- `version`: counts revisions of what the method (and its variants) does: a run's identity
+  carries it from 2 on, so records an earlier definition wrote are never resumed as its own.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Generic, TypeVar, cast
 
+from tmem_core._registry import Registry
 from tmem_core._typed import ConfigError, build_config
 from tmem_core.methods._base import Evidence
 from tmem_core.methods._context import Context, ContextMethod
 from tmem_core.retrieval import Conversation, IndexStore
-from tmem_core.schema import DataError, Message
+from tmem_core.schema import Message
 
 P = TypeVar("P")
 Show = Callable[[Evidence, Context, Mapping[str, Message]], str]
+Check = Callable[[Any, Sequence[str]], list[str]]
+"""Problems of one stored context, from its `context` payload and its presented ids."""
+
+
+@dataclass(frozen=True)
+class View:
+    """How the results viewer draws the method's contexts: in its `panel` ("forest" or
+    "timeline"), what `render(payload, context text, messages by id, gold ids)` returns."""
+
+    panel: str
+    render: Callable[[Any, str, Mapping[str, Message], Collection[str]], object]
 
 
 @dataclass
 class MethodEnv:
-    """What a method factory gets: the run's conversations and the grid's Top-k and budget."""
+    """What a method factory gets: the run's conversations, the grid's `top_k` (every
+    method's retrieval depth) and `budget` (the context's tokens)."""
 
     conversations: Mapping[str, Conversation]
     top_k: int
-    budget_tokens: int
+    budget: int
     store: IndexStore | None = None  # shared indexes; made from `conversations` when None
 
     @cached_property
@@ -68,53 +88,78 @@ class MethodSpec(Generic[P]):
     variant_of: str | None = None
     show: Show = show_context
     ranked: bool = False
+    evidence: type[Any] | None = None
+    context: type[Any] | None = None
+    checks: Mapping[str, Check] = field(default_factory=dict)
+    view: View | None = None
     version: int = 1
 
     def parse(self, raw: Mapping[str, Any], where: str = "") -> P:
-        """The method's parameters from a config table (the variant's changes applied last)."""
-        params = build_config(self.params, raw, where or f"methods.{self.name}")
+        """The method's parameters from a config table, with the variant's changes (a key
+        the variant sets is refused: it would be dropped)."""
+        where = where or f"methods.{self.name}"
+        _refuse_overridden(raw, self.overrides, where, self)
+        params = build_config(self.params, raw, where)
         return cast(P, _apply(params, self.overrides))
 
     def create(self, env: MethodEnv, raw: Mapping[str, Any] | None = None) -> ContextMethod:
         return self.build(env, self.parse(raw or {}), self.name)
 
 
-_REGISTRY: dict[str, MethodSpec[Any]] = {}
+METHODS: Registry[MethodSpec[Any]] = Registry("method", tuple(
+    f"tmem_core.methods.{module}" for module in (
+        "baselines._ranked", "baselines._naive_rag", "baselines._search_o1", "external._mem0",
+        "external._graphiti", "t2mem._method", "tmem._method", "tmem._tmem")))
+"""The bundled methods, by the modules that register them."""
 
 
 def method(name: str, *, description: str, config: type[Any] = NoParams,
            variants: Mapping[str, Mapping[str, Any]] | None = None, show: Show | None = None,
-           ranked: bool = False, version: int = 1
+           ranked: bool = False, evidence: type[Any] | None = None,
+           context: type[Any] | None = None, checks: Mapping[str, Check] | None = None,
+           view: View | None = None, version: int = 1
            ) -> Callable[[Callable[[MethodEnv, P, str], ContextMethod]],
                          Callable[[MethodEnv, P, str], ContextMethod]]:
-    """Register a method factory under `name` (and its ablations under `variants`)."""
+    """Register a method factory under `name` (and its ablations under `variants`), with its
+    payload types and hooks."""
+
+    if (checks or view) and context is None:
+        raise ValueError(f"method {name!r}: checks and a view read a `context` payload type")
 
     def register(build: Callable[[MethodEnv, P, str], ContextMethod]
                  ) -> Callable[[MethodEnv, P, str], ContextMethod]:
         base = MethodSpec(name, build, config, description, show=show or show_context,
-                          ranked=ranked, version=version)
+                          ranked=ranked, evidence=evidence, context=context,
+                          checks=checks or {}, view=view, version=version)
         for spec in (base, *(dataclasses.replace(base, name=variant, overrides=changes,
                                                  variant_of=name)
                              for variant, changes in (variants or {}).items())):
-            if spec.name in _REGISTRY:
-                raise ValueError(f"method {spec.name!r} is already registered")
             _apply(build_config(config, {}, f"methods.{spec.name}"), spec.overrides)
-            _REGISTRY[spec.name] = spec
+            METHODS.add(spec.name, spec)
         return build
 
     return register
 
 
-def get_method(name: str) -> MethodSpec[Any]:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise DataError(f"unknown method {name!r}; known: {', '.join(method_names())}") from None
+def get_method(name: str, key: str = "") -> MethodSpec[Any]:
+    """The method registered as `name` (`key`: where a config named it)."""
+    return METHODS.get(name, key)
 
 
 def method_names(*, ranked: bool | None = None) -> list[str]:
     """Registered method names (only those that rank without an LLM, with `ranked=True`)."""
-    return sorted(n for n, s in _REGISTRY.items() if ranked is None or s.ranked == ranked)
+    return [n for n, s in METHODS if ranked is None or s.ranked == ranked]
+
+
+def check_params(tables: Mapping[str, Mapping[str, Any]], methods: Sequence[str]) -> None:
+    """Each `[methods.<name>]` table checked by its method's parameter dataclass (unknown
+    keys, types, choices, keys a variant sets); each names one of `methods`."""
+    for name, table in tables.items():
+        if name not in methods:
+            raise ConfigError(f"methods.{name}", f"parameters for a method not in grid.methods "
+                                                 f"({', '.join(methods)})")
+        if name in method_names():  # else a name the caller allowed unregistered (grid tests)
+            get_method(name).parse(table)
 
 
 def build_method(name: str, env: MethodEnv, raw: Mapping[str, Any] | None = None
@@ -128,8 +173,21 @@ def _apply(params: Any, changes: Mapping[str, Any]) -> Any:
     updates = {}
     for key, value in changes.items():
         if not hasattr(params, key):
-            raise ConfigError(f"variant changes unknown parameter {key!r}")
+            raise ConfigError("", f"variant changes unknown parameter {key!r}")
         current = getattr(params, key)
         nested = dataclasses.is_dataclass(current) and isinstance(value, Mapping)
         updates[key] = _apply(current, value) if nested else value
     return dataclasses.replace(params, **updates) if updates else params
+
+
+def _refuse_overridden(raw: Mapping[str, Any], changes: Mapping[str, Any], where: str,
+                       spec: MethodSpec[Any]) -> None:
+    for key, value in changes.items():
+        if key not in raw:
+            continue
+        if isinstance(value, Mapping) and isinstance(raw[key], Mapping):
+            _refuse_overridden(raw[key], value, f"{where}.{key}", spec)
+            continue
+        raise ConfigError(f"{where}.{key}", f"set to {value!r} by the variant {spec.name} of "
+                                            f"{spec.variant_of}; name {spec.variant_of} to "
+                                            f"choose it yourself")

@@ -4,11 +4,9 @@ Nothing below this package imports Ray; methods, retrieval and the LLM layer are
 Python that the stages here wrap.
 """
 
+from tmem_core.pipeline._actors import STAGES
 from tmem_core.pipeline._config import (
-    Allowed,
     BenchmarkConfig,
-    ConfigError,
-    Resources,
     RunSpec,
     SweepConfig,
     load_sweep,
@@ -16,40 +14,23 @@ from tmem_core.pipeline._config import (
     registered,
 )
 from tmem_core.pipeline._contract import Contract
-from tmem_core.pipeline._runner import (
-    RunPlan,
-    RunSummary,
-    finish_run,
-    init_ray,
-    plan_run,
-    prepare_benchmark,
-    run_sweep,
-    select_questions,
-)
-from tmem_core.pipeline._stages import STAGES, StageJob
+from tmem_core.pipeline._plan import plan_sweep
+from tmem_core.pipeline._runner import RunSummary, init_ray, run_sweep
 from tmem_core.pipeline._watch import STATUS_ENV, supervise
 
 __all__ = [
     "STAGES",
     "STATUS_ENV",
-    "Allowed",
     "BenchmarkConfig",
-    "ConfigError",
     "Contract",
-    "Resources",
-    "RunPlan",
     "RunSpec",
     "RunSummary",
-    "StageJob",
     "SweepConfig",
-    "finish_run",
     "init_ray",
     "load_sweep",
     "parse_sweep",
-    "plan_run",
-    "prepare_benchmark",
+    "plan_sweep",
     "registered",
     "run_sweep",
-    "select_questions",
     "supervise",
 ]

@@ -1,6 +1,9 @@
 """Sweep configuration: one TOML or YAML file expands into a grid of runs.
 
-Every error names the key, the bad value and the allowed values, before anything starts.
+Every table is built by the typed builder (`tmem_core._typed.build_config`), then the names
+are looked up in the registries and the files it names are checked; every problem is one
+`ConfigError` naming the key, the bad value and the allowed values, before anything starts
+or is written.
 """
 
 from __future__ import annotations
@@ -9,29 +12,19 @@ import hashlib
 import importlib
 import itertools
 import json
+import os
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from tmem_core import _typed
-from tmem_core.benchmarks import benchmark_names
+from tmem_core._typed import ConfigError, build_config, read_config
+from tmem_core.benchmarks import benchmark_names, get_benchmark
 from tmem_core.llm import load_backbones
-from tmem_core.methods import get_method, method_names
+from tmem_core.methods import check_params, get_method, method_names
 from tmem_core.prompts import PromptError, judge_prompt, load_prompt
-
-
-class ConfigError(ValueError):
-    """A sweep configuration problem, located by its key."""
-
-    def __init__(self, key: str, message: str) -> None:
-        self.key = key
-        super().__init__(f"config key {key!r}: {message}" if key else message)
 
 
 @dataclass(frozen=True)
@@ -44,6 +37,9 @@ class BenchmarkConfig:
     variant: str = "base"
     limit: int | None = None  # first N questions (by qid) per benchmark
     categories: tuple[str, ...] = ()  # keep only these categories (empty: all)
+
+    def __post_init__(self) -> None:
+        _not_negative(self, "size", "seed", "limit")
 
 
 @dataclass(frozen=True)
@@ -62,12 +58,45 @@ class Resources:
     cpus_per_actor: float = 0.5  # retrieve actors (and vLLM stage actors); others take 0.1
     gpus_per_engine: float = 0.0
     engine_replicas: int = 1
+    max_task_retries: int = 2
 
     def __post_init__(self) -> None:
+        _not_negative(self, *(f.name for f in fields(self) if f.name != "fuse_stages"))
         if self.engine_replicas < 1:
-            raise ConfigError("resources.engine_replicas",
-                              f"must be 1 or more, got {self.engine_replicas!r}")
-    max_task_retries: int = 2
+            raise ValueError(f"engine_replicas must be 1 or more, got {self.engine_replicas!r}")
+
+
+@dataclass(frozen=True)
+class GridConfig:
+    """What the runs vary: each run takes one benchmark, method, backbone, Top-k and budget.
+
+    `top_k` is every method's retrieval depth, `budget` the context's token budget (the
+    README's evidence contract says what each method does with them); `judges` default to
+    the first backbone."""
+
+    methods: tuple[str, ...]
+    backbones: tuple[str, ...]
+    judges: tuple[str, ...] | None = None
+    top_k: tuple[int, ...] = (36,)
+    budget: tuple[int, ...] = (8192,)
+    judge_repeats: int = 1
+
+    def __post_init__(self) -> None:
+        for key in ("methods", "backbones"):
+            if not getattr(self, key):
+                raise ConfigError(f"grid.{key}", "expected a non-empty list")
+        if self.judges == ():
+            raise ConfigError("grid.judges", "an empty list judges no answer; name at least "
+                                             "one backbone, or leave judges out to judge "
+                                             "with the first backbone")
+        for key in ("top_k", "budget"):
+            for value in getattr(self, key):
+                if value <= 0:
+                    raise ConfigError(f"grid.{key}", f"expected positive integers, got "
+                                                     f"{value!r}")
+        if self.judge_repeats <= 0:
+            raise ConfigError("grid.judge_repeats", f"expected a positive integer, got "
+                                                    f"{self.judge_repeats!r}")
 
 
 @dataclass(frozen=True)
@@ -84,7 +113,7 @@ class RunSpec:
     budget: int
     judge_repeats: int = 1
     judge_prompts: Mapping[str, str] = field(default_factory=dict)  # bundled name -> file
-    plugins: tuple[str, ...] = ()  # modules that register methods or benchmarks
+    plugins: tuple[str, ...] = ()  # modules that register methods, benchmarks or backends
 
     @cached_property
     def run_id(self) -> str:
@@ -119,34 +148,35 @@ def prompt_file_identity(path: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class SweepConfig:
+    """A sweep file as loaded: `methods` holds each method's parameter table as given."""
+
     name: str
     benchmarks: tuple[BenchmarkConfig, ...]
-    methods: tuple[str, ...]
-    backbones: tuple[str, ...]
-    judges: tuple[str, ...]
-    top_k: tuple[int, ...] = (36,)
-    budgets: tuple[int, ...] = (8192,)
-    judge_repeats: int = 1
-    method_params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    grid: GridConfig
+    methods: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     resources: Resources = field(default_factory=Resources)
     results_dir: str = "results"
     backbones_file: str | None = None
     judge_prompts: Mapping[str, str] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        if not self.benchmarks:
+            raise ConfigError("benchmarks", "expected a non-empty list")
+
+    @property
+    def judges(self) -> tuple[str, ...]:
+        return self.grid.judges or self.grid.backbones[:1]
+
     def runs(self) -> list[RunSpec]:
+        grid = self.grid
         return [
-            RunSpec(self.name, bench, method, dict(self.method_params.get(method, {})),
-                    backbone, self.judges, k, budget, self.judge_repeats,
+            RunSpec(self.name, bench, method, dict(self.methods.get(method, {})),
+                    backbone, self.judges, k, budget, grid.judge_repeats,
                     dict(self.judge_prompts), self.plugins)
             for bench, method, backbone, k, budget in itertools.product(
-                self.benchmarks, self.methods, self.backbones, self.top_k, self.budgets)
+                self.benchmarks, grid.methods, grid.backbones, grid.top_k, grid.budget)
         ]
-
-
-_TOP_KEYS = {"name", "benchmarks", "grid", "methods", "resources", "results_dir",
-             "backbones_file", "judge_prompts", "plugins"}
-_GRID_KEYS = {"methods", "backbones", "judges", "top_k", "budgets", "judge_repeats"}
 
 
 @dataclass(frozen=True)
@@ -165,168 +195,97 @@ def registered() -> Allowed:
 
 
 def load_sweep(path: Path, allowed: Allowed | None = None) -> SweepConfig:
-    raw = _read(path)
-    return parse_sweep(raw, allowed, default_name=path.stem)  # plugins register first
+    return parse_sweep(read_config(path), allowed, default_name=path.stem)
 
 
 def parse_sweep(raw: Mapping[str, Any], allowed: Allowed | None = None,
                 default_name: str = "sweep") -> SweepConfig:
-    _no_unknown("", raw, _TOP_KEYS)
-    plugins = _plugins(raw.get("plugins", []))  # first: they add names to the registries
+    """The sweep of a config mapping, every table typed and every name and file checked."""
+    import_plugins(_plugins(raw.get("plugins", [])))  # first: they add names to registries
+    config = build_config(SweepConfig, {"name": default_name, **raw}, "")
     allowed = allowed or registered()
-    grid = _mapping(raw.get("grid", {}), "grid")
-    _no_unknown("grid.", grid, _GRID_KEYS)
-    backbones_file = raw.get("backbones_file")
-    known_backbones = sorted(allowed.backbones(backbones_file))
-    methods = _names(grid, "methods", sorted(allowed.methods), required=True)
-    backbones = _names(grid, "backbones", known_backbones, required=True)
-    judges = _names(grid, "judges", known_backbones) or backbones[:1]
-    method_params = _mapping(raw.get("methods", {}), "methods")
-    for name in method_params:
-        if name not in methods:
-            raise ConfigError(f"methods.{name}", f"parameters for a method not in grid.methods "
-                                                 f"({', '.join(methods)})")
-    for name in methods:
-        _method_params(name, _mapping(method_params.get(name, {}), f"methods.{name}"))
-    return SweepConfig(
-        name=str(raw.get("name", default_name)),
-        benchmarks=tuple(_benchmark(b, i, sorted(allowed.benchmarks))
-                         for i, b in enumerate(_list(raw.get("benchmarks"), "benchmarks"))),
-        methods=methods, backbones=backbones, judges=judges,
-        top_k=_ints(grid, "top_k", (36,)), budgets=_ints(grid, "budgets", (8192,)),
-        judge_repeats=_ints(grid, "judge_repeats", (1,), scalar=True)[0],
-        method_params=method_params,
-        resources=_dataclass(Resources, _mapping(raw.get("resources", {}), "resources"),
-                             "resources"),
-        results_dir=str(raw.get("results_dir", "results")),
-        backbones_file=backbones_file,
-        judge_prompts=_judge_prompts(raw.get("judge_prompts", {})),
-        plugins=plugins,
-    )
+    _known("grid.methods", config.grid.methods, allowed.methods)
+    _known("grid.backbones", (*config.grid.backbones, *(config.grid.judges or ())),
+           _backbones(allowed, config.backbones_file))
+    for index, bench in enumerate(config.benchmarks):
+        _check_benchmark(bench, f"benchmarks[{index}]", allowed)
+    check_params(config.methods, config.grid.methods)
+    for name, path in config.judge_prompts.items():
+        _check_judge_prompt(name, path)
+    _check_results_dir(Path(config.results_dir))
+    return config
 
 
 def import_plugins(modules: Iterable[str]) -> None:
-    """Import the modules that register a sweep's own methods or benchmarks."""
+    """Import the modules that register a sweep's own methods, benchmarks or backends."""
     for module in modules:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError("plugins", f"cannot import {module!r}: {exc}") from None
 
 
 def _plugins(raw: Any) -> tuple[str, ...]:
     if not isinstance(raw, list) or not all(isinstance(m, str) for m in raw):
         raise ConfigError("plugins", "expected a list of module names, e.g. [\"my_methods\"]")
-    for module in raw:
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise ConfigError("plugins", f"cannot import {module!r}: {exc}") from None
     return tuple(raw)
 
 
-def _method_params(name: str, params: Mapping[str, Any]) -> None:
-    """The method's parameters, checked by its registered config dataclass."""
-    if name not in method_names():
-        return  # a name the caller allowed without registering it (tests of the grid)
+def _known(key: str, names: Iterable[str], allowed: Iterable[str]) -> None:
+    known = sorted(allowed)
+    for name in names:
+        if name not in known:
+            raise ConfigError(key, f"unknown value {name!r}; allowed: {', '.join(known)}")
+
+
+def _backbones(allowed: Allowed, backbones_file: str | None) -> Iterable[str]:
     try:
-        get_method(name).parse(params)
-    except _typed.ConfigError as exc:
-        key, _, message = str(exc).partition(": ")  # "methods.<name>.<key>: <problem>"
-        raise ConfigError(key, message) from None
+        return allowed.backbones(backbones_file)
+    except ConfigError as exc:  # in the backbones file: say which key of the sweep names it
+        where = f"{backbones_file}: {exc.key}: " if exc.key else f"{backbones_file}: "
+        raise ConfigError("backbones_file", where + exc.reason.removeprefix(
+            f"{backbones_file}: ")) from None
 
 
-def _judge_prompts(raw: Any) -> dict[str, str]:
+def _check_benchmark(bench: BenchmarkConfig, where: str, allowed: Allowed) -> None:
+    _known(f"{where}.name", [bench.name], allowed.benchmarks)
+    if bench.prepared is not None:
+        if not (Path(bench.prepared) / "manifest.json").is_file():
+            raise ConfigError(f"{where}.prepared", f"not a folder written by jobs.prepare: "
+                                                   f"{bench.prepared}")
+    elif bench.source is not None:
+        if not Path(bench.source).exists():
+            raise ConfigError(f"{where}.source", f"no such file or folder {bench.source}")
+    elif bench.name in benchmark_names() and get_benchmark(bench.name).needs_source:
+        raise ConfigError(f"{where}.source", f"benchmark {bench.name!r} is read from its "
+                                             f"native files: give source (or prepared)")
+
+
+def _check_judge_prompt(name: str, path: str) -> None:
     """`{bundled judge prompt: user prompt file}`, e.g. an official judge prompt."""
-    overrides = _mapping(raw, "judge_prompts")
-    for name, path in overrides.items():
-        if not str(name).startswith("judge/"):
-            raise ConfigError(f"judge_prompts.{name}", "names a bundled judge prompt, e.g. "
-                                                       "judge/locomo")
-        if not Path(str(path)).is_file():
-            raise ConfigError(f"judge_prompts.{name}", f"no such prompt file {path!r}")
-        try:
-            judge_prompt(str(path))
-        except PromptError as exc:
-            raise ConfigError(f"judge_prompts.{name}", str(exc)) from None
-    return {str(k): str(v) for k, v in overrides.items()}
-
-
-def _read(path: Path) -> Mapping[str, Any]:
-    if not path.exists():
-        raise ConfigError("", f"no such file {path}")
-    text = path.read_text()
+    if not name.startswith("judge/"):
+        raise ConfigError(f"judge_prompts.{name}", "names a bundled judge prompt, e.g. "
+                                                   "judge/locomo")
+    if not Path(path).is_file():
+        raise ConfigError(f"judge_prompts.{name}", f"no such prompt file {path!r}")
     try:
-        data = yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError("", f"cannot parse {path}: {exc}") from None
-    return _mapping(data, "")
+        judge_prompt(path)
+    except PromptError as exc:
+        raise ConfigError(f"judge_prompts.{name}", str(exc)) from None
 
 
-def _benchmark(raw: Any, index: int, known: list[str]) -> BenchmarkConfig:
-    where = f"benchmarks[{index}]"
-    data = dict(_mapping(raw, where))
-    if data.get("name") not in known:
-        raise ConfigError(f"{where}.name", f"unknown benchmark {data.get('name')!r}; allowed: "
-                                           f"{', '.join(known)}")
-    if "categories" in data:
-        data["categories"] = tuple(_list(data["categories"], f"{where}.categories"))
-    config: BenchmarkConfig = _dataclass(BenchmarkConfig, data, where)
-    return config
+def _check_results_dir(path: Path) -> None:
+    """The results folder exists or can be made: its nearest existing ancestor is a folder
+    this process may write in (nothing is created now)."""
+    existing = next(p for p in (path.absolute(), *path.absolute().parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        problem = "is not a folder" if not existing.is_dir() else "is not writable"
+        raise ConfigError("results_dir", f"cannot create {path}: {existing} {problem}")
 
 
-def _dataclass(cls: Any, data: Mapping[str, Any], where: str) -> Any:
-    names = {f.name: f for f in fields(cls)}
-    _no_unknown(f"{where}.", data, set(names))
-    for key, value in data.items():
-        expected = names[key].type
-        if str(expected) == "bool" and not isinstance(value, bool):
-            raise ConfigError(f"{where}.{key}", f"expected true or false, got {value!r}")
-        if "int" in str(expected) and not isinstance(value, int | float | type(None)):
-            raise ConfigError(f"{where}.{key}", f"expected a number, got {value!r}")
-        if isinstance(value, int | float) and value < 0:
-            raise ConfigError(f"{where}.{key}", f"must not be negative, got {value!r}")
-    return cls(**data)
+def _not_negative(config: object, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if value is not None and value < 0:
+            raise ValueError(f"{name} must not be negative, got {value!r}")
 
-
-def _no_unknown(prefix: str, data: Mapping[str, Any], allowed: set[str]) -> None:
-    for key in data:
-        if key not in allowed:
-            raise ConfigError(f"{prefix}{key}", f"unknown key; allowed: "
-                                                f"{', '.join(sorted(allowed))}")
-
-
-def _mapping(value: Any, key: str) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ConfigError(key, f"expected a table/mapping, got {type(value).__name__}")
-    return dict(value)
-
-
-def _list(value: Any, key: str) -> list[Any]:
-    if value is None:
-        raise ConfigError(key, "missing")
-    if not isinstance(value, list) or not value:
-        raise ConfigError(key, "expected a non-empty list")
-    return value
-
-
-def _names(grid: Mapping[str, Any], key: str, known: list[str], required: bool = False
-           ) -> tuple[str, ...]:
-    if key not in grid:
-        if required:
-            raise ConfigError(f"grid.{key}", f"missing; allowed values: {', '.join(known)}")
-        return ()
-    values = grid[key] if isinstance(grid[key], list) else [grid[key]]
-    for value in values:
-        if value not in known:
-            raise ConfigError(f"grid.{key}", f"unknown value {value!r}; allowed: "
-                                             f"{', '.join(known)}")
-    return tuple(values)
-
-
-def _ints(grid: Mapping[str, Any], key: str, default: tuple[int, ...], scalar: bool = False
-          ) -> tuple[int, ...]:
-    if key not in grid:
-        return default
-    values = [grid[key]] if scalar or not isinstance(grid[key], list) else grid[key]
-    for value in values:
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ConfigError(f"grid.{key}", f"expected positive integers, got {value!r}")
-    return tuple(values)

@@ -33,8 +33,9 @@ from tmem_core.llm import (
     SharedEngine,
     cache_first,
     get_backend,
+    run_sync,
 )
-from tmem_core.llm._types import error_response, run_sync
+from tmem_core.pipeline._config import import_plugins
 
 ENGINE_PREFIX = "tmem-llm-"
 MAX_IN_FLIGHT = 256
@@ -51,15 +52,25 @@ def replica_name(backbone: BackboneConfig, index: int) -> str:
     return f"{ENGINE_PREFIX}{backbone.name}-{index}"
 
 
-def engine_handles(backbone: BackboneConfig, gpus: float = 0.0) -> list[Any]:
+class ReplicaEngine(SharedEngine):
+    """A replica actor's body: the sweep's plugins first (a backend may be one of theirs)."""
+
+    def __init__(self, backbone: BackboneConfig, replica: int = 0,
+                 plugins: tuple[str, ...] = ()) -> None:
+        import_plugins(plugins)
+        super().__init__(backbone, replica)
+
+
+def engine_handles(backbone: BackboneConfig, gpus: float = 0.0, plugins: tuple[str, ...] = ()
+                   ) -> list[Any]:
     """The backbone's replica actors (`backbone.replicas` of them, each with `gpus` GPUs for a
     GPU backend, or its engine's shard count if that is more), created on first use and
-    found by name afterwards. Ray restarts a replica that dies; its calls are not retried on
-    it: the router resends them to another replica."""
-    return [ray.remote(SharedEngine).options(
+    found by name afterwards; each imports the sweep's `plugins`. Ray restarts a replica
+    that dies; its calls are not retried on it: the router resends them to another one."""
+    return [ray.remote(ReplicaEngine).options(
         name=replica_name(backbone, index), get_if_exists=True,
         max_concurrency=MAX_IN_FLIGHT, num_cpus=0, num_gpus=replica_gpus(backbone, gpus),
-        max_restarts=-1, max_task_retries=0).remote(backbone, index)
+        max_restarts=-1, max_task_retries=0).remote(backbone, index, plugins)
         for index in range(max(1, backbone.replicas))]
 
 
@@ -215,12 +226,3 @@ class EngineProxy:
         text = "\n".join(m.content for m in request.messages)
         return tuple(s for s in self.forbidden if s in text)
 
-
-class FailingProxy(EngineProxy):
-    """A proxy whose every call fails like a dead engine (test fault injection)."""
-
-    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        responses = [error_response("engine", "injected fault") for _ in requests]
-        self.records.extend(CallRecord.of(self.backbone, r, x)
-                            for r, x in zip(self.stamped(requests), responses, strict=True))
-        return responses

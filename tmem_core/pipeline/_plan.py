@@ -19,8 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from tmem_core.llm import BackboneConfig, BatchModel, SimEngineConfig, load_backbones
-from tmem_core.llm._sim import Seq
+from tmem_core.llm import BackboneConfig, BatchModel, Seq, SimEngineConfig, load_backbones
 from tmem_core.pipeline._config import SweepConfig
 from tmem_core.pipeline._runner import prepare_benchmark, run_sweep, select_questions
 from tmem_core.results import calls_store, conversation_of

@@ -20,24 +20,18 @@ from ray.data import ActorPoolStrategy
 
 from tmem_core.benchmarks import LoadRequest, get_protocol, prepare, read_prepared
 from tmem_core.llm import SERVE_BACKEND, BackboneConfig, get_backend, load_backbones
+from tmem_core.methods import get_method
+from tmem_core.pipeline._actors import FLOW_SCHEMA, STAGES, FusedStages, PerRun, split_by_run
+from tmem_core.pipeline._answer_stage import AnswerStage
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
 from tmem_core.pipeline._contract import Contract
 from tmem_core.pipeline._engine import close_local_engines, engine_handles
+from tmem_core.pipeline._judge_stage import JudgeStage
+from tmem_core.pipeline._method_stages import ConstructStage, RetrieveStage
+from tmem_core.pipeline._probe import PROBE_ENV
 from tmem_core.pipeline._serve import deploy as deploy_serve
 from tmem_core.pipeline._serve import undeploy as undeploy_serve
-from tmem_core.pipeline._stages import (
-    FLOW_SCHEMA,
-    STAGES,
-    AnswerStage,
-    ConstructStage,
-    FusedStages,
-    JudgeStage,
-    PerRun,
-    RetrieveStage,
-    Stage,
-    StageJob,
-    split_by_run,
-)
+from tmem_core.pipeline._stage import Stage, StageJob
 from tmem_core.pipeline._validators import (
     budget_respected,
     context_checks,
@@ -65,7 +59,6 @@ from tmem_core.schema import gold_from_table, questions_from_table
 
 Log = Callable[[str], None]
 LOCAL_RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
-FAULT_ENV = "TMEM_FAULT"
 PROPAGATED_ENV = ("TMEM_CACHE_DIR", "HF_HUB_OFFLINE", "HF_HOME")
 
 
@@ -134,14 +127,15 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     """Every run of the grid, through one pipeline whose actors serve all runs in turn (so
     runs neither start actors nor drain the pipeline at their boundaries); each run's summary
     is logged as soon as its last question is out. `local` runs the stages in this process."""
-    if not local:
-        init_ray()
     backbones = {name: with_replicas(b, config.resources)
                  for name, b in load_backbones(config.backbones_file).items()}
     root = Path(config.results_dir) / config.name
+    # the data first: a source that cannot be read ends the sweep before anything is written
+    bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
     root.mkdir(parents=True, exist_ok=True)
     (root / SWEEP_FILE).write_text(json.dumps(_sweep_json(config), indent=2, default=str))
-    bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
+    if not local:
+        init_ray()
     plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, local)
              for run in config.runs()]
     summaries: list[RunSummary] = []
@@ -159,7 +153,8 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
                 if backbone.backend == SERVE_BACKEND:
                     deploy_serve(backbone)
                     served.append(backbone)
-                engines += engine_handles(backbone, config.resources.gpus_per_engine)
+                engines += engine_handles(backbone, config.resources.gpus_per_engine,
+                                          config.plugins)
         started = time.time()
         if local:
             _run_plain(plans, config.resources, log, finished)
@@ -263,7 +258,7 @@ def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig]
     contract.write(run_dir)
     questions = select_questions(bench_dir, run.benchmark)
     job = StageJob(run, str(run_dir), str(bench_dir), backbones[run.backbone],
-                   tuple(backbones[j] for j in run.judges), os.environ.get(FAULT_ENV, ""),
+                   tuple(backbones[j] for j in run.judges), os.environ.get(PROBE_ENV, ""),
                    local)
     return RunPlan(job, questions, contract, prepared)
 
@@ -288,8 +283,9 @@ def _data_facts(manifest: dict[str, Any], bench_dir: Path) -> dict[str, Any]:
 
 def _flow_rows(job: StageJob, questions: list[tuple[str, str]]) -> list[dict[str, Any]]:
     """The run's questions as the rows that flow through the stages (`FLOW_SCHEMA`)."""
-    return [{"run_id": job.run.run_id, "qid": q, "conv_id": c, "ok": True, "error": None,
-             "evidence": None, "context": None, "prediction": None} for q, c in questions]
+    empty = dict.fromkeys(FLOW_SCHEMA.names)
+    return [{**empty, "run_id": job.run.run_id, "qid": q, "conv_id": c, "ok": True}
+            for q, c in questions]
 
 
 def _run_plain(plans: list[RunPlan], resources: Resources, log: Log,
@@ -298,9 +294,10 @@ def _run_plain(plans: list[RunPlan], resources: Resources, log: Log,
     progress = Progress(plans, log)
     for plan in plans:
         stages = FusedStages(plan.job)
-        flow = pa.Table.from_pylist(_flow_rows(plan.job, plan.questions), schema=FLOW_SCHEMA)
-        for start in range(0, flow.num_rows, resources.batch_size):
-            progress.add(plan, stages(flow.slice(start, resources.batch_size)))
+        rows = _flow_rows(plan.job, plan.questions)
+        for start in range(0, len(rows), resources.batch_size):
+            out = stages(rows[start:start + resources.batch_size])
+            progress.add(plan, pa.Table.from_pylist(out, schema=FLOW_SCHEMA))
         finished(plan)
 
 
@@ -388,7 +385,7 @@ def _validate(job: StageJob, qids: list[str], prepared: Any, histories: dict[str
                                                  latest[ConstructStage.name], questions, gold),
         "no_gold_ids_in_prompts": no_gold_ids_in_prompts(
             calls_store(Path(job.run_dir)).read_all()),
-        **context_checks(latest[ConstructStage.name]),
+        **context_checks(latest[ConstructStage.name], get_method(job.run.method)),
     }
     return {name: v.as_dict() for name, v in out.items()}
 

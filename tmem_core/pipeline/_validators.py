@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
+from tmem_core import from_json
 from tmem_core.evaluation import gold_leaks
-from tmem_core.methods.tmem import trace_problems
+from tmem_core.methods import Check, MethodSpec
 from tmem_core.schema import Gold, Question
 
 MAX_LISTED = 20
@@ -72,30 +73,18 @@ def no_gold_in_prompts(answers: pa.Table, construct: pa.Table, questions: dict[s
     return verdict(len(rows), problems)
 
 
-ContextValidator = Callable[[dict[str, Any]], list[str]]
-
-
-def forest_structure(record: dict[str, Any]) -> list[str]:
-    """A T-MEM forest context: parents, roots and time order of its forest, and the presented
-    ids in the forest's linearised order (from the record's trace)."""
-    try:
-        problems = trace_problems(json.loads(record["trace"]), record["context_ids"])
-    except (TypeError, KeyError, ValueError) as exc:
-        problems = [f"unreadable forest trace ({type(exc).__name__}: {exc})"]
-    return [f"{record['qid']}: {p}" for p in problems]
-
-
-CONTEXT_VALIDATORS: dict[str, dict[str, ContextValidator]] = {
-    "forest": {"forest_structure": forest_structure},
-}
-"""Per context kind, named checks of one construct record."""
-
-
-def context_checks(construct: pa.Table) -> dict[str, Verdict]:
+def context_checks(construct: pa.Table, spec: MethodSpec[Any]) -> dict[str, Verdict]:
+    """The checks the run's method registered, on each stored context (its payload and the
+    ids it presents)."""
     rows = [r for r in construct.to_pylist() if r["ok"]]
-    out: dict[str, Verdict] = {}
-    for kind, checks in CONTEXT_VALIDATORS.items():
-        of_kind = [r for r in rows if r["kind"] == kind]
-        for name, check in checks.items():
-            out[name] = verdict(len(of_kind), (p for r in of_kind for p in check(r)))
-    return out
+    return {name: verdict(len(rows), (p for r in rows for p in _checked(check, spec, r)))
+            for name, check in spec.checks.items()}
+
+
+def _checked(check: Check, spec: MethodSpec[Any], record: dict[str, Any]) -> list[str]:
+    try:
+        problems = check(from_json(cast(type, spec.context), record["payload"]),
+                         record["context_ids"])
+    except (TypeError, KeyError, ValueError) as exc:
+        problems = [f"unreadable payload ({type(exc).__name__}: {exc})"]
+    return [f"{record['qid']}: {p}" for p in problems]

@@ -7,8 +7,6 @@ prompt file (a judge prompt copied from upstream evaluation code) may instead us
 """
 
 from tmem_core.prompts._prompt import (
-    JUDGE_VALUES,
-    UPSTREAM_NAMES,
     Prompt,
     PromptError,
     as_chat,
@@ -17,5 +15,11 @@ from tmem_core.prompts._prompt import (
     prompt_names,
 )
 
-__all__ = ["JUDGE_VALUES", "UPSTREAM_NAMES", "Prompt", "PromptError", "as_chat",
-           "judge_prompt", "load_prompt", "prompt_names"]
+__all__ = [
+    "Prompt",
+    "PromptError",
+    "as_chat",
+    "judge_prompt",
+    "load_prompt",
+    "prompt_names",
+]

@@ -14,7 +14,6 @@ from tmem_core.results._accuracy import (
     with_overall,
 )
 from tmem_core.results._calibration import (
-    CONTROLS,
     RELIABLE_RATE,
     JudgeCalibration,
     calibration,
@@ -25,7 +24,6 @@ from tmem_core.results._layout import (
     CALIBRATION,
     CALIBRATION_STAGE,
     CALLS,
-    CALLS_STORE_SCHEMA,
     CONTRACT_FILE,
     MEMORY_STAGE,
     RECORD_STAGES,
@@ -40,13 +38,7 @@ from tmem_core.results._layout import (
     run_dirs,
     stage_store,
 )
-from tmem_core.results._store import (
-    RECORD_COLUMNS,
-    StageStore,
-    failures_of,
-    latest_of,
-    stage_schema,
-)
+from tmem_core.results._store import StageStore, failures_of, latest_of
 from tmem_core.results._sweep import SweepResults, read_sweep
 
 __all__ = [
@@ -54,12 +46,9 @@ __all__ = [
     "CALIBRATION",
     "CALIBRATION_STAGE",
     "CALLS",
-    "CALLS_STORE_SCHEMA",
     "CONTRACT_FILE",
-    "CONTROLS",
     "MEMORY_STAGE",
     "OVERALL",
-    "RECORD_COLUMNS",
     "RECORD_STAGES",
     "RELIABLE_RATE",
     "STAGE_SCHEMAS",
@@ -84,7 +73,6 @@ __all__ = [
     "read_sweep",
     "run_dirs",
     "score_accuracy",
-    "stage_schema",
     "stage_store",
     "with_overall",
 ]

@@ -28,7 +28,7 @@ from tmem_core.results._layout import (
 from tmem_core.results._store import latest_of
 from tmem_core.schema import DataError, Gold, gold_from_table
 
-LARGE_COLUMNS = ("context", "trace", "prompt")  # never read by the reports; left on disk
+LARGE_COLUMNS = ("context", "trace", "payload", "prompt")  # not read by the reports
 QUESTION_SCHEMA = pl.Schema({"run_id": pl.String, "qid": pl.String, "conv_id": pl.String,
                              "category": pl.String, "answer_kind": pl.String,
                              "evidence": pl.Int64, "scorable": pl.Boolean,

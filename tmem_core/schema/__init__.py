@@ -7,10 +7,6 @@ can see them.
 
 from tmem_core.schema._errors import DataError
 from tmem_core.schema._tables import (
-    GOLD_COLUMNS,
-    MESSAGES_SCHEMA,
-    PUBLIC_QUESTION_COLUMNS,
-    QUESTIONS_SCHEMA,
     SCHEMA_VERSION,
     Gold,
     Message,
@@ -25,10 +21,6 @@ from tmem_core.schema._tables import (
 from tmem_core.schema._validate import validate_tables
 
 __all__ = [
-    "GOLD_COLUMNS",
-    "MESSAGES_SCHEMA",
-    "PUBLIC_QUESTION_COLUMNS",
-    "QUESTIONS_SCHEMA",
     "SCHEMA_VERSION",
     "DataError",
     "Gold",

@@ -7,7 +7,7 @@ import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from tmem_core.methods._context import render_message
+from tmem_core.methods import render_message
 from tmem_core.results import CALIBRATION_STAGE, MEMORY_STAGE, RECORD_STAGES
 from tmem_core.schema import Gold, Message
 from tmem_core.viewer._data import (
@@ -18,14 +18,7 @@ from tmem_core.viewer._data import (
     benchmark,
     question_records,
 )
-from tmem_core.viewer._evidence import (
-    ContextLine,
-    ForestView,
-    Timeline,
-    context_lines,
-    forest_view,
-    timeline,
-)
+from tmem_core.viewer._evidence import ContextLine, context_lines, panels
 from tmem_core.viewer._views import QuestionRow, data_dir, question_rows, run_rows, verdict
 
 CALL_STAGES = (MEMORY_STAGE, *RECORD_STAGES, CALIBRATION_STAGE)  # a call's `stage`, in order
@@ -82,8 +75,8 @@ class ContextView:
     kind: str  # flat, forest, memory
     tokens: int
     lines: list[ContextLine]
-    forest: ForestView | None  # T-MEM's, from its trace
-    timeline: Timeline | None  # T2Mem's steps, from its trace
+    forest: object | None = None  # T-MEM's (the method's registered view draws it)
+    timeline: object | None = None  # T2Mem's steps
 
 
 @dataclass(frozen=True)
@@ -136,7 +129,8 @@ def _view(run_id: str, run: _Run, row: QuestionRow, records: QuestionRecords) ->
         question.question_time.isoformat() if question.question_time else None,
         gold.answer_kind,
         [GoldEvidence(i, i in shown, _message(run.bench.messages, i)) for i in gold.evidence_ids],
-        _context(construct, run.bench.messages, set(gold.evidence_ids)) if construct else None,
+        _context(run.method, construct, run.bench.messages, set(gold.evidence_ids))
+        if construct else None,
         _prompt(answer),
         [_verdict(r) for r in sorted(records.latest["judge"],
                                      key=lambda r: (r["judge"], r["repeat"]))],
@@ -157,16 +151,13 @@ def _prompt(answer: Record | None) -> list[ChatTurn]:
     return [ChatTurn(m["role"], m["content"]) for m in json.loads(answer["prompt"])]
 
 
-def _context(construct: Record, messages: Mapping[str, Message], gold: set[str]
+def _context(method: str, construct: Record, messages: Mapping[str, Message], gold: set[str]
              ) -> ContextView:
-    """The context's lines; T-MEM's forest or T2Mem's steps (not Search-o1's) when the trace
-    has them."""
-    trace = json.loads(construct["trace"]) if construct["trace"] else {}
+    """The context's lines, and the panel its method's view draws (a forest, a timeline)."""
     text = construct["context"] or ""
-    return ContextView(
-        construct["kind"], construct["tokens"], context_lines(text, gold),
-        forest_view(trace, text, messages, gold) if "forest" in trace else None,
-        timeline(trace) if "steps" in trace and "initial" in trace else None)
+    drawn = panels(method, construct.get("payload"), text, messages, gold)
+    return ContextView(construct["kind"], construct["tokens"], context_lines(text, gold),
+                       **drawn)
 
 
 def _message(messages: Mapping[str, Message], msg_id: str) -> str:

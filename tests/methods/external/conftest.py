@@ -40,7 +40,7 @@ def external_sweep(tmp_path: Path, name: str, backbones: Path, method: str,
         "plugins": list(plugins),
         "benchmarks": [{"name": "synthetic", "size": 200, "limit": 2}],
         "grid": {"methods": [method], "backbones": ["scripted"], "top_k": [4],
-                 "budgets": [512]},
+                 "budget": [512]},
         "methods": {method: params}})
     [summary] = run_sweep(config, log=lambda _: None, local=True)
     return summary

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from tests.conftest import scripted_backbones
 from tests.methods.external import notes_system
 from tests.methods.external.conftest import SystemServer, external_sweep
-from tmem_core.methods.external import DONE
+from tmem_core.methods.external._method import DONE
 from tmem_core.pipeline import RunSummary
 from tmem_core.results import MEMORY_STAGE, calls_store, stage_store
 

@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tmem_core.llm import AccountingEndpoint, ChatRequest, ChatResponse, get_backbone
-from tmem_core.llm._types import Usage
-from tmem_core.methods import MethodEnv, build_method
-from tmem_core.methods.external import ExternalMemory, IncompleteMemory
-from tmem_core.retrieval import Conversation, HashEmbedder, IndexStore, cl100k_tokens
+from tests.hashed_embedder import HashEmbedder
+from tmem_core.llm import AccountingEndpoint, ChatRequest, ChatResponse, Usage, get_backbone
+from tmem_core.methods import MethodEnv
+from tmem_core.methods._registry import build_method
+from tmem_core.methods.external._method import ExternalMemory, IncompleteMemory
+from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
 from tmem_core.schema import Message, Question
 
 pytest.importorskip("graphiti_core")
@@ -211,7 +212,7 @@ def test_a_superseded_fact_is_marked_and_the_query_names_the_asker(
     queries: list[str] = []
     search = system.search
     system.search = lambda query, k: queries.append(query) or search(query, k)  # type: ignore[method-assign]
-    context = method.construct(ASKED, method.retrieve(ASKED), llm, 512, cl100k_tokens)
+    context = method.construct(ASKED, method.retrieve(ASKED), llm, cl100k_tokens)
     assert "EdgeDuplicate" in llm.schemas
     assert queries == ["Melanie: What does Caroline plan now?"]  # the one query rule
     old = "Caroline plans: I went to the LGBTQ support group on Sunday."
@@ -240,4 +241,4 @@ def test_a_build_that_stopped_part_way_fails_its_questions(
     assert "ExtractedEdges" in llm.schemas  # the first episode was built ...
     assert build.failed and "1 of 2 episodes failed" in build.failed[-1]
     with pytest.raises(IncompleteMemory, match="memory of conv-26 is incomplete"):
-        method.construct(ASKED, method.retrieve(ASKED), llm, 512, cl100k_tokens)  # ... unused
+        method.construct(ASKED, method.retrieve(ASKED), llm, cl100k_tokens)  # ... unused

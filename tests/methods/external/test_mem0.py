@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pytest
 
 from tests.conftest import scripted_backbones
+from tests.hashed_embedder import HashEmbedder
 from tests.methods.external.conftest import SystemServer, external_sweep
 from tmem_core.llm import (
     AccountingEndpoint,
@@ -26,12 +27,13 @@ from tmem_core.llm import (
     Usage,
     get_backbone,
 )
-from tmem_core.methods import MethodEnv, build_method
-from tmem_core.methods.external import DONE, ExternalMemory, IncompleteMemory
+from tmem_core.methods import MethodEnv
+from tmem_core.methods._registry import build_method
 from tmem_core.methods.external._mem0 import Mem0, Mem0Failed, Mem0Params
+from tmem_core.methods.external._method import DONE, ExternalMemory, IncompleteMemory
 from tmem_core.pipeline import RunSummary
 from tmem_core.results import MEMORY_STAGE, calls_store, stage_store
-from tmem_core.retrieval import Conversation, HashEmbedder, IndexStore, cl100k_tokens
+from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
 from tmem_core.schema import Message, Question
 
 # find_spec, not importorskip: mem0 must first be imported by the adapter (telemetry off)
@@ -212,7 +214,7 @@ def test_mem0_is_searched_with_the_query_every_method_uses(endpoint: AccountingE
     queries: list[str] = []
     search = system.search
     system.search = lambda query, k: queries.append(query) or search(query, k)  # type: ignore[method-assign]
-    context = method.construct(ASKED, method.retrieve(ASKED), llm, 512, cl100k_tokens)
+    context = method.construct(ASKED, method.retrieve(ASKED), llm, cl100k_tokens)
     assert queries == ["Melanie: What is Caroline researching?"]
     assert context.trace["query"] == queries[0] and "adoption agencies" in context.text
 
@@ -224,4 +226,4 @@ def test_a_mem0_build_that_failed_half_way_fails_its_questions(endpoint: Account
     assert len(llm.prompts) == 2 and build.failed  # the first session went in, not the second
     assert not (Path(build.directory) / DONE).exists()
     with pytest.raises(IncompleteMemory, match="memory of conv-26 is incomplete"):
-        method.construct(ASKED, method.retrieve(ASKED), llm, 512, cl100k_tokens)
+        method.construct(ASKED, method.retrieve(ASKED), llm, cl100k_tokens)

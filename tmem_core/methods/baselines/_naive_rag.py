@@ -8,14 +8,7 @@ from tmem_core.methods._base import Evidence, evidence
 from tmem_core.methods._context import ContextMethod
 from tmem_core.methods._flat import ranked
 from tmem_core.methods._registry import MethodEnv, method
-from tmem_core.retrieval import (
-    Budget,
-    Conversation,
-    DenseIndex,
-    IndexStore,
-    content_key,
-    query_text,
-)
+from tmem_core.retrieval import Conversation, DenseIndex, IndexStore, content_key, query_text
 from tmem_core.schema import Message, Question
 
 
@@ -24,9 +17,8 @@ class NaiveRag:
     """Chunks of `chunk_size` consecutive messages, ranked by MiniLM similarity to the query
     (the question after its asking user: version 2; version 1 embedded the question alone).
 
-    Whole chunks are taken in rank order while they fit the budget: with a message-count
-    budget k, chunks are added until they hold k messages (a chunk that would exceed k ends
-    the selection). A message counts as selected when its chunk is.
+    Whole chunks are taken in rank order while they hold at most `top_k` messages (a chunk
+    that would exceed it ends the selection). A message counts as selected when its chunk is.
     """
 
     store: IndexStore
@@ -35,17 +27,14 @@ class NaiveRag:
     _indexes: dict[str, tuple[list[list[Message]], DenseIndex]] = field(
         default_factory=dict, repr=False)
 
-    def __call__(self, question: Question, budget: Budget) -> Evidence:
+    def __call__(self, question: Question, top_k: int) -> Evidence:
         chunks, index = self._index(question.conv_id)
         query = self.store.embeddings.embed([query_text(question)], persist=False)[0]
         taken: list[Message] = []
-        tokens = 0
         for c in index.search(query, len(chunks)):
-            more = sum(budget.count_tokens(m.text) for m in chunks[c]) if budget.tokens else 0
-            if not budget.fits(len(taken) + len(chunks[c]), tokens + more):
+            if len(taken) + len(chunks[c]) > top_k:
                 break
             taken += chunks[c]
-            tokens += more
         return evidence(self.name, question, [m.msg_id for m in taken])
 
     def _index(self, conv_id: str) -> tuple[list[list[Message]], DenseIndex]:

@@ -1,7 +1,8 @@
 """Ranked retrieval baselines: full context, BM25, dense, hybrid (RRF), BM25 (Expand).
 
-Version 2 of the plain ones (not `*_meta`, not full context): the query carries the asking
-user, as every method's does (`query_text`); `*_meta` index messages with their metadata."""
+Version 2 of the ranked family (one factory, so its `*_meta` variants too, whose query
+already named the asker): the query carries the asking user, as every method's does
+(`query_text`); `*_meta` index messages with their metadata."""
 
 from __future__ import annotations
 
@@ -9,28 +10,30 @@ from dataclasses import dataclass
 
 from tmem_core.methods._base import Evidence, evidence
 from tmem_core.methods._context import ContextMethod
-from tmem_core.methods._flat import FlatContextMethod, ranked
+from tmem_core.methods._flat import ranked
 from tmem_core.methods._registry import MethodEnv, NoParams, method
-from tmem_core.retrieval import Budget, IndexStore, Kind, query_text
+from tmem_core.retrieval import IndexStore, Kind, query_text, within_tokens
 from tmem_core.schema import Question
 
 
 @dataclass(frozen=True)
 class FullContext:
-    """The most recent messages of the conversation, newest first, up to the budget."""
+    """The most recent messages of the conversation, newest first, whose texts fit `budget`
+    tokens (Top-k does not apply)."""
 
     store: IndexStore
+    budget: int
     name: str = "full_context"
 
-    def __call__(self, question: Question, budget: Budget) -> Evidence:
+    def __call__(self, question: Question, top_k: int) -> Evidence:
         messages = self.store.conversations[question.conv_id].messages
-        taken = budget.take(reversed(messages))
+        taken = within_tokens(reversed(messages), self.budget)
         return evidence(self.name, question, [m.msg_id for m in taken])
 
 
 @dataclass(frozen=True)
 class RankedRetrieval:
-    """Messages in the order of one retriever (`bm25`, `dense` or `hybrid`), up to the budget."""
+    """The `top_k` best messages of one retriever (`bm25`, `dense` or `hybrid`)."""
 
     store: IndexStore
     kind: Kind
@@ -41,20 +44,19 @@ class RankedRetrieval:
         if not self.name:
             object.__setattr__(self, "name", self.kind + ("_meta" if self.metadata else ""))
 
-    def __call__(self, question: Question, budget: Budget) -> Evidence:
+    def __call__(self, question: Question, top_k: int) -> Evidence:
         index = self.store.index(question.conv_id, self.metadata)
-        depth = budget.messages or len(index.conversation)
-        ranked = index.ranking(query_text(question), self.kind, depth)
-        taken = budget.take(index.conversation.messages[p] for p in ranked)
-        return evidence(self.name, question, [m.msg_id for m in taken])
+        ranked = index.ranking(query_text(question), self.kind, top_k)
+        return evidence(self.name, question,
+                        [index.conversation.messages[p].msg_id for p in ranked[:top_k]])
 
 
 @dataclass(frozen=True)
 class Bm25Expand:
-    """BM25 anchors, each followed by its `window` neighbours on either side, up to the budget.
+    """BM25 anchors, each followed by its `window` neighbours on either side, `top_k` messages.
 
     Anchors are taken in rank order; an anchor adds its block (neighbours in conversation
-    order, already-taken messages skipped) until the budget is full.
+    order, already-taken messages skipped) until `top_k` messages are taken.
     """
 
     store: IndexStore
@@ -62,7 +64,7 @@ class Bm25Expand:
     metadata: bool = False
     name: str = "bm25_expand"
 
-    def __call__(self, question: Question, budget: Budget) -> Evidence:
+    def __call__(self, question: Question, top_k: int) -> Evidence:
         index = self.store.index(question.conv_id, self.metadata)
         size = len(index.conversation)
         ranked = index.ranking(query_text(question), "bm25", size)
@@ -70,50 +72,33 @@ class Bm25Expand:
         for anchor in ranked:
             block = range(max(0, anchor - self.window), min(size, anchor + self.window + 1))
             order.update((p, None) for p in (anchor, *block))
-            if budget.messages is not None and len(order) >= budget.messages:
+            if len(order) >= top_k:
                 break
-        taken = budget.take(index.conversation.messages[p] for p in order)
-        return evidence(self.name, question, [m.msg_id for m in taken])
+        return evidence(self.name, question,
+                        [index.conversation.messages[p].msg_id for p in list(order)[:top_k]])
 
 
 @method("full_context", description="the most recent messages up to the token budget")
 def _full_context(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
-    return FlatContextMethod(FullContext(env.index_store), env, Budget(tokens=env.budget_tokens))
+    return ranked(FullContext(env.index_store, env.budget), env)
 
 
-@method("bm25", description="BM25 over messages, Top-k", ranked=True, version=2)
-def _bm25(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
-    return ranked(RankedRetrieval(env.index_store, "bm25"), env)
+@dataclass(frozen=True)
+class RankedParams:
+    kind: Kind = "bm25"  # the retriever: bm25, dense (MiniLM + faiss) or hybrid (RRF of both)
+    metadata: bool = False  # metadata-expanded messages
 
 
-@method("dense", description="MiniLM + faiss over messages, Top-k", ranked=True,
-        version=2)
-def _dense(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
-    return ranked(RankedRetrieval(env.index_store, "dense"), env)
-
-
-@method("hybrid", description="BM25 and dense fused by reciprocal rank, Top-k", ranked=True,
-        version=2)
-def _hybrid(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
-    return ranked(RankedRetrieval(env.index_store, "hybrid"), env)
-
-
-@method("bm25_meta", description="BM25 over metadata-expanded messages, Top-k",
-        ranked=True)
-def _bm25_meta(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
-    return ranked(RankedRetrieval(env.index_store, "bm25", metadata=True), env)
-
-
-@method("dense_meta", description="dense over metadata-expanded messages, Top-k",
-        ranked=True)
-def _dense_meta(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
-    return ranked(RankedRetrieval(env.index_store, "dense", metadata=True), env)
-
-
-@method("hybrid_meta", description="hybrid over metadata-expanded messages, Top-k",
-        ranked=True)
-def _hybrid_meta(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
-    return ranked(RankedRetrieval(env.index_store, "hybrid", metadata=True), env)
+@method("bm25", config=RankedParams, ranked=True, version=2, variants={
+    "dense": {"kind": "dense"},
+    "hybrid": {"kind": "hybrid"},
+    "bm25_meta": {"metadata": True},
+    "dense_meta": {"kind": "dense", "metadata": True},
+    "hybrid_meta": {"kind": "hybrid", "metadata": True},
+}, description="one retriever over messages (BM25, dense, or both fused by reciprocal rank), "
+               "optionally metadata-expanded, Top-k")
+def _ranked(env: MethodEnv, params: RankedParams, name: str) -> ContextMethod:
+    return ranked(RankedRetrieval(env.index_store, params.kind, params.metadata, name), env)
 
 
 @dataclass(frozen=True)

@@ -270,7 +270,8 @@ def continuation(text: str) -> tuple[str, str | None]:
 
 @dataclass
 class SearchO1:
-    """Search-o1 as a context method; the grid's Top-k does not apply (its own `k`s).
+    """Search-o1 as a context method; the grid's Top-k does not apply (its own `k`s), its
+    `budget` cuts the chain.
 
     `Context.ids` are the messages Reason-in-Documents read (as cut to the documents'
     budget); `Context.text` is the chain, its final answer first, cut to the budget, or the
@@ -282,6 +283,7 @@ class SearchO1:
     store: IndexStore
     params: SearchO1Params = field(default_factory=SearchO1Params)
     name: str = "search_o1"
+    budget: int = 8192
 
     def retrieve(self, question: Question) -> Evidence:
         """The initial search: the `k_initial` best messages for the query."""
@@ -292,8 +294,8 @@ class SearchO1:
         return evidence(self.name, question, ids, {"query": query, "ids": ids})
 
     def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
-                  budget_tokens: int, count_tokens: TokenCounter) -> Context:
-        """The reasoning chain from the initial search, within `budget_tokens`."""
+                  count_tokens: TokenCounter) -> Context:
+        """The reasoning chain from the initial search, within the token budget."""
         if llm is None:
             raise ValueError(f"{self.name} reasons with an LLM; none was given")
         index = self.store.index(question.conv_id)
@@ -302,8 +304,8 @@ class SearchO1:
                         counter_for(llm.backbone))
         conversation = index.conversation
         search.run([conversation.messages[conversation.position[i]] for i in evidence.ids],
-                   _initial_query(evidence, question), llm)
-        text = "\n".join(fit_lines(search.units(), budget_tokens, count_tokens))
+                   query_text(question), llm)
+        text = "\n".join(fit_lines(search.units(), self.budget, count_tokens))
         return Context(question.qid, self.name, "memory", text, tuple(search.shown),
                        count_tokens(text), self._trace(question, search))
 
@@ -361,13 +363,7 @@ def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Me
         description="Search-o1: search queries inside the reasoning, each search's documents "
                     "condensed by Reason-in-Documents and spliced back")
 def _search_o1(env: MethodEnv, params: SearchO1Params, name: str) -> ContextMethod:
-    return SearchO1(env.index_store, params, name=name)
-
-
-def _initial_query(evidence: Evidence, question: Question) -> str:
-    trace = evidence.trace
-    return str(trace["query"]) if isinstance(trace, dict) and "query" in trace \
-        else query_text(question)
+    return SearchO1(env.index_store, params, name=name, budget=env.budget)
 
 
 def _room(backbone: BackboneConfig, prompt_name: str, question: Question,

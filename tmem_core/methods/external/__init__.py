@@ -9,30 +9,11 @@ questions (`IncompleteMemory`: error records, never answers). Bundled: `mem0` (M
 `mem0`) and `graphiti` (Graphiti on embedded Kuzu, extra `graphiti`).
 """
 
-from tmem_core.methods._base import NotPrepared
-from tmem_core.methods.external._method import (
-    DONE,
-    EXTERNAL_VERSION,
-    ExternalMemory,
-    IncompleteMemory,
-    MemoryBuild,
-)
 from tmem_core.methods.external._registry import memory_system
-from tmem_core.methods.external._system import MemorySystem, Recalled, SystemFactory, SystemSpec
+from tmem_core.methods.external._system import MemorySystem, Recalled
 
 __all__ = [
-    "DONE",
-    "EXTERNAL_VERSION",
-    "ExternalMemory",
-    "IncompleteMemory",
-    "MemoryBuild",
     "MemorySystem",
-    "NotPrepared",
     "Recalled",
-    "SystemFactory",
-    "SystemSpec",
     "memory_system",
 ]
-
-# registration side effects: the bundled systems (each imports its package only when opened)
-from tmem_core.methods.external import _graphiti, _mem0  # noqa: F401

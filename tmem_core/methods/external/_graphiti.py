@@ -22,7 +22,6 @@ from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tmem_core._typed import ConfigError
 from tmem_core.llm import AccountingEndpoint
 from tmem_core.methods._context import render_message
 from tmem_core.methods.external._registry import memory_system
@@ -53,7 +52,7 @@ class GraphitiParams:
     def __post_init__(self) -> None:
         for name in ("episode_messages", "max_tokens"):
             if getattr(self, name) < 1:
-                raise ConfigError(f"graphiti: {name} must be positive")
+                raise ValueError(f"{name} must be positive")
 
 
 @dataclass(frozen=True)

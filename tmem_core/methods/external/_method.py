@@ -72,14 +72,16 @@ class _Memory:
 @dataclass
 class ExternalMemory:
     """A registered external system (`spec`) as a method: `retrieve` does nothing (CPU);
-    `construct` searches the memory for the question's `k` best items and renders them with
-    their times. `Context.ids` are the recalled raw messages; the messages a recalled memory
-    came from are only `linked_ids` in the trace."""
+    `construct` searches the memory for the question's `top_k` best items (the grid's Top-k)
+    and renders them with their times within `budget` tokens. `Context.ids` are the recalled
+    raw messages; the messages a recalled memory came from are only `linked_ids` in the
+    trace."""
 
     spec: SystemSpec[Any]
     params: Any
     store: IndexStore
-    k: int
+    top_k: int
+    budget: int
     name: str
     cache: Path | None = None  # default: cache_root()/external/<system>
     _memories: dict[str, _Memory] = field(default_factory=dict, repr=False)
@@ -116,8 +118,8 @@ class ExternalMemory:
         return evidence(self.name, question, (), {"query": query_text(question)})
 
     def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
-                  budget_tokens: int, count_tokens: TokenCounter) -> Context:
-        """The system's `k` best items for the question, rendered within the budget; the
+                  count_tokens: TokenCounter) -> Context:
+        """The system's `top_k` best items for the question, rendered within the budget; the
         calls the system makes while searching run through `llm` (stage construct)."""
         if llm is None:
             raise ValueError(f"{self.name} answers its system's LLM calls with an LLM; none "
@@ -132,11 +134,11 @@ class ExternalMemory:
         error = None
         with self.endpoint.bind(llm) as binding:
             try:
-                recalled = memory.system.search(query, self.k)
+                recalled = memory.system.search(query, self.top_k)
             except Exception as exc:  # the system failed: an empty context, on record
                 recalled, error = [], f"{type(exc).__name__}: {exc}"
         conversation = self.store.conversations[question.conv_id]
-        lines = fit_lines([_render(r, conversation) for r in recalled], budget_tokens,
+        lines = fit_lines([_render(r, conversation) for r in recalled], self.budget,
                           count_tokens)
         shown = recalled[:len(lines)]
         text = "\n".join(lines)
@@ -180,7 +182,7 @@ class ExternalMemory:
         build = memory.build
         return {
             "method": self.name, "system": self.spec.name, "question": question.question,
-            "query": query, "k": self.k, "params": dataclasses.asdict(self.params),
+            "query": query, "top_k": self.top_k, "params": dataclasses.asdict(self.params),
             "recalled": [r.to_json() for r in recalled], "shown": len(shown),
             "linked_ids": list(dict.fromkeys(i for r in shown if not r.raw
                                              for i in r.source_ids)),

@@ -23,7 +23,8 @@ def memory_system(name: str, *, description: str, config: type[Any] = NoParams,
 
         def build(env: MethodEnv, params: P, method_name: str) -> ContextMethod:
             _check_installed(spec)
-            return ExternalMemory(spec, params, env.index_store, env.top_k, method_name)
+            return ExternalMemory(spec, params, env.index_store, env.top_k, env.budget,
+                                  method_name)
 
         method(name, config=config, show=show_recalled, version=EXTERNAL_VERSION,
                description=f"{description} (external system; Top-k items recalled)")(build)
@@ -36,5 +37,6 @@ def _check_installed(spec: SystemSpec[Any]) -> None:
     missing = [m for m in spec.imports if importlib.util.find_spec(m) is None]
     if missing:
         hint = f": pip install -e '.[{spec.extra}]'" if spec.extra else ""
-        raise ConfigError(f"method {spec.name!r} needs {', '.join(missing)}, which is not "
-                          f"installed{hint}")
+        raise ConfigError(f"methods.{spec.name}", f"method {spec.name!r} needs "
+                                                  f"{', '.join(missing)}, which is not "
+                                                  f"installed{hint}")

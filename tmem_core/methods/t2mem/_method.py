@@ -13,7 +13,7 @@ from typing import Any
 from tmem_core.llm import BackboneConfig, TokenCounter, counter_for
 from tmem_core.methods._base import Evidence, evidence, prepared
 from tmem_core.methods._context import LLM, STEP_RECORD, Context, ContextMethod
-from tmem_core.methods._registry import MethodEnv, method
+from tmem_core.methods._registry import MethodEnv, View, method
 from tmem_core.methods.t2mem._config import T2MemConfig
 from tmem_core.methods.t2mem._episodes import Mode, episode_mode, fit_lines, segment
 from tmem_core.methods.t2mem._extract import (
@@ -27,8 +27,28 @@ from tmem_core.methods.t2mem._extract import (
 from tmem_core.methods.t2mem._index import MemoryIndex
 from tmem_core.methods.t2mem._loop import Loop, describe, raw_budget
 from tmem_core.methods.t2mem._render import render_trace
+from tmem_core.methods.t2mem._view import timeline
 from tmem_core.retrieval import IndexStore, cache_root, query_text
 from tmem_core.schema import Message, Question
+
+
+@dataclass(frozen=True)
+class Initial:
+    """What construction needs of retrieval: the initial SearchMeta's entries, best first."""
+
+    entries: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LoopRecord:
+    """What the viewer draws of a T2Mem context: the initial entries, each step, why the loop
+    stopped, the memory written, and whether the answer read the entries shown instead."""
+
+    initial: tuple[dict[str, Any], ...]
+    steps: tuple[dict[str, Any], ...]
+    stop: str
+    memory: tuple[str, ...]
+    fallback: bool
 
 
 @dataclass(frozen=True)
@@ -69,6 +89,7 @@ class T2Mem:
     store: IndexStore
     config: T2MemConfig = field(default_factory=T2MemConfig)
     name: str = "t2mem"
+    budget: int = 8192  # tokens of the memory the answer reads
     cache: Path = field(default_factory=lambda: cache_root() / "t2mem")
     _memories: dict[str, _Memory] = field(default_factory=dict, repr=False)
 
@@ -102,12 +123,13 @@ class T2Mem:
         query = query_text(question)
         found = index.search(query, self.config.k_initial)
         ids = index.linked_ids([e.episode_id for e in found])
-        return evidence(self.name, question, ids,
-                        {"query": query, "initial": [e.entry_id for e in found]})
+        entries = [e.entry_id for e in found]
+        return evidence(self.name, question, ids, {"query": query, "initial": entries},
+                        Initial(tuple(entries)))
 
     def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
-                  budget_tokens: int, count_tokens: TokenCounter) -> Context:
-        """The loop from the retrieved entries, then the memory within `budget_tokens`."""
+                  count_tokens: TokenCounter) -> Context:
+        """The loop from the retrieved entries, then the memory within the token budget."""
         if llm is None:
             raise ValueError(f"{self.name} builds its memory with an LLM; none was given")
         memory = self._memory(question.conv_id)
@@ -116,10 +138,13 @@ class T2Mem:
                     counter_for(llm.backbone))
         loop.run(initial, llm)
         units = loop.memory or [describe(e, memory.index) for e in loop.seen.values()]
-        text = "\n".join(fit_lines(units, budget_tokens, count_tokens))
+        text = "\n".join(fit_lines(units, self.budget, count_tokens))
         ids = loop.shown_ids()
         trace = self._trace(question, evidence, loop, memory)
-        return Context(question.qid, self.name, "memory", text, ids, count_tokens(text), trace)
+        record = LoopRecord(tuple(trace["initial"]), tuple(loop.steps), loop.stop,
+                            tuple(loop.memory), not loop.memory)
+        return Context(question.qid, self.name, "memory", text, ids, count_tokens(text), trace,
+                       record)
 
     def _memory(self, conv_id: str) -> _Memory:
         return prepared(self._memories, self.name, conv_id)
@@ -150,7 +175,8 @@ def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Me
     return render_trace(context)
 
 
-@method("t2mem", config=T2MemConfig, show=show_trace, version=2, variants={
+@method("t2mem", config=T2MemConfig, show=show_trace, evidence=Initial, context=LoopRecord,
+        view=View("timeline", timeline), version=2, variants={
     "t2mem_no_metadata": {"units": "raw"},
     "t2mem_no_raw": {"read_raw": False},
     "t2mem_no_rollout": {"rollout": False},
@@ -159,14 +185,13 @@ def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Me
 }, description="T2Mem: episode metadata offline, SearchMeta/ReadRaw/Answer loop at test time")
 def _t2mem(env: MethodEnv, config: T2MemConfig, name: str) -> ContextMethod:
     """Its own k (5 then 1) and Tmax; the grid's Top-k does not apply."""
-    return T2Mem(env.index_store, config, name=name)
+    return T2Mem(env.index_store, config, name=name, budget=env.budget)
 
 
-def _initial_ids(evidence: Evidence) -> list[str]:
-    trace = evidence.trace
-    if not isinstance(trace, dict) or not isinstance(trace.get("initial"), list):
+def _initial_ids(evidence: Evidence) -> tuple[str, ...]:
+    if not isinstance(evidence.payload, Initial):
         raise ValueError(f"evidence of {evidence.qid} does not come from T2Mem.retrieve")
-    return [str(i) for i in trace["initial"]]
+    return evidence.payload.entries
 
 
 def _stats(conv_id: str, memory: _Memory, extraction: Extraction,

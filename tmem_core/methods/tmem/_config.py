@@ -11,7 +11,8 @@ HOUR = 3600.0
 
 @dataclass(frozen=True)
 class DiscoveryConfig:
-    """Paper defaults (§C.1): 36 anchors, at most 100 candidates, 8,192 evidence tokens.
+    """Paper defaults (§C.1): at most 100 candidates (the 36 anchors and 8,192 evidence tokens
+    are the grid's `top_k` and `budget`, the anchors seeded and the context's tokens).
 
     The density test (§4.2, appendix F.1); the paper gives no values, ours are chosen on the
     LoCoMo development file and the synthetic set (interleaved and not):
@@ -35,10 +36,7 @@ class DiscoveryConfig:
     - Candidates (anchors and interval members) are cut to `max_candidates` by relevance.
     """
 
-    anchors: int = 36
-    anchors_follow_budget: bool = True  # Exp-2 protocol: anchors = the budget's message count
     max_candidates: int = 100
-    evidence_tokens: int = 8192  # budget used when the caller sets no limit
     metadata: bool = True  # metadata-expanded message indexes (every query names the asker)
     scope: Scope = "interval"  # "global": whole anchor groups instead of intervals (ablation)
     max_gap_seconds: float = 2 * HOUR
@@ -57,8 +55,3 @@ class DiscoveryConfig:
             if getattr(self, name) < 0:
                 raise ValueError(f"DiscoveryConfig.{name} must not be negative, got "
                                  f"{getattr(self, name)}")
-
-    def anchor_depth(self, budget_messages: int | None) -> int:
-        if self.anchors_follow_budget and budget_messages:
-            return budget_messages
-        return self.anchors

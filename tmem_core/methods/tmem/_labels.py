@@ -33,7 +33,6 @@ from tmem_core.methods.tmem._steps import (
 )
 from tmem_core.methods.tmem._timeline import group_key
 from tmem_core.prompts import load_prompt
-from tmem_core.retrieval import Budget
 from tmem_core.schema import Question
 
 Label = Literal["KEY", "SUPPORT", "DROP", "FALLBACK"]
@@ -91,10 +90,8 @@ class LLMSelector:
     reranker: ContextReranker = field(default_factory=ContextReranker)
 
     def select(self, question: Question, candidates: Sequence[Candidate],
-               budget: Budget) -> list[str]:
-        by_id = {c.message.msg_id: c.message for c in candidates}
-        ranked = self.label(question, candidates).ranked
-        return [m.msg_id for m in budget.take(by_id[i] for i in ranked)]
+               top_k: int | None) -> list[str]:
+        return list(self.label(question, candidates).ranked[:top_k])
 
     def label(self, question: Question, candidates: Sequence[Candidate],
               intervals: Sequence[Interval] = ()) -> Selection:
@@ -109,7 +106,7 @@ class LLMSelector:
                 found = dict.fromkeys((c.message.msg_id for c in batch.candidates), "FALLBACK")
                 failures.append({"batch": batch.name, "error": response.error or problem})
             labels.update(found)
-        order = self.reranker.select(question, candidates, Budget())
+        order = self.reranker.select(question, candidates, None)
         ranked = sorted((i for i in order if labels[i] in TIER), key=lambda i: TIER[labels[i]])
         return Selection(labels, tuple(ranked), tuple(failures), stats)
 

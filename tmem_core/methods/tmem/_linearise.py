@@ -7,12 +7,11 @@ plain `render_message` lines in time order.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tmem_core.methods._context import render_message
 from tmem_core.methods.tmem._forest import Forest, Node
+from tmem_core.methods.tmem._steps import message_line
 from tmem_core.schema import Message
 
 INDENT = "  "
@@ -26,7 +25,7 @@ class Linearised:
 
 def node_line(node: Node, message: Message, text: str, flat: bool = False) -> str:
     """One node: structure (unless flat), then id, time, author and metadata, retained text."""
-    body = render_message(dataclasses.replace(message, text=text))
+    body = message_line(message, text)
     if flat:
         return body
     parent = f"parent [{node.parent}]" if node.parent else "no parent"

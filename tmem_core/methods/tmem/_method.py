@@ -12,18 +12,15 @@ from tmem_core.methods.tmem._config import DiscoveryConfig
 from tmem_core.methods.tmem._discovery import discover
 from tmem_core.methods.tmem._rerank import ContextReranker, Selector
 from tmem_core.methods.tmem._timeline import Timeline
-from tmem_core.retrieval import Budget, IndexStore
+from tmem_core.retrieval import IndexStore
 from tmem_core.schema import Question
 
 
 @dataclass
 class TemporalDiscovery:
-    """Seeds, temporal evidence discovery, then a selector cut to the budget.
-
-    With a message-count budget k the anchors are k as well (the Exp-2 protocol) unless
-    `config.anchors_follow_budget` is off; without any limit the budget is
-    `config.evidence_tokens` tokens. Evidence ids come in time order; the `Discovery` is the
-    trace.
+    """`top_k` seeds, temporal evidence discovery, then a selector's `top_k` best (the Exp-2
+    protocol: anchors and messages kept are both Top-k). Evidence ids come in time order;
+    the `Discovery` is the trace.
     """
 
     store: IndexStore
@@ -32,13 +29,10 @@ class TemporalDiscovery:
     name: str = "tmem_reranked"
     _timelines: dict[str, Timeline] = field(default_factory=dict, repr=False)
 
-    def __call__(self, question: Question, budget: Budget) -> Evidence:
-        if budget.messages is None and budget.tokens is None:
-            budget = replace(budget, tokens=self.config.evidence_tokens)
+    def __call__(self, question: Question, top_k: int) -> Evidence:
         index = self.store.index(question.conv_id, self.config.metadata)
-        found = discover(question, index, self._timeline(question.conv_id), self.config,
-                         self.config.anchor_depth(budget.messages))
-        chosen = set(self.selector.select(question, found.candidates, budget))
+        found = discover(question, index, self._timeline(question.conv_id), self.config, top_k)
+        chosen = set(self.selector.select(question, found.candidates, top_k))
         ordered = sorted(chosen, key=index.conversation.position.__getitem__)
         return evidence(self.name, question, ordered, replace(found, selected=tuple(ordered)))
 

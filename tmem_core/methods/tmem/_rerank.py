@@ -7,15 +7,15 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tmem_core.methods.tmem._discovery import Candidate
-from tmem_core.retrieval import Budget
 from tmem_core.schema import Question
 
 
 class Selector(Protocol):
-    """Chooses evidence among candidates for a question, within the budget; returns ids."""
+    """Chooses evidence among candidates for a question, at most `top_k` (None: no cut);
+    returns ids, best first."""
 
     def select(self, question: Question, candidates: Sequence[Candidate],
-               budget: Budget) -> list[str]: ...
+               top_k: int | None) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -24,12 +24,12 @@ class ContextReranker:
 
     Support is the relevance of a candidate's nearby group neighbours, so a message that
     shares no words with the question (an update, an answer turn) still ranks high when its
-    episode is relevant. The best-scoring candidates are cut to the budget.
+    episode is relevant. The best-scoring candidates are cut to `top_k`.
     """
 
     support_weight: float = 0.5
 
     def select(self, question: Question, candidates: Sequence[Candidate],
-               budget: Budget) -> list[str]:
+               top_k: int | None) -> list[str]:
         ranked = sorted(candidates, key=lambda c: -(c.relevance + self.support_weight * c.support))
-        return [m.msg_id for m in budget.take(c.message for c in ranked)]
+        return [c.message.msg_id for c in ranked[:top_k]]

@@ -26,13 +26,19 @@ def local_ids(messages: Iterable[Message]) -> dict[str, str]:
     return {m.msg_id: f"m{k}" for k, m in enumerate(ordered, 1)}
 
 
+def message_line(message: Message, text: str | None = None) -> str:
+    """A message as every T-MEM step shows it: `render_message`, its text replaced by `text`
+    when given (the forest's compressed text)."""
+    return render_message(message if text is None else dataclasses.replace(message, text=text))
+
+
 def local_lines(messages: Sequence[Message], ids: Mapping[str, str]) -> str:
     """Messages as `render_message` shows them, under their local ids; a topic they all share
     is stated once above them instead of on every line."""
     topics = {m.topic for m in messages}
     shared = topics.pop() if len(topics) == 1 else None
-    lines = [render_message(dataclasses.replace(m, msg_id=ids[m.msg_id],
-                                                topic=None if shared else m.topic))
+    lines = [message_line(dataclasses.replace(m, msg_id=ids[m.msg_id],
+                                              topic=None if shared else m.topic))
              for m in messages]
     return "\n".join([f"(topic: {shared})", *lines] if shared else lines)
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from tmem_core.llm import TokenCounter
 from tmem_core.methods._base import Evidence, evidence
 from tmem_core.methods._context import LLM, Context, ContextKind, ContextMethod
-from tmem_core.methods._registry import MethodEnv, method
+from tmem_core.methods._registry import MethodEnv, View, method
 from tmem_core.methods.tmem._compress import Compression, Item, QueryTerms, compress, mandatory_text
 from tmem_core.methods.tmem._config import DiscoveryConfig
 from tmem_core.methods.tmem._discovery import Candidate, Discovery, Interval, discover
@@ -35,13 +35,16 @@ from tmem_core.methods.tmem._forest import (
 )
 from tmem_core.methods.tmem._labels import SELECT_PROMPT, LLMSelector, Selection
 from tmem_core.methods.tmem._linearise import Linearised, linearise, node_line
+from tmem_core.methods.tmem._payload import Built, Found
 from tmem_core.methods.tmem._rerank import ContextReranker
 from tmem_core.methods.tmem._show import describe
 from tmem_core.methods.tmem._steps import prompt_hashes
 from tmem_core.methods.tmem._structure import STRUCTURE_PROMPT, Proposals, Structurer
 from tmem_core.methods.tmem._timeline import Timeline
+from tmem_core.methods.tmem._validate import forest_structure
+from tmem_core.methods.tmem._view import forest_view
 from tmem_core.prompts import load_prompt
-from tmem_core.retrieval import Budget, Conversation, IndexStore
+from tmem_core.retrieval import Conversation, IndexStore
 from tmem_core.schema import Message, Question
 
 SelectionMode = Literal["llm", "reranked"]
@@ -103,11 +106,14 @@ class Rendered:
 
 @dataclass
 class TMem:
-    """T-MEM (paper §4): `retrieve` runs discovery, `construct` the LLM steps and rendering."""
+    """T-MEM (paper §4): `retrieve` runs discovery from `top_k` anchors (paper §5.3),
+    `construct` the LLM steps and rendering within `budget` tokens."""
 
     store: IndexStore
     config: TMemConfig = field(default_factory=TMemConfig)
     name: str = "tmem"
+    top_k: int = 36
+    budget: int = 8192
     _timelines: dict[str, Timeline] = field(default_factory=dict, repr=False)
     _phases: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
 
@@ -116,40 +122,45 @@ class TMem:
         index = self.store.index(question.conv_id, search.metadata)
         if question.conv_id not in self._timelines:
             self._timelines[question.conv_id] = Timeline.of(index.conversation)
-        found = discover(question, index, self._timelines[question.conv_id], search,
-                         search.anchor_depth(None))
+        found = discover(question, index, self._timelines[question.conv_id], search, self.top_k)
         return evidence(self.name, question, [c.message.msg_id for c in found.candidates],
-                        {"discovery": discovery_json(found)})
+                        {"discovery": discovery_json(found)}, Found.of(found))
 
     def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
-                  budget_tokens: int, count_tokens: TokenCounter) -> Context:
+                  count_tokens: TokenCounter) -> Context:
+        if not isinstance(evidence.payload, Found):
+            raise ValueError(f"{evidence.qid}: evidence has no T-MEM discovery")
         conversation = self.store.conversations[question.conv_id]
-        found = _discovery_of(evidence)
-        candidates = candidates_from_json(found, conversation)
+        candidates = [Candidate(conversation.messages[conversation.position[c.id]], c.relevance,
+                                c.support, c.anchor_rank) for c in evidence.payload.candidates]
         marks = [time.perf_counter()]
-        selection = self._select(question, candidates, intervals_from_json(found), llm)
+        selection = self._select(question, candidates, evidence.payload.intervals, llm)
         marks.append(time.perf_counter())
         terms = QueryTerms.of(question)
         by_id = {c.message.msg_id: c.message for c in candidates}
-        admitted = self._admit([by_id[i] for i in selection.ranked], terms, budget_tokens,
+        admitted = self._admit([by_id[i] for i in selection.ranked], terms, self.budget,
                                count_tokens)
         structured = self._structure(question, admitted, llm, conversation)
         marks.append(time.perf_counter())
         rank = {i: k for k, i in enumerate(selection.ranked)}
-        rendered = self._fit(structured.forest, by_id, rank, terms, budget_tokens, count_tokens)
+        rendered = self._fit(structured.forest, by_id, rank, terms, self.budget, count_tokens)
         marks.append(time.perf_counter())
         trace = {"config": self.config.switches(), "prompts": self._prompts(),
                  **_trace(selection, admitted, structured, rendered),
                  "timing": {f"{step}_s": b - a for step, (a, b)
                             in zip(STEPS, itertools.pairwise(marks), strict=True)}}
         kind: ContextKind = "forest" if self.config.structuring else "flat"
+        built = Built(tuple(rendered.forest.nodes.values()), dict(selection.labels),
+                      rendered.trimmed, structured.repairs,
+                      (*selection.failures, *structured.proposals.failures),
+                      rendered.compression.to_json() if rendered.compression else None)
         return Context(question.qid, self.name, kind, rendered.linearised.text,
-                       rendered.linearised.order, rendered.tokens, trace)
+                       rendered.linearised.order, rendered.tokens, trace, built)
 
     def _select(self, question: Question, candidates: Sequence[Candidate],
                 intervals: Sequence[Interval], llm: LLM | None) -> Selection:
         if self.config.selection == "reranked":
-            ranked = ContextReranker().select(question, candidates, Budget())
+            ranked = ContextReranker().select(question, candidates, None)
             return Selection({}, tuple(ranked))
         selector = LLMSelector(_need(llm), self.config.select_batch, self.config.min_coverage)
         return selector.label(question, candidates, intervals)
@@ -220,7 +231,9 @@ class TMem:
         return prompt_hashes(*map(load_prompt, used))
 
 
-@method("tmem", config=TMemConfig, show=describe, version=2, variants={
+@method("tmem", config=TMemConfig, show=describe, evidence=Found, context=Built,
+        checks={"forest_structure": forest_structure}, view=View("forest", forest_view),
+        version=2, variants={
     "tmem_wo_discovery": {"discovery": False},
     "tmem_wo_structuring": {"structuring": False},
     "tmem_wo_metadata": {"discovery_config": {"metadata": False}},
@@ -230,10 +243,7 @@ class TMem:
     "tmem_reranked_forest": {"selection": "reranked"},
 }, description="T-MEM: temporal discovery, KEY/SUPPORT selection, evidence forest")
 def _tmem(env: MethodEnv, config: TMemConfig, name: str) -> ContextMethod:
-    """The grid's Top-k is the anchor depth (paper §5.3), its budget the evidence budget."""
-    discovery = replace(config.discovery_config, anchors=env.top_k,
-                        anchors_follow_budget=False, evidence_tokens=env.budget_tokens)
-    return TMem(env.index_store, replace(config, discovery_config=discovery), name)
+    return TMem(env.index_store, config, name, env.top_k, env.budget)
 
 
 def discovery_json(found: Discovery) -> dict[str, Any]:
@@ -248,18 +258,6 @@ def discovery_json(found: Discovery) -> dict[str, Any]:
         "candidates": [{"id": c.message.msg_id, "relevance": c.relevance, "support": c.support,
                         "anchor_rank": c.anchor_rank} for c in found.candidates],
     }
-
-
-def candidates_from_json(found: Mapping[str, Any], conversation: Conversation
-                         ) -> list[Candidate]:
-    return [Candidate(conversation.messages[conversation.position[c["id"]]], c["relevance"],
-                      c["support"], c["anchor_rank"]) for c in found["candidates"]]
-
-
-def intervals_from_json(found: Mapping[str, Any]) -> list[Interval]:
-    return [Interval(iv["group"], tuple(iv["anchors"]), iv["span_seconds"], iv["size"],
-                     iv["density"], iv["kept"], tuple(iv["members"]))
-            for iv in found["intervals"]]
 
 
 def _trace(selection: Selection, admitted: Sequence[Message], structured: Structured,
@@ -293,13 +291,6 @@ def _degradation(selection: Selection, admitted: Sequence[Message], structured: 
         "dropped_before_structuring": len(selection.ranked) - len(admitted),
         "admitted_total": len(admitted),
     }
-
-
-def _discovery_of(evidence: Evidence) -> Mapping[str, Any]:
-    if not isinstance(evidence.trace, Mapping) or "discovery" not in evidence.trace:
-        raise ValueError(f"{evidence.qid}: evidence has no T-MEM discovery trace")
-    found: Mapping[str, Any] = evidence.trace["discovery"]
-    return found
 
 
 def _need(llm: LLM | None) -> LLM:

@@ -5,12 +5,12 @@ Gold leakage into prompts is checked by `tmem_core.evaluation.gold_leaks`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from tmem_core.llm import TokenCounter
 from tmem_core.methods._context import Context
 from tmem_core.methods.tmem._forest import EDGE_RELATIONS, Forest
+from tmem_core.methods.tmem._payload import Built
 
 _UNTYPED = ("RELATED",)
 
@@ -62,31 +62,33 @@ def order_problems(forest: Forest, order: Sequence[str]) -> list[str]:
     return [f"linearised order differs from chronological pre-order at position {at}"]
 
 
-def budget_problems(context: Context, budget_tokens: int,
+def budget_problems(context: Context, budget: int,
                     count_tokens: TokenCounter | None = None) -> list[str]:
     """The context is within budget; with a counter, its recorded token count is exact."""
     problems = []
-    if context.tokens > budget_tokens:
+    if context.tokens > budget:
         problems.append(f"{context.qid}: {context.tokens} tokens over a budget of "
-                        f"{budget_tokens}")
+                        f"{budget}")
     if count_tokens is not None and count_tokens(context.text) != context.tokens:
         problems.append(f"{context.qid}: records {context.tokens} tokens, text has "
                         f"{count_tokens(context.text)}")
     return problems
 
 
-def trace_problems(trace: Mapping[str, Any], ids: Sequence[str]) -> list[str]:
-    """Forest structure and linearised order, from a T-MEM context's JSON trace and the ids it
-    presents (a pipeline construct record has both)."""
-    forest = Forest.from_json(trace["forest"])
+def forest_structure(built: Built, ids: Sequence[str]) -> list[str]:
+    """A T-MEM context's forest (parents, roots, time order) and the ids it presents in the
+    forest's linearised order, from its payload (a construct record has both)."""
+    forest = built.the_forest()
     return [*forest_problems(forest), *order_problems(forest, ids)]
 
 
-def context_problems(context: Context, budget_tokens: int,
+def context_problems(context: Context, budget: int,
                      count_tokens: TokenCounter | None = None) -> list[str]:
     """Every check of a T-MEM context."""
-    return [*trace_problems(context.trace, context.ids),
-            *budget_problems(context, budget_tokens, count_tokens)]
+    if not isinstance(context.payload, Built):
+        return [f"{context.qid}: not a T-MEM context"]
+    return [*forest_structure(context.payload, context.ids),
+            *budget_problems(context, budget, count_tokens)]
 
 
 def _cyclic(forest: Forest) -> list[str]:

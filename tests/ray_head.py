@@ -1,5 +1,5 @@
-"""A local Ray head (started with the cluster/ scripts, token authentication on) and helpers to
-run sweeps on it."""
+"""The tests' one Ray head (started with the cluster/ scripts, token authentication on), shared
+by every test of a session that runs a sweep on Ray, and helpers to run sweeps on it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tmem_core.pipeline import STATUS_ENV
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 PORT_NAMES = ("RAY_DASHBOARD_PORT", "RAY_GCS_PORT", "RAY_AGENT_PORT")
@@ -34,8 +36,7 @@ def free_ports() -> dict[str, str]:
             s.close()
 
 
-# kept in the environment: pytest may import this module twice (as conftest and as
-# tests.pipeline.conftest), and both must name the same head
+# kept in the environment: the sweeps' drivers (child processes) name the same head
 os.environ.setdefault("TMEM_TEST_RAY_PORTS", ",".join(free_ports().values()))
 PORTS = dict(zip(PORT_NAMES, os.environ["TMEM_TEST_RAY_PORTS"].split(","), strict=True))
 TOKEN_PATH = Path(tempfile.gettempdir()) / f"tmem-eval-test-{os.getpid()}" / "token"
@@ -80,7 +81,7 @@ def sweep_config(tmp: Path, name: str, *, methods: str = '["bm25"]', limit: int 
         methods = {methods}
         backbones = {backbones}
         top_k = [8]
-        budgets = [512]
+        budget = [512]
         [resources]
         retrieve_actors = 1
         llm_actors = 1
@@ -109,9 +110,12 @@ def sweep_env(address: str, **extra: str) -> dict[str, str]:
 
 def run_sweep(config: Path, address: str, timeout: float = 900, **env: str
               ) -> subprocess.CompletedProcess[str]:
+    """`python -m jobs.sweep config` on the head; it must succeed. The command runs its driver
+    itself, as the child it supervises would (the supervision has tests of its own)."""
+    status = {STATUS_ENV: str(config.with_suffix(".status.json"))}
     done = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
-                          env=sweep_env(gcs(address), **env), capture_output=True, text=True,
-                          timeout=timeout, check=False)
+                          env=sweep_env(gcs(address), **status, **env), capture_output=True,
+                          text=True, timeout=timeout, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 

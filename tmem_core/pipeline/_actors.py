@@ -1,0 +1,93 @@
+"""The stages as Ray Data actors: fused into one actor, or one stage each, serving every run
+of the sweep in turn."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tmem_core.pipeline._answer_stage import AnswerStage
+from tmem_core.pipeline._judge_stage import JudgeStage
+from tmem_core.pipeline._method_stages import ConstructStage, RetrieveStage
+from tmem_core.pipeline._stage import (
+    QUESTION_THREADS,
+    Row,
+    Stage,
+    StageJob,
+    StageResult,
+    call_rows,
+    flow_schema,
+)
+from tmem_core.results import calls_store
+
+STAGES: tuple[type[Stage], ...] = (RetrieveStage, ConstructStage, AnswerStage, JudgeStage)
+FLOW_SCHEMA = flow_schema(STAGES)
+"""The rows that flow through the stages: a question of a run, and what each stage passes on."""
+KEEP_RUNS = 4  # runs whose stages an actor keeps built (runs flow through in order)
+
+
+class FusedStages:
+    """Every stage in one actor, as Ray Data fuses map operators: each question of a batch
+    goes through all stages in one thread, so no batch waits at a stage boundary and no
+    flow row crosses a process. Records are stored per stage, exactly as unfused."""
+
+    name = "stages"
+
+    def __init__(self, job: StageJob) -> None:
+        retrieve = RetrieveStage(job)
+        self.stages = [retrieve, ConstructStage(job, shares=retrieve), AnswerStage(job),
+                       JudgeStage(job)]
+        self.run_id = job.run.run_id
+        self.calls = calls_store(Path(job.run_dir))
+        self._threads = ThreadPoolExecutor(max_workers=QUESTION_THREADS,
+                                           thread_name_prefix=self.name)
+
+    def __call__(self, rows: list[Row]) -> list[Row]:
+        per_question = list(self._threads.map(self._through_all, rows))
+        for index, stage in enumerate(self.stages):
+            stage.write([results[index] for results in per_question])
+        self.calls.append(call_rows(self.run_id, [r for rs in per_question for r in rs]))
+        return [results[-1].flow for results in per_question]
+
+    def _through_all(self, row: Row) -> list[StageResult]:
+        results = []
+        for stage in self.stages:
+            results.append(stage.step(row))
+            row = results[-1].flow
+        return results
+
+
+class PerRun:
+    """A stage (or the fused stages) for every run of a sweep, in one actor: each row goes to
+    its run's instance, built at the run's first batch (the first run's at once, to warm up
+    while the pipeline starts). The actor pools live for the whole sweep."""
+
+    def __init__(self, stage: type[Stage] | type[FusedStages], jobs: dict[str, StageJob]
+                 ) -> None:
+        self.stage, self.jobs = stage, jobs
+        self._runs: OrderedDict[str, Stage | FusedStages] = OrderedDict()
+        self._for(next(iter(jobs)))
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        rows = [row for run_id, part in split_by_run(batch)
+                for row in self._for(run_id)(part.to_pylist())]
+        return pa.Table.from_pylist(rows, schema=FLOW_SCHEMA)
+
+    def _for(self, run_id: str) -> Stage | FusedStages:
+        if run_id not in self._runs:
+            self._runs[run_id] = self.stage(self.jobs[run_id])
+            while len(self._runs) > KEEP_RUNS:
+                self._runs.popitem(last=False)
+        self._runs.move_to_end(run_id)
+        return self._runs[run_id]
+
+
+def split_by_run(batch: pa.Table) -> list[tuple[str, pa.Table]]:
+    """A batch's rows grouped by `run_id`, runs in order of first appearance."""
+    run_ids = batch.column("run_id")
+    return [(run_id, batch.filter(pc.equal(run_ids, run_id)))
+            for run_id in dict.fromkeys(run_ids.to_pylist())]

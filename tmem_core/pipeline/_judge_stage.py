@@ -1,0 +1,181 @@
+"""The judge stage: each judge's verdict on the prediction (per repeat), token F1 and exact
+match where the benchmark defines them, and each judge's verdicts on two control answers (the
+gold answer, another question's) that calibrate it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from tmem_core.benchmarks import get_protocol
+from tmem_core.evaluation import (
+    Protocol,
+    choice_correct,
+    exact_match,
+    normalise,
+    parse_verdict,
+    says_not_available,
+    stemmer,
+)
+from tmem_core.llm import BackboneConfig, ChatRequest, Sampling
+from tmem_core.pipeline._engine import EngineProxy
+from tmem_core.pipeline._stage import GoldStage, Output, Row, StageJob, StageResult
+from tmem_core.prompts import Prompt, load_prompt
+from tmem_core.results import CALIBRATION_STAGE, calibration_store
+from tmem_core.schema import Gold, Question
+
+JUDGE_RETRIES = 1  # an unparseable verdict is asked once more, then becomes an error record
+FREE_VERDICT_TOKENS = 256  # a judge prompt without labels: a reason, then the verdict
+
+
+@dataclass(frozen=True)
+class Verdict:
+    score: float | None
+    scored_by: str  # "llm", "choice" (exact letter) or "rule" (LoCoMo's not-mentioned rule)
+    raw: str = ""
+    prompt_name: str | None = None
+    prompt_sha256: str | None = None
+    error: str | None = None
+
+
+class JudgeStage(GoldStage):
+    """A question's records: one per judge and repeat (`<qid>|<judge>|<repeat>`), and in the
+    calibration store one per judge and control (`<qid>|<judge>|gold` or `|other`)."""
+
+    name = "judge"
+    reads = ("prediction",)
+
+    def __init__(self, job: StageJob) -> None:
+        self.calibration = calibration_store(Path(job.run_dir))
+        super().__init__(job)
+
+    def warm_up(self) -> None:
+        stemmer()
+
+    def stored(self) -> dict[str, Row]:
+        controls = {r["key"]: r for r in self.calibration.latest().to_pylist()}
+        return {**super().stored(), **controls}
+
+    def keys(self, qid: str) -> list[str]:
+        verdicts = [f"{qid}|{judge.name}|{repeat}" for judge in self.job.judges
+                    for repeat in range(self.job.run.judge_repeats)]
+        return verdicts + [key for judge in self.job.judges
+                           for key, *_ in self._controls_of(qid, judge)]
+
+    def write(self, results: list[StageResult]) -> None:
+        super().write(results)
+        self.calibration.append([c for result in results for c in result.output.controls])
+
+    @cached_property
+    def protocol(self) -> Protocol:
+        return get_protocol(self.job.run.benchmark.name)
+
+    def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
+        question, gold = self.questions[row["qid"]], self.gold[row["qid"]]
+        output = Output()
+        for judge in self.job.judges:
+            for repeat in range(self.job.run.judge_repeats):
+                key = f"{row['qid']}|{judge.name}|{repeat}"
+                if key not in stored:
+                    llm = self.proxy(judge, question.qid)
+                    output.records.append(self._judge(row, key, question, gold, judge.name,
+                                                      repeat, llm))
+                    output.calls.extend(llm.records)
+        for judge in self.job.judges:
+            for key, control, prediction, other in self._controls_of(question.qid, judge):
+                if key not in stored:
+                    llm = self.proxy(judge, question.qid, CALIBRATION_STAGE)
+                    verdict = self._verdict(question, gold, prediction, 0, llm)
+                    output.calls.extend(llm.records)
+                    output.controls.append(self.record(
+                        row, key=key, ok=verdict.error is None, error=verdict.error,
+                        judge=judge.name, control=control, other_qid=other,
+                        category=question.category,
+                        expected=1.0 if control == "gold" else 0.0, score=verdict.score,
+                        raw=verdict.raw, prompt_name=verdict.prompt_name,
+                        prompt_sha256=verdict.prompt_sha256))
+        return output
+
+    def _judge(self, row: Row, key: str, question: Question, gold: Gold, judge: str,
+               repeat: int, llm: EngineProxy) -> Row:
+        prediction = row["prediction"] or ""
+        verdict = self._verdict(question, gold, prediction, repeat, llm)
+        token_f1 = self.protocol.token_f1
+        f1 = token_f1(prediction, gold.answer, question.category) if token_f1 else None
+        em = (exact_match(prediction, gold.answer)
+              if gold.answer is not None and gold.answer_kind == "text" else None)
+        return self.record(
+            row, key=key, ok=verdict.error is None, error=verdict.error, judge=judge,
+            repeat=repeat, category=question.category, answer_kind=gold.answer_kind,
+            scored_by=verdict.scored_by, score=verdict.score, f1=f1, exact_match=em,
+            raw=verdict.raw, prompt_name=verdict.prompt_name,
+            prompt_sha256=verdict.prompt_sha256)
+
+    def _controls_of(self, qid: str, judge: BackboneConfig
+                     ) -> list[tuple[str, str, str, str | None]]:
+        """(key, control, prediction, other qid) of the judge's control answers: the gold
+        answer, then another question's; none for a question scored without an LLM."""
+        question, gold = self.questions[qid], self.gold[qid]
+        if self.protocol.judge_for(question, gold) is None or not gold.answer:
+            return []
+        controls: list[tuple[str, str, str | None]] = [("gold", gold.answer, None)]
+        other = self._other_gold(question, gold)
+        if other is not None:
+            controls.append(("other", other.answer or "", other.qid))
+        return [(f"{qid}|{judge.name}|{control}", control, prediction, other_qid)
+                for control, prediction, other_qid in controls]
+
+    @cached_property
+    def _by_qid(self) -> list[Question]:
+        return sorted(self.questions.values(), key=lambda q: q.qid)
+
+    def _other_gold(self, question: Question, gold: Gold) -> Gold | None:
+        """Another question's gold answer that differs once normalised: the next question by
+        qid (wrapping) of the same category, else of any category."""
+        by_qid = self._by_qid
+        start = next(i for i, q in enumerate(by_qid) if q.qid == question.qid)
+        ring = by_qid[start + 1:] + by_qid[:start]
+        for candidate in sorted(ring, key=lambda q: q.category != question.category):
+            other = self.gold[candidate.qid]
+            if other.answer and normalise(other.answer) != normalise(gold.answer or ""):
+                return other
+        return None
+
+    def _verdict(self, question: Question, gold: Gold, prediction: str, repeat: int,
+                 llm: EngineProxy) -> Verdict:
+        prompt_ref = self.protocol.judge_for(question, gold)
+        if prompt_ref is None:
+            if gold.answer_kind == "choice":
+                labels = tuple(o.label for o in gold.options or ())
+                return Verdict(float(choice_correct(prediction, gold.answer or "", labels)),
+                               "choice")
+            return Verdict(float(says_not_available(prediction)), "rule")
+        prompt = load_prompt(self.job.run.judge_prompts.get(prompt_ref, prompt_ref))
+        raw = ""
+        for attempt in range(1 + JUDGE_RETRIES):
+            request = judge_request(prompt, question, gold, prediction, repeat, attempt)
+            (response,) = llm.generate([request])
+            if not response.ok:
+                return Verdict(None, "llm", raw, prompt.name, prompt.sha256, response.error)
+            raw = response.text
+            label = response.parsed["verdict"] if response.parsed else raw
+            parsed = parse_verdict(str(label))
+            if parsed is not None:
+                return Verdict(float(parsed), "llm", raw, prompt.name, prompt.sha256)
+        return Verdict(None, "llm", raw, prompt.name, prompt.sha256,
+                       f"unparseable verdict after {1 + JUDGE_RETRIES} attempts: {raw[:120]!r}")
+
+
+def judge_request(prompt: Prompt, question: Question, gold: Gold, prediction: str, repeat: int,
+                  attempt: int) -> ChatRequest:
+    """A judge's call: greedy on the first attempt of the first repeat, sampled otherwise; a
+    prompt without labels (an upstream file, which may ask for a reason first) gets room for
+    a sentence before its verdict."""
+    messages = prompt.chat(question=question.question, answer=gold.answer or "",
+                           response=prediction)
+    sampling = Sampling(temperature=0.0 if repeat == 0 and attempt == 0 else 0.7,
+                        max_tokens=32 if prompt.labels else FREE_VERDICT_TOKENS,
+                        seed=repeat * 100 + attempt)
+    return ChatRequest(messages, sampling, schema=prompt.verdict_schema())

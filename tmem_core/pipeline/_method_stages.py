@@ -1,0 +1,141 @@
+"""The stages that run the method: retrieval (CPU) and construction (its LLM steps).
+
+Retrieval passes construction the evidence ids and the method's typed evidence payload (the
+type it registered as `evidence`, as JSON); construction stores the context with its typed
+payload (`context`), which the run's checks and the viewer read."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+
+from tmem_core import from_json, to_json
+from tmem_core.llm import CallRecord, counter_for
+from tmem_core.methods import (
+    ContextMethod,
+    Evidence,
+    MethodEnv,
+    MethodSpec,
+    get_method,
+    step_record_json,
+)
+from tmem_core.pipeline._stage import Output, Row, Stage, StageJob
+from tmem_core.results import MEMORY_STAGE, calls_store, conversation_of, memory_qid
+from tmem_core.retrieval import conversations_from_table
+from tmem_core.schema import Question
+
+
+def _accounted_memories(run_dir: Path) -> set[str]:
+    """Conversations whose memory calls the run has on record (from an earlier attempt)."""
+    calls = calls_store(run_dir).read_all()
+    owners = calls.filter(pc.equal(calls.column("stage"), MEMORY_STAGE)).column("qid")
+    return {conversation_of(q) for q in owners.to_pylist()}
+
+
+class MethodStage(Stage):
+    """Stages that hold the run's method (its indexes load lazily, once per actor).
+
+    A method with offline memory (`prepare(conv_id, llm)`, e.g. T2Mem's metadata) builds it
+    for a question's conversation first; it is cached on disk, so after the first stage that
+    builds it, later stages and actors only load it. Its calls count as stage "memory".
+    """
+
+    def __init__(self, job: StageJob, shares: MethodStage | None = None) -> None:
+        """`shares`: another stage of this process whose method (and memory lock) to use."""
+        self._prepare_lock: threading.Lock = (shares._prepare_lock if shares
+                                              else threading.Lock())
+        self._memory_accounted: set[str] = (  # conversations whose memory the run counted
+            shares._memory_accounted if shares else _accounted_memories(Path(job.run_dir)))
+        if shares is not None:
+            self.method = shares.method
+        super().__init__(job)  # last: it warms up, which builds the method
+
+    @cached_property
+    def spec(self) -> MethodSpec[Any]:
+        return get_method(self.job.run.method)
+
+    @cached_property
+    def method(self) -> ContextMethod:
+        run = self.job.run
+        env = MethodEnv(conversations_from_table(self.prepared.messages), run.top_k,
+                        run.budget)
+        return self.spec.create(env, run.params)
+
+    def warm_up(self) -> None:
+        self.method  # noqa: B018 (builds the method)
+
+    def prepare_memory(self, question: Question) -> list[CallRecord]:
+        """Offline memory of the question's conversation, if the method has one."""
+        prepare: Callable[..., Any] | None = getattr(self.method, "prepare", None)
+        if prepare is None:
+            return []
+        llm = self.proxy(self.job.backbone, question.qid, stage=MEMORY_STAGE)
+        with self._prepare_lock:  # the batch's threads share one memory per conversation
+            stats = prepare(question.conv_id, llm)
+            first = question.conv_id not in self._memory_accounted
+            self._memory_accounted.add(question.conv_id)
+        owner = memory_qid(question.conv_id)  # the run's memory, not this question's
+        # what an earlier build cost, once per run; the calls of this prepare always (they
+        # are new: a retry of what failed before, under the failed call's key)
+        reused = [dataclasses.replace(c, stage=MEMORY_STAGE) for c in
+                  getattr(stats, "reused_calls", ())] if first else []
+        return [dataclasses.replace(c, qid=owner) for c in [*llm.records, *reused]]
+
+
+class RetrieveStage(MethodStage):
+    name = "retrieve"
+    writes = ("evidence_ids", "payload")
+
+    def stored(self) -> dict[str, Row]:
+        """Records of earlier attempts, but for those written before the method's evidence
+        had its payload (retrieved again)."""
+        needed = self.spec.evidence is not None
+        return {k: r for k, r in super().stored().items()
+                if r["payload"] is not None or not needed}
+
+    def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
+        question = self.questions[row["qid"]]
+        calls = self.prepare_memory(question)
+        started = time.perf_counter()
+        evidence = self.method.retrieve(question)
+        record = self.record(row, evidence_ids=list(evidence.ids), trace=to_json(evidence.trace),
+                             payload=_payload_json(evidence.payload),
+                             latency_s=time.perf_counter() - started)
+        return Output([record], calls)
+
+
+class ConstructStage(MethodStage):
+    name = "construct"
+    reads = ("evidence_ids", "payload")
+    writes = ("kind", "context")
+
+    def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
+        question = self.questions[row["qid"]]
+        payload = (from_json(self.spec.evidence, row["payload"])
+                   if self.spec.evidence is not None else None)
+        evidence = Evidence(question.qid, self.job.run.method, tuple(row["evidence_ids"]),
+                            payload=payload)
+        memory_calls = self.prepare_memory(question)
+        llm = self.proxy(self.job.backbone, question.qid)
+        started = time.perf_counter()
+        context = self.method.construct(question, evidence, llm, counter_for(self.job.backbone))
+        record = self.record(row, kind=context.kind, context=context.text,
+                             context_ids=list(context.ids), tokens=context.tokens,
+                             trace=to_json(context.trace), payload=_payload_json(context.payload),
+                             degradation=json.dumps(context.trace.get("degradation", {}),
+                                                    sort_keys=True),
+                             steps=step_record_json(context),
+                             latency_s=time.perf_counter() - started)
+        return Output([record], memory_calls + llm.records)
+
+
+def _payload_json(payload: object | None) -> str | None:
+    return None if payload is None else to_json(payload)

@@ -1,0 +1,228 @@
+"""What every stage shares: its job, its stored records, resume, threads and error records.
+
+A stage's actor runs a batch of questions at once. For each question the base looks up the
+records the stage keeps for it (`keys`); when all are stored from an earlier attempt the
+question passes on with them, otherwise the stage's `process` makes what is missing. A failure
+becomes an error record; a question that failed upstream passes through untouched. A stage
+declares the flow columns it reads (`reads`) and those it sets from its record (`writes`):
+`process` sees only the columns it reads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tmem_core.benchmarks import read_prepared
+from tmem_core.evaluation import gold_strings
+from tmem_core.llm import CALLS_SCHEMA, BackboneConfig, CallRecord, EngineCall, RequestCache
+from tmem_core.pipeline._config import RunSpec, import_plugins
+from tmem_core.pipeline._engine import EngineProxy, local_engine, ray_engine
+from tmem_core.pipeline._probe import load_probe
+from tmem_core.results import STAGE_SCHEMAS, StageStore, calls_store, stage_store
+from tmem_core.schema import (
+    Gold,
+    Question,
+    gold_from_table,
+    messages_from_table,
+    questions_from_table,
+)
+
+FLOW_BASE = (pa.field("run_id", pa.string()), pa.field("qid", pa.string()),
+             pa.field("conv_id", pa.string()), pa.field("ok", pa.bool_()),
+             pa.field("error", pa.string()))
+"""The columns of every flow row; each stage adds those it `writes`."""
+QUESTION_THREADS = 64  # questions of a batch in flight at once, per stage actor
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StageJob:
+    """Everything a stage actor needs, picklable."""
+
+    run: RunSpec
+    run_dir: str
+    bench_dir: str
+    backbone: BackboneConfig
+    judges: tuple[BackboneConfig, ...]
+    probe: str = ""  # a test's probe (`_probe`); empty: none
+    local: bool = False  # engines in this process instead of Ray actors (the plain loop)
+
+
+@dataclass
+class Output:
+    """What a stage made for one question: its records and LLM calls."""
+
+    records: list[Row] = field(default_factory=list)
+    calls: list[CallRecord] = field(default_factory=list)
+    controls: list[Row] = field(default_factory=list)  # the judge's calibration
+
+
+@dataclass
+class StageResult:
+    flow: Row
+    output: Output = field(default_factory=Output)
+
+
+class Stage:
+    """Common machinery: stored records, resume, per-question threads, error records."""
+
+    name: ClassVar[str] = ""
+    reads: ClassVar[tuple[str, ...]] = ()  # flow columns `process` reads
+    writes: ClassVar[tuple[str, ...]] = ()  # flow columns set from the question's record
+
+    def __init__(self, job: StageJob) -> None:
+        self.job = job
+        import_plugins(job.run.plugins)  # the run's own methods and benchmarks, in this actor
+        run_dir = Path(job.run_dir)
+        self.store = self.store_for(run_dir)
+        self.calls = calls_store(run_dir)
+        self.done = self.stored()
+        self.probe = load_probe(job.probe)
+        self._engines: dict[str, EngineCall] = {}
+        self._engines_lock = threading.Lock()
+        # a batch's questions run at once (their LLM calls batch in the engine); the threads
+        # live as long as the stage: starting them per batch cost more than cached questions
+        self._threads = ThreadPoolExecutor(max_workers=QUESTION_THREADS,
+                                           thread_name_prefix=self.name)
+        try:
+            self.warm_up()
+        except Exception as exc:  # the first question meets it again and records it
+            print(f"[{self.name}] warm-up failed: {type(exc).__name__}: {exc}", flush=True)
+
+    def warm_up(self) -> None:
+        """Load what every question needs now, while the upstream stages start."""
+
+    @classmethod
+    def store_for(cls, run_dir: Path) -> StageStore:
+        return stage_store(run_dir, cls.name)
+
+    def stored(self) -> dict[str, Row]:
+        """The records of earlier attempts, by key."""
+        return {r["key"]: r for r in self.store.latest().to_pylist()}
+
+    def keys(self, qid: str) -> list[str]:
+        """The keys of the records this stage keeps for a question."""
+        return [qid]
+
+    @cached_property
+    def prepared(self) -> Any:
+        return read_prepared(Path(self.job.bench_dir))
+
+    @cached_property
+    def questions(self) -> dict[str, Question]:
+        return {q.qid: q for q in questions_from_table(self.prepared.questions)}
+
+    def proxy(self, backbone: BackboneConfig, qid: str, stage: str | None = None
+              ) -> EngineProxy:
+        conv_id = self.questions[qid].conv_id if qid in self.questions else ""
+        return self.probe.llm(EngineProxy(self._engine(backbone), backbone, stage or self.name,
+                                          qid, conv_id, self.forbidden.get(conv_id, ())))
+
+    @cached_property
+    def forbidden(self) -> dict[str, tuple[str, ...]]:
+        """Per conversation, the gold-derived strings no prompt may contain (read here, by
+        the harness, to check prompts; never given to a method)."""
+        gold = gold_from_table(self.prepared.questions)
+        evidence = {e for g in gold.values() for e in g.evidence_ids}
+        messages = self.prepared.messages
+        chosen = messages.filter(pc.is_in(messages.column("msg_id"),
+                                          pa.array(sorted(evidence), pa.string())))
+        return gold_strings({m.msg_id: m for m in messages_from_table(chosen)},
+                            questions_from_table(self.prepared.questions), gold)
+
+    def _engine(self, backbone: BackboneConfig) -> EngineCall:
+        """The backbone's engine, looked up once per stage process."""
+        with self._engines_lock:
+            if backbone.name not in self._engines:
+                self._engines[backbone.name] = (
+                    (local_engine if self.job.local else ray_engine)(backbone, RequestCache()))
+            return self._engines[backbone.name]
+
+    def __call__(self, rows: list[Row]) -> list[Row]:
+        """A batch's flow rows through this stage, its records and calls written."""
+        results = list(self._threads.map(self.step, rows))
+        self.write(results)
+        self.calls.append(call_rows(self.job.run.run_id, results))
+        return [r.flow for r in results]
+
+    def write(self, results: list[StageResult]) -> None:
+        """The stage's records of a batch, one part file per store."""
+        self.store.append([record for r in results for record in r.output.records])
+
+    def step(self, row: Row) -> StageResult:
+        """One question through this stage; a failure becomes an error record."""
+        if not row["ok"]:
+            return StageResult(row)
+        self.probe.question(self.name, row["qid"])
+        keys = self.keys(row["qid"])
+        stored = {k: self.done[k] for k in keys if k in self.done}
+        if len(stored) == len(keys):  # finished in an earlier attempt
+            return StageResult(self.passed(row, stored.values()))
+        read = {k: row[k] for k in (*(f.name for f in FLOW_BASE), *self.reads)}
+        started = time.perf_counter()
+        try:
+            output = self.process(read, stored)
+        except Exception as exc:  # one question's failure is a record, never a lost batch
+            message = f"{type(exc).__name__}: {exc}"
+            print(f"[{self.name}] {row['qid']} failed: {message}\n{traceback.format_exc()}",
+                  flush=True)
+            output = Output([self.record(row, ok=False, error=message,
+                                         latency_s=time.perf_counter() - started)])
+        return StageResult(self.passed(row, output.records), output)
+
+    def passed(self, row: Row, records: Iterable[Row]) -> Row:
+        """The flow row after this stage: its columns from the question's record, or the
+        first failure."""
+        records = list(records)
+        failed = [r for r in records if not r["ok"]]
+        if failed:
+            return {**row, "ok": False, "error": f"{self.name}: {failed[0]['error']}"}
+        own = next((r for r in records if r["key"] == row["qid"]), {})
+        return {**row, **{column: own[column] for column in self.writes}}
+
+    def record(self, row: Mapping[str, Any], key: str | None = None, **values: Any) -> Row:
+        return {"run_id": self.job.run.run_id, "key": key or row["qid"], "qid": row["qid"],
+                "conv_id": row["conv_id"], "ok": True, **values}
+
+    def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
+        """The question's records not in `stored` (the flow `row` holds what it `reads`)."""
+        raise NotImplementedError
+
+
+class GoldStage(Stage):
+    """Stages allowed to read gold: options for choice questions, answers for the judge."""
+
+    @cached_property
+    def gold(self) -> dict[str, Gold]:
+        return gold_from_table(self.prepared.questions)
+
+
+def flow_schema(stages: Iterable[type[Stage]]) -> pa.Schema:
+    """The flow rows' columns: the base ones, then what each stage writes, in flow order."""
+    return pa.schema([*FLOW_BASE, *(STAGE_SCHEMAS[s.name].field(column)
+                                    for s in stages for column in s.writes)])
+
+
+def call_rows(run_id: str, results: Iterable[StageResult]) -> list[Row]:
+    return [_call_row(run_id, call) for result in results for call in result.output.calls]
+
+
+def _call_row(run_id: str, call: CallRecord) -> Row:
+    row = {k: getattr(call, k) for k in CALLS_SCHEMA.names}
+    # a reused memory call yields to the call that built it, should both be on record
+    order = {"written_at": 0.0} if call.reused else {}
+    return {**row, **order, "run_id": run_id,
+            "key": f"{call.stage}|{call.qid}|{call.request_hash}", "conv_id": None,
+            "ok": call.error is None}
