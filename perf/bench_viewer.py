@@ -67,7 +67,8 @@ def _question_item(k: int, evidence: Message, rng: random.Random) -> tuple[Quest
             Gold(qid, "five attempts", (evidence.msg_id,)))
 
 
-def build_tree(root: Path, questions: int, runs: int) -> Tree:
+def build_tree(root: Path, questions: int, runs: int, judge_repeats: int = 1) -> Tree:
+    """The results tree: `judge_repeats` verdicts per question, each right with p 0.6."""
     rng = random.Random(0)
     messages = [_message(i, rng) for i in range(MESSAGES)]
     items = [_question_item(k, messages[k % MESSAGES], rng) for k in range(questions)]
@@ -77,7 +78,7 @@ def build_tree(root: Path, questions: int, runs: int) -> Tree:
                    data)
     specs = [RunSpec("bench", BenchmarkConfig("synthetic", limit=questions),
                      "bm25" if r == 0 else "tmem", {"run": r}, "smollm2", ("smollm2",), 12,
-                     1024) for r in range(runs)]
+                     1024, judge_repeats) for r in range(runs)]
     for spec in specs:
         _write_run(root / spec.run_id, spec, data, messages, [q.qid for q, _ in items], rng)
     return Tree(root, [s.run_id for s in specs], [q.qid for q, _ in items])
@@ -119,7 +120,6 @@ def _question(spec: RunSpec, qid: str, chosen: list[Message], rng: random.Random
         context, trace, kind = "\n".join(render_message(m) for m in chosen), {}, "flat"
     prompt = json.dumps([{"role": "system", "content": "Answer from the evidence."},
                          {"role": "user", "content": f"{context}\nQuestion: {qid}?"}])
-    score = float(rng.random() < 0.6)
     rows["retrieve"].append({**base, "key": qid, "evidence_ids": ids,
                              "trace": json.dumps({"anchors": ids}), "latency_s": 0.01})
     rows["construct"].append({**base, "key": qid, "kind": kind, "context": context,
@@ -127,11 +127,14 @@ def _question(spec: RunSpec, qid: str, chosen: list[Message], rng: random.Random
                               "trace": json.dumps(trace), "latency_s": 0.5})
     rows["answer"].append({**base, "key": qid, "prompt_name": "answer", "prompt_sha256": "0",
                            "prompt": prompt, "prediction": "five attempts", "latency_s": 1.0})
-    rows["judge"].append({**base, "key": f"{qid}|smollm2|0", "judge": "smollm2", "repeat": 0,
-                          "category": "multi_hop", "answer_kind": "text", "scored_by": "llm",
-                          "score": score, "f1": None, "exact_match": bool(score),
-                          "raw": '{"verdict": "CORRECT"}', "prompt_name": "judge",
-                          "prompt_sha256": "0"})
+    matched = rng.random() < 0.6
+    for repeat in range(spec.judge_repeats):
+        score = float(matched if repeat == 0 else rng.random() < 0.6)
+        rows["judge"].append({**base, "key": f"{qid}|smollm2|{repeat}", "judge": "smollm2",
+                              "repeat": repeat, "category": "multi_hop", "answer_kind": "text",
+                              "scored_by": "llm", "score": score, "f1": None,
+                              "exact_match": matched, "raw": '{"verdict": "CORRECT"}',
+                              "prompt_name": "judge", "prompt_sha256": "0"})
     for stage, tokens in (("construct", 1200), ("answer", len(prompt) // 4), ("judge", 150)):
         calls.append({**base, "conv_id": None, "key": f"{stage}|{qid}|h", "backbone": "smollm2",
                       "model": "SmolLM2", "stage": stage, "request_hash": "h",

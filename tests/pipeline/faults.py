@@ -1,9 +1,10 @@
 """Faults injected through the stages' probe (`TMEM_PROBE=tests.pipeline.faults:fault:SPEC`):
-`SPEC` is `stage=<name>,qid=<qid>,kind=exit|llm_error[,once=<file>]`.
+`SPEC` is `stage=<name>,qid=<qid>,kind=exit|exit_before_records|llm_error[,once=<file>]`.
 
 `exit` kills the stage's worker process when it reaches the question (once, if a marker file
-is given); `llm_error` makes every LLM call of that question in that stage fail like a dead
-engine.
+is given); `exit_before_records` kills it once the question's batch has its calls written and
+not yet its records; `llm_error` makes every LLM call of that question in that stage fail like
+a dead engine.
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ class Fault(Probe):
         if self.kind == "llm_error" and self._hits(proxy.stage, proxy.qid):
             return _failing(proxy)
         return proxy
+
+    def calls_written(self, reached: list[tuple[str, str]]) -> None:
+        if self.kind == "exit_before_records" and any(self._hits(*r) for r in reached):
+            os._exit(1)  # a worker dying between a batch's calls and its records
 
     def _hits(self, stage: str, qid: str) -> bool:
         if (self.stage, self.qid) != (stage, qid):

@@ -1,6 +1,8 @@
-"""Judges are calibrated on control answers before their accuracy is believed: a judge that
-says CORRECT to everything is flagged unreliable in the run summary and the report; a judge
-that compares with the gold answer is not."""
+"""Judges are calibrated on the hard cases before their accuracy is believed: per judge and
+control kind, a judge that says CORRECT to everything, or one that accepts an outdated
+value, is flagged unreliable on exactly the kinds it gets wrong (run line, report, viewer);
+a judge that compares with the gold is not; multiple-choice questions get their letters as
+controls."""
 
 from __future__ import annotations
 
@@ -10,72 +12,174 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ScriptedServer, Step, scripted_backbones
-from tmem_core.evaluation import normalise
+import polars as pl
+
+from tests.conftest import FIXTURES, ScriptedServer, Step, scripted_backbones
+from tmem_core.benchmarks import LoadRequest, build
+from tmem_core.evaluation import KINDS, normalise, says_not_available
+from tmem_core.evaluation._controls import dates
 from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.reports import write_report
-from tmem_core.results import CALIBRATION_STAGE, calibration_store, calls_store
+from tmem_core.results import (
+    CALIBRATION_STAGE,
+    UNRELIABLE,
+    calibration_store,
+    calls_store,
+    run_count,
+)
+from tmem_core.results._calibration import NOT_CALIBRATED, RELIABLE
+from tmem_core.viewer._data import load_sweep
+from tmem_core.viewer._views import sweep_view
 
 GRADED = re.compile(r"Gold answer: (.*)\nResponse to grade: (.*)\n")
+SYNTHETIC = {"name": "synthetic", "size": 200, "limit": 4}  # abstention, ku, multi_hop, temporal
+_WORDS = {w: str(i) for i, w in enumerate(("zero", "one", "two", "three", "four", "five", "six",
+                                           "seven", "eight", "nine", "ten", "eleven", "twelve"))}
 
 
-class GoldMatchingJudge(ScriptedServer):
-    """CORRECT exactly when the response is the gold answer; answers every other call."""
+def same_facts(gold: str, response: str) -> bool:
+    """What a careful judge checks: the gold's dates, and every other word of the gold
+    (numbers as digits), in the response; abstention only against abstention."""
+    if says_not_available(gold) or says_not_available(response):
+        return says_not_available(gold) and says_not_available(response)
+    if {d.value for d in dates(gold)} - {d.value for d in dates(response)}:
+        return False
+    return _words(gold) <= _words(response)
+
+
+def _words(text: str) -> set[str]:
+    for d in reversed(dates(text)):
+        text = text[:d.start] + " " + text[d.end:]
+    return {_WORDS.get(w, w) for w in normalise(text).split()}
+
+
+class GradingJudge(ScriptedServer):
+    """Grades by `accepts(gold, response)`; answers every other call."""
+
+    def __init__(self, accepts: Callable[[str, str], bool]) -> None:
+        super().__init__([Step()])
+        self.accepts = accepts
 
     def _next(self, body: dict[str, Any], authorization: str) -> Step:
         super()._next(body, authorization)
         graded = GRADED.search(body["messages"][-1]["content"])
         if graded is None:
             return Step(content="I do not know.")
-        same = normalise(graded.group(1)) == normalise(graded.group(2))
-        return Step(content=json.dumps({"verdict": "CORRECT" if same else "WRONG"}))
+        verdict = "CORRECT" if self.accepts(graded.group(1), graded.group(2)) else "WRONG"
+        return Step(content=json.dumps({"verdict": verdict}))
 
 
-def _sweep(tmp_path: Path, server: ScriptedServer) -> list[Any]:
-    backbones = scripted_backbones(tmp_path, server, "judge")
+def _sweep(tmp_path: Path, server: ScriptedServer, benchmark: dict[str, Any] = SYNTHETIC,
+           name: str = "calibrated") -> tuple[Any, list[str], Path]:
     config = parse_sweep({
-        "name": "calibrated", "results_dir": str(tmp_path / "results"),
-        "backbones_file": str(backbones),
-        "benchmarks": [{"name": "synthetic", "size": 200, "limit": 4}],
+        "name": name, "results_dir": str(tmp_path / "results"),
+        "backbones_file": str(scripted_backbones(tmp_path, server, "judge")),
+        "benchmarks": [benchmark],
         "grid": {"methods": ["bm25"], "backbones": ["judge"], "top_k": [4], "budget": [256]}})
     lines: list[str] = []
-    summaries = run_sweep(config, log=lines.append, local=True)
-    return [summaries, lines, tmp_path / "results" / "calibrated"]
+    (summary,) = run_sweep(config, log=lines.append, local=True)
+    return summary, lines, tmp_path / "results" / name
 
 
-def test_a_yes_saying_judge_is_flagged_unreliable(
+def _status(summary: Any) -> dict[str, str]:
+    (calibration,) = summary.calibrations
+    return {k.control: k.status for k in calibration.kinds}
+
+
+def test_a_yes_saying_judge_is_unreliable_on_every_negative_kind(
         tmp_path: Path, scripted_server: Callable[..., ScriptedServer]) -> None:
     server = scripted_server([Step(content='{"verdict": "CORRECT"}')])
-    (summary,), lines, sweep = _sweep(tmp_path, server)
-    (calibration,) = summary.calibrations
-    assert calibration.tpr == 1.0 and calibration.tnr == 0.0 and not calibration.reliable
-    assert calibration.positives == 4 and calibration.negatives == 4
+    summary, lines, sweep = _sweep(tmp_path, server)
+    assert _status(summary) == {
+        "gold": RELIABLE, "paraphrase": RELIABLE, "choice_right": NOT_CALIBRATED,
+        "other": UNRELIABLE, "superseded": UNRELIABLE, "shifted_date": UNRELIABLE,
+        "made_up": UNRELIABLE, "choice_wrong": NOT_CALIBRATED}
     line = next(line for line in lines if line.startswith(f"run {summary.run_id}"))
-    assert "accuracy 1.000 UNRELIABLE (judge judge UNRELIABLE: TPR 1.00 of 4, TNR 0.00 of 4)" \
-        in line
-    controls = calls_store(summary.run_dir).read_all().to_pylist()
-    assert sum(c["stage"] == CALIBRATION_STAGE for c in controls) == 8
-    # the method's tokens leave the controls out
-    method_calls = [c for c in controls if c["stage"] != CALIBRATION_STAGE]
-    assert summary.tokens == sum(c["prompt_tokens"] + c["completion_tokens"]
-                                 for c in method_calls)
+    assert ("accuracy 1.000 UNRELIABLE (judge judge UNRELIABLE: other TNR 0.00 of 3, "
+            "superseded TNR 0.00 of 1, shifted_date TNR 0.00 of 1, made_up TNR 0.00 of 1)"
+            ) in line
+    calls = calls_store(summary.run_dir).read_all()
+    controls = [c for c in calls.to_pylist() if c["stage"] == CALIBRATION_STAGE]
+    assert len(controls) == calibration_store(summary.run_dir).read_all().num_rows == 14
+    # the method's tokens leave the controls out, which have their own count
+    count = run_count(calls)
+    assert summary.tokens == count.tokens == sum(
+        c["prompt_tokens"] + c["completion_tokens"] for c in calls.to_pylist()
+        if c["stage"] != CALIBRATION_STAGE)
+    assert summary.calibration_tokens == sum(c["prompt_tokens"] + c["completion_tokens"]
+                                             for c in controls) > 0
     report = write_report(sweep).markdown.read_text()
     assert "(unreliable judge: judge)" in report and "## Judge calibration" in report
+    assert "**UNRELIABLE** 0 (n=1)" in report and "not calibrated" in report
+    (run,) = sweep_view(load_sweep(sweep), lambda name, _path: name).runs
+    assert run.unreliable_judges == ["judge"]
+    assert run.uncalibrated == ["judge:choice_right", "judge:choice_wrong"]
+    table = next(t for t in sweep_view(load_sweep(sweep), lambda n, _p: n).tables
+                 if t.name == "calibration")
+    shown = {row[table.columns.index("status")] for row in table.rows}
+    assert shown == {RELIABLE, UNRELIABLE, NOT_CALIBRATED}
+
+
+def test_a_judge_that_accepts_outdated_values_is_unreliable_on_superseded_only(
+        tmp_path: Path) -> None:
+    prepared = build("synthetic", LoadRequest(size=200))
+    outdated = {row["answer"]: json.loads(row["gold_meta"])["superseded_answers"]
+                for row in prepared.questions.to_pylist() if row["gold_meta"]}
+    assert outdated  # the generator states every knowledge-update chain's older values
+
+    def lenient(gold: str, response: str) -> bool:  # "it was that value at some point"
+        return same_facts(gold, response) or any(
+            normalise(old) in normalise(response) for old in outdated.get(gold, []))
+
+    server = GradingJudge(lenient)
+    try:
+        summary, lines, _ = _sweep(tmp_path, server)
+    finally:
+        server.close()
+    status = _status(summary)
+    assert status["superseded"] == UNRELIABLE
+    assert {k for k, s in status.items() if s == UNRELIABLE} == {"superseded"}
+    assert "UNRELIABLE (judge judge UNRELIABLE: superseded TNR 0.00 of 1)" in "\n".join(lines)
 
 
 def test_a_judge_that_compares_with_gold_is_reliable_and_not_asked_twice(
-        tmp_path: Path, scripted_server: Callable[..., ScriptedServer]) -> None:
-    server = GoldMatchingJudge([Step()])
+        tmp_path: Path) -> None:
+    server = GradingJudge(same_facts)
     try:
-        (summary,), lines, _ = _sweep(tmp_path, server)
-        (calibration,) = summary.calibrations
-        assert (calibration.tpr, calibration.tnr) == (1.0, 1.0) and calibration.reliable
+        summary, lines, _ = _sweep(tmp_path, server)
+        status = _status(summary)
+        assert {k for k, s in status.items() if s != NOT_CALIBRATED} == set(KINDS) - {
+            "choice_right", "choice_wrong"}
+        assert set(status.values()) == {RELIABLE, NOT_CALIBRATED}
         assert "UNRELIABLE" not in "\n".join(lines)
         controls = calibration_store(summary.run_dir).latest().to_pylist()
         others = [c for c in controls if c["control"] == "other"]
-        assert len(others) == 4 and all(c["other_qid"] != c["qid"] for c in others)
+        assert len(others) == 3 and all(c["other_qid"] not in (None, c["qid"]) for c in others)
+        assert all(c["prediction"] for c in controls)
         calls_before = server.calls
-        (again,), _, _ = _sweep(tmp_path, server)  # a re-run: every control is on record
+        again, _, _ = _sweep(tmp_path, server)  # a re-run: every control is on record
         assert server.calls == calls_before and again.calibrations == summary.calibrations
     finally:
         server.close()
+
+
+def test_multiple_choice_questions_get_the_right_and_a_wrong_letter(
+        tmp_path: Path, scripted_server: Callable[..., ScriptedServer]) -> None:
+    """EverMemBench scores choice questions by letter: that scorer is calibrated too."""
+    server = scripted_server([Step(content='{"verdict": "WRONG"}')])
+    benchmark = {"name": "evermembench", "source": str(FIXTURES / "evermembench" / "eval")}
+    summary, _, _ = _sweep(tmp_path, server, benchmark, name="choices")
+    prepared = build("evermembench", LoadRequest(source=FIXTURES / "evermembench" / "eval"))
+    letters = {r["qid"]: r["answer"] for r in prepared.questions.to_pylist()
+               if r["answer_kind"] == "choice"}
+    assert letters
+    controls = pl.DataFrame(calibration_store(summary.run_dir).latest().to_pylist())
+    choice = controls.filter(pl.col("control").str.starts_with("choice_"))
+    assert set(choice["qid"]) == set(letters)
+    for row in choice.iter_rows(named=True):
+        right = row["control"] == "choice_right"
+        assert (row["prediction"] == letters[row["qid"]]) == right
+        assert row["score"] == row["expected"] == (1.0 if right else 0.0)
+    status = _status(summary)
+    assert status["choice_right"] == status["choice_wrong"] == RELIABLE
+    assert status["gold"] == UNRELIABLE  # the LLM judge says WRONG to every open question

@@ -3,6 +3,7 @@ hand-written results trees whose every figure is known in advance."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -46,6 +47,9 @@ class QSpec:
     scores: tuple[float | None, ...]  # judge j1, one per repeat; None: a failed judge record
     f1: float | None = None
     fails_at: str | None = None  # the stage whose only record failed (later stages: none)
+    kind: str = "flat"  # the construct record's context kind, trace and degradation
+    trace: dict[str, Any] | None = None
+    degradation: dict[str, int] | None = None
 
 
 QUESTIONS = (
@@ -100,8 +104,9 @@ def _question_rows(run: RunSpec, q: QSpec, rows: dict[str, list[dict[str, Any]]]
                    calls: list[dict[str, Any]]) -> None:
     payload: dict[str, dict[str, Any]] = {
         "retrieve": {"evidence_ids": list(q.context), "latency_s": 0.1},
-        "construct": {"kind": "flat", "context_ids": list(q.context), "tokens": 100,
-                      "latency_s": 0.2},
+        "construct": {"kind": q.kind, "context_ids": list(q.context), "tokens": 100,
+                      "latency_s": 0.2, "trace": json.dumps(q.trace) if q.trace else None,
+                      "degradation": json.dumps(q.degradation or {})},
         "answer": {"prediction": "a prediction", "latency_s": 1.0},
     }
     for stage, values in payload.items():

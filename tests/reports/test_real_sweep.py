@@ -20,6 +20,7 @@ from PIL import Image
 
 from tests.reports.conftest import ROOT
 from tmem_core.reports import FIGURES, Summary, read_sweep, summarise, write_report
+from tmem_core.reports import _stats as stats
 from tmem_core.reports._report import REPORT_FILE
 from tmem_core.results import RECORD_STAGES, stage_store
 
@@ -127,9 +128,15 @@ def test_report_renders(real_sweep: Path, tmp_path: Path) -> None:
     files = write_report(real_sweep, tmp_path / "out")
     text = files.markdown.read_text()
     for heading in ("## Runs", "## Accuracy per category", "## LoCoMo F1",
-                    "## Evidence recall@k", "## Tokens per question by stage",
-                    "## Time per stage", "## Errors", "## Across token budgets"):
+                    "## Evidence recall@k", "## Failure attribution", "## Paired differences",
+                    "## Tokens per question by stage", "## Time per stage", "## Errors",
+                    "## Across token budgets"):
         assert heading in text
+    runs_table = text.split("## Runs")[1].split("## ")[0]
+    assert re.search(r"\| [\d.]+ \[[\d.]+, [\d.]+\]", runs_table)  # accuracy [interval]
+    attribution = text.split("## Failure attribution")[1].split("\n## ")[0]
+    assert "| correct | judging |" in attribution and "P(correct | gold in context)" in attribution
+    assert "| top_k | accuracy | 4 |" in text.split("## Paired differences")[1]
     assert set(files.figures) == set(FIGURES)
     for path in files.figures.values():
         assert f"]({path.name})" in text
@@ -141,6 +148,47 @@ def test_report_renders(real_sweep: Path, tmp_path: Path) -> None:
     assert runs.num_rows == 2 and "tokens_per_question" in runs.column_names
     for path in files.tables.values():
         pq.read_table(path)
+
+
+def _scores(run_dir: Path) -> dict[str, list[float]]:
+    """Each question's judge scores (judges x repeats), from the raw records."""
+    found: dict[str, list[float]] = defaultdict(list)
+    for record in _latest_ok(_raw(run_dir, "judge")):
+        found[record["qid"]].append(record["score"])
+    return found
+
+
+def test_intervals_and_paired_differences_match_the_raw_records(real_sweep: Path,
+                                                               summary: Summary) -> None:
+    first, second = _run_dirs(real_sweep)
+    for run_dir in (first, second):
+        row = summary.runs.filter(run_id=run_dir.name).row(0, named=True)
+        expected = stats.interval(list(_scores(run_dir).values()))  # 2 repeats: bootstrap
+        assert expected.method == stats.BOOTSTRAP
+        assert (row["accuracy_low"], row["accuracy_high"]) == pytest.approx(
+            (expected.low, expected.high))
+    a, b = sorted((first, second), key=lambda d: summary.runs.filter(
+        run_id=d.name)["top_k"].item())
+    paired = summary.paired.filter(metric="accuracy").row(0, named=True)
+    assert (paired["run_a"], paired["run_b"], paired["varied"]) == (a.name, b.name, "top_k")
+    scores_a, scores_b = _scores(a), _scores(b)
+    shared = sorted(scores_a.keys() & scores_b.keys())
+    expected_pair = stats.paired([scores_a[q] for q in shared], [scores_b[q] for q in shared])
+    assert paired["questions"] == len(shared) == 4
+    assert paired["diff"] == pytest.approx(expected_pair.diff)
+    assert (paired["ci_low"], paired["ci_high"], paired["p_value"]) == pytest.approx(
+        (expected_pair.interval.low, expected_pair.interval.high, expected_pair.p_value))
+
+
+def test_attribution_matches_the_raw_records(real_sweep: Path, summary: Summary) -> None:
+    for run_dir in _run_dirs(real_sweep):
+        scores = _scores(run_dir)
+        causes = dict(summary.questions.filter(run_id=run_dir.name).select(
+            "qid", "cause").iter_rows())
+        assert {q for q, c in causes.items() if c == "correct"} == {
+            q for q, s in scores.items() if fmean(s) >= 0.5}
+        counts = summary.attribution.filter(run_id=run_dir.name)
+        assert counts["questions"].sum() == len(causes) == 4
 
 
 def test_figures_have_titles_and_labelled_axes(summary: Summary) -> None:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
 from tests.reports.conftest import QUESTIONS, locomo_run, write_locomo_data, write_run
 from tmem_core.reports import Summary, read_sweep, summarise
+from tmem_core.reports import _stats as stats
 from tmem_core.reports._compare import compare, compare_sweeps
 from tmem_core.schema import DataError
 
@@ -68,11 +70,12 @@ def test_f1_and_recall(summary: Summary) -> None:
 def test_tokens_cost_and_time(summary: Summary) -> None:
     by_stage = {r["stage"]: r["tokens"] for r in summary.tokens.to_dicts()}
     assert by_stage == {"memory": 1100, "retrieve": 0, "construct": 0, "answer": 4 * 110,
-                        "judge": 8 * 55}
+                        "judge": 8 * 55, "calibration": 0}
     run = summary.runs.row(0, named=True)
     assert run["tokens"] == 1980 and run["tokens_per_question"] == pytest.approx(1980 / 5)
     assert (run["tokens_memory"], run["tokens_answer_judge"]) == (1100, 880)
-    assert run["cost_usd"] == pytest.approx(0.01 + 8 * 0.0005 + 4 * 0.001)
+    # spent now: q5's answer call failed, and what it spent counts (its tokens, as if run, not)
+    assert run["cost_usd"] == pytest.approx(0.01 + 8 * 0.0005 + 5 * 0.001)
     assert run["wall_s"] == 60.0
     timing = {r["stage"]: (r["records"], r["record_latency_s"]) for r in summary.timing.to_dicts()}
     assert timing["retrieve"] == (5, pytest.approx(0.5))
@@ -107,3 +110,29 @@ def test_comparisons_across_budgets_backbones_and_sweeps(tmp_path: Path) -> None
 def test_not_a_sweep_folder(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="no runs"):
         read_sweep(tmp_path)
+
+
+def _quantiles(draws: np.ndarray) -> tuple[float, float]:
+    low, high = np.quantile(draws, [0.025, 0.975])
+    return float(low), float(high)
+
+
+def test_intervals_match_a_hand_computation_on_the_seed(summary: Summary) -> None:
+    # overall accuracy: q1 (1, 1), q2 (1, 0), q3 (0, 0): one question of each type
+    rng = np.random.default_rng(stats.SEED)
+    copies = rng.multinomial(3, [1 / 3] * 3, stats.RESAMPLES)
+    ones = rng.multinomial(copies[:, 1] * 2, [0.5, 0.5])[:, 1]  # q2's repeats drawn again
+    overall = _row(summary.accuracy, category="overall", judge="all")
+    assert (overall["ci_low"], overall["ci_high"]) == _quantiles((copies[:, 2] + ones / 2) / 3)
+    assert (overall["ci_method"], overall["ci_seed"], overall["ci_resamples"]) == (
+        "bootstrap", stats.SEED, stats.RESAMPLES)
+    # recall: 0 (q3), 0.5 (q2), 1 (q1, q4, q5), one value each
+    counts = np.random.default_rng(stats.SEED).multinomial(5, [0.2, 0.2, 0.6], stats.RESAMPLES)
+    recall = _row(summary.recall, category="overall")
+    assert (recall["ci_low"], recall["ci_high"]) == _quantiles(counts @ [0.0, 0.5, 1.0] / 5)
+    run = summary.runs.row(0, named=True)
+    assert (run["accuracy_low"], run["accuracy_high"]) == (overall["ci_low"],
+                                                           overall["ci_high"])
+    # adversarial: q4 alone, two repeats that agree: one question, no interval
+    adversarial = _row(summary.accuracy, category="adversarial", judge="all")
+    assert adversarial["ci_low"] is None and adversarial["ci_method"] is None

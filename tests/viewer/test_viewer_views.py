@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reports.conftest import locomo_run, write_locomo_data, write_run
+from tests.reports.conftest import QSpec, locomo_run, write_locomo_data, write_run
 from tmem_core.results import calibration_store, stage_store
 from tmem_core.viewer._data import SweepData, load_sweep
 from tmem_core.viewer._question import question_views
@@ -41,8 +41,8 @@ def test_run_row_headline(data: SweepData) -> None:
     assert (run.questions, run.judged, run.failed, run.pending) == (5, 4, 1, 0)
     assert run.accuracy == pytest.approx(0.5) and not run.running
     assert (run.errors, run.failed_attempts) == (2, 3)  # q5's answer and call; q1's retry
-    # successful calls: q1's memory call, four answers (q5's timed out), eight judge calls
-    assert run.cost_per_question == pytest.approx((0.01 + 0.001 * 4 + 0.0005 * 8) / 5)
+    # spent now: q1's memory call, five answers (q5's timed out, and spent), eight judge calls
+    assert run.cost_per_question == pytest.approx((0.01 + 0.001 * 5 + 0.0005 * 8) / 5)
 
 
 def test_question_page_records(data: SweepData) -> None:
@@ -76,3 +76,54 @@ def test_run_row_flags_an_unreliable_judge_and_a_degraded_method(tmp_path: Path)
     (run,) = sweep_view(load_sweep(tmp_path), lambda name, _path: name).runs
     assert run.unreliable_judges == sorted(RUN.judges)
     assert run.degraded == {"selection_fallback_batches": 2}
+
+
+def test_run_row_has_intervals_and_causes(data: SweepData) -> None:
+    (run,) = sweep_view(data, lambda name, _path: name).runs
+    overall = data.summary.accuracy.filter(category="overall", judge="all").row(0, named=True)
+    assert run.accuracy_ci == [overall["ci_low"], overall["ci_high"]]
+    assert run.accuracy_ci[0] < 0.5 < run.accuracy_ci[1]
+    assert run.recall_basis == "shown" and run.recall_untraceable == 0
+    assert {c: n for c, n in run.causes.items() if n} == {"correct": 3, "retrieval": 1,
+                                                          "error": 1}
+    assert [(g.in_context, g.correct, g.questions) for g in run.gold_context] == [
+        (True, 2, 2), (False, 1, 2)]  # q1, q4 | q2 (half its gold, still correct), q3
+    view = run_view(data, RUN.run_id)
+    assert view is not None
+    assert {q.qid: q.cause for q in view.questions}["q3"] == "retrieval"
+
+
+def test_the_sweep_page_has_the_paired_differences(tmp_path: Path) -> None:
+    write_locomo_data(tmp_path)
+    write_run(tmp_path, RUN)
+    other = locomo_run("hand", top_k=10)
+    write_run(tmp_path, other)
+    pairs = sweep_view(load_sweep(tmp_path), lambda name, _path: name).pairs
+    assert {(p.varied, p.metric) for p in pairs} == {("top_k", "accuracy"), ("top_k", "f1"),
+                                                     ("top_k", "recall")}
+    assert all(p.diff == 0.0 and p.p_value == 1.0 for p in pairs)
+
+
+def test_gold_of_an_untraceable_context_is_not_measurable(tmp_path: Path) -> None:
+    memory = {"system": "mem", "shown": 1, "recalled": [
+        {"text": "a rewritten fact", "timestamp": None, "source_ids": [], "score": 1.0,
+         "raw": False}]}
+    questions = [QSpec("q1", "single-hop", ("m1",), (), (0.0, 0.0), kind="memory",
+                       trace=memory)]
+    write_locomo_data(tmp_path, questions)
+    write_run(tmp_path, RUN, questions)
+    q1 = question_views(load_sweep(tmp_path), RUN.run_id, ["q1"])["q1"]
+    assert q1.evidence_basis == "untraceable"
+    assert [(e.id, e.in_context) for e in q1.evidence] == [("m1", None)]
+    assert (q1.row.cause, q1.row.recall) == ("untraceable", None)
+
+
+def test_a_search_o1_question_page_has_no_t2mem_timeline(tmp_path: Path) -> None:
+    trace = {"method": "search_o1", "steps": [], "stop": "answer", "fallback": False}
+    questions = [QSpec("q1", "single-hop", ("m1",), ("m1",), (1.0, 1.0), kind="memory",
+                       trace=trace)]
+    write_locomo_data(tmp_path, questions)
+    write_run(tmp_path, RUN, questions)
+    q1 = question_views(load_sweep(tmp_path), RUN.run_id, ["q1"])["q1"]
+    assert q1.context is not None and q1.context.timeline is None
+    assert q1.evidence_basis == "read" and [e.in_context for e in q1.evidence] == [True]

@@ -134,7 +134,7 @@ def _evermembench_judge(_q: Question, g: Gold) -> str | None:
 
 
 EVERMEMBENCH = Protocol(_evermembench_judge, ("judge/evermembench_open",),
-                        temporal_categories=frozenset({"F_TP"}))
+                        temporal_categories=frozenset({"F_TP"}), date_tolerance_days=1)
 
 
 @benchmark("evermembench", protocol=EVERMEMBENCH,

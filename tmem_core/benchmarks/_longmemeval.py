@@ -32,7 +32,7 @@ LONGMEMEVAL = Protocol(
     ("judge/longmemeval_abstention", "judge/longmemeval_default", *_LME_TYPES.values()),
     abstention_instruction="If the answer is not in the evidence, say that you cannot answer "
                            "from what you know.",
-    temporal_categories=frozenset({"temporal-reasoning"}))
+    temporal_categories=frozenset({"temporal-reasoning"}), date_tolerance_days=1)
 
 
 @benchmark("longmemeval", protocol=LONGMEMEVAL,

@@ -18,6 +18,7 @@ traffic. Without it each topic keeps one channel and episodes start independentl
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -372,8 +373,17 @@ class _Conversation:
                 Question(conv_id=self.conv_id, qid=qid, question=text, category=kind,
                          asking_user=asking, question_time=self.start + timedelta(days=self.days)),
                 Gold(qid=qid, answer=answer, evidence_ids=tuple(e.msg_id for e in evidence),
-                     answer_kind=answer_kind),
+                     answer_kind=answer_kind,
+                     gold_meta=_superseded(topic, answer) if kind == "knowledge_update" else None),
             ))
+
+
+def _superseded(topic: _Topic, current: str) -> str | None:
+    """`gold_meta` naming the values the topic's chain held before its current one (each
+    once, oldest first by its last time in force), for judge calibration."""
+    old = [value for _, value in topic.chain if value != current]
+    latest_last = list(reversed(dict.fromkeys(reversed(old))))
+    return json.dumps({"superseded_answers": latest_last}) if old else None
 
 
 _Made = tuple[str, str, list[_Event], str | None, str, str]

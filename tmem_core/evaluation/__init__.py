@@ -1,7 +1,8 @@
 """Evaluation: deterministic metrics, answer prompts, judges and evidence recall."""
 
 from tmem_core.evaluation._answer import answer_prompt, question_block
-from tmem_core.evaluation._leaks import gold_leaks, gold_strings
+from tmem_core.evaluation._controls import KINDS, Control, ControlPool, Rules
+from tmem_core.evaluation._leaks import GUARDED_STAGES, gold_leaks, gold_strings, ids_in
 from tmem_core.evaluation._metrics import (
     choice_correct,
     exact_match,
@@ -15,14 +16,20 @@ from tmem_core.evaluation._recall import RecallTable, evidence_recall, recall_sc
 from tmem_core.evaluation._verdict import parse_verdict
 
 __all__ = [
+    "GUARDED_STAGES",
+    "KINDS",
+    "Control",
+    "ControlPool",
     "Protocol",
     "RecallTable",
+    "Rules",
     "answer_prompt",
     "choice_correct",
     "evidence_recall",
     "exact_match",
     "gold_leaks",
     "gold_strings",
+    "ids_in",
     "locomo_f1",
     "normalise",
     "one_judge",

@@ -1,31 +1,83 @@
-"""Validator: no gold field in a prompt.
+"""Leak guards: no gold in what a method or the answer model is shown.
 
 Methods never receive `Gold` objects (a structural guarantee, checked end to end by the
-canary tests); this validator checks recorded answer prompts outside their evidence
-context, where only the question and the instructions may appear.
+canary tests). Two guards check what reached the prompts anyway:
+
+- gold *ids* (`gold_strings`: source ids and sessions of gold evidence, abstention questions'
+  ids, `gold_meta` values under an id key) may appear in no prompt of a guarded stage
+  (`GUARDED_STAGES`: memory, retrieve, construct, answer), matched as whole tokens
+  (`ids_in`); the judges' prompts (answer judge, calibration, any other judging stage) must
+  show the gold and are not guarded;
+- gold *answers* (`gold_leaks`: the answer, and `gold_meta` values under an answer key such
+  as LoCoMo's `adversarial_answer`) may not appear in an answer prompt outside its evidence
+  context: inside it they are what the conversation says, and a benchmark's wrong or
+  superseded answers are words the conversation uses too.
+
+Other `gold_meta` values (annotations such as a difficulty) are neither, and unchecked.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 from tmem_core.evaluation._metrics import normalise
 from tmem_core.schema import Gold, Message, Question
 
 _MIN_CHARS = 3  # shorter gold answers ("2", "no") match by chance
+GUARDED_STAGES = frozenset({"memory", "retrieve", "construct", "answer"})
+"""`calls.stage` values whose prompts a method or the answer model writes or reads."""
+_ID_KEY = re.compile(r"(^|_)ids?$")
+_ANSWER_KEY = re.compile(r"(^|_)answers?$")
 
 
-def gold_leaks(prompt_messages: list[dict[str, str]], context: str, question: str,
+def meta_kind(key: str) -> str | None:
+    """What a `gold_meta` key holds: "id" (`task_id`, `answer_session_ids`), "answer"
+    (`adversarial_answer`, `superseded_answers`) or None (an annotation)."""
+    if _ID_KEY.search(key):
+        return "id"
+    return "answer" if _ANSWER_KEY.search(key) else None
+
+
+def _meta_strings(gold: Gold, kind: str) -> list[tuple[str, str]]:
+    """(key, value) of the question's `gold_meta` strings of one kind (lists flattened)."""
+    meta = json.loads(gold.gold_meta) if gold.gold_meta else {}
+    return [(key, str(v)) for key, value in meta.items() if meta_kind(key) == kind
+            for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)]
+
+
+def ids_in(text: str, ids: tuple[str, ...]) -> tuple[str, ...]:
+    """The ids of `ids` that occur in `text` as whole tokens (not inside a longer word,
+    number or identifier: "T001" is not in "T0012" nor in "T001_b")."""
+    if not ids:
+        return ()
+    return tuple(sorted({m.group(1) for m in _id_pattern(ids).finditer(text)}))
+
+
+@lru_cache(maxsize=256)
+def _id_pattern(ids: tuple[str, ...]) -> re.Pattern[str]:
+    """Any of `ids` as a whole token, found at every position (inside a lookahead), so that
+    an id inside a longer one ("answer_1" in "q7:answer_1:0") is found too."""
+    alternatives = "|".join(re.escape(i) for i in sorted(ids, key=len, reverse=True))
+    return re.compile(rf"(?=(?<!\w)({alternatives})(?!\w))")
+
+
+def gold_leaks(prompt_messages: list[dict[str, str]], context: str, shown_anyway: str,
                gold: Gold) -> list[str]:
-    """Gold values found in a prompt's text once its evidence context is taken out."""
+    """Gold values found in a prompt's text once its evidence context is taken out, unless
+    `shown_anyway` holds them: the text the harness shows for this question whatever its
+    gold (the question, and the instructions: "the later one holds" does not leak the gold
+    answer "one")."""
     outside = normalise(" ".join(m["content"] for m in prompt_messages).replace(context, " "))
-    asked = normalise(question)
+    anyway = f" {normalise(shown_anyway)} "
     found = []
     for label, value in _gold_values(gold):
         norm = normalise(value)
-        if len(norm) >= _MIN_CHARS and norm not in asked and f" {norm} " in f" {outside} ":
+        if (len(norm) >= _MIN_CHARS and norm not in anyway
+                and f" {norm} " in f" {outside} "):
             found.append(f"{gold.qid}: gold {label} {value!r} in prompt")
     return found
 
@@ -35,17 +87,17 @@ def _gold_values(gold: Gold) -> list[tuple[str, str]]:
     # which the answer instructions legitimately name
     values = [("answer", gold.answer)] if gold.answer and gold.answer_kind == "text" else []
     values += [("evidence id", e) for e in gold.evidence_ids]
-    meta = json.loads(gold.gold_meta) if gold.gold_meta else {}
-    values += [(f"gold_meta.{k}", v) for k, v in meta.items() if isinstance(v, str)]
-    return [(label, str(v)) for label, v in values]
+    values += [(f"gold_meta.{k}", v) for k, v in _meta_strings(gold, "answer")]
+    return values
 
 
 def gold_strings(evidence: Mapping[str, Message], questions: Iterable[Question],
                  gold: Mapping[str, Gold]) -> dict[str, tuple[str, ...]]:
-    """Per conversation, the gold-derived strings that no prompt may contain: the source ids
-    and source sessions of its questions' gold evidence (`evidence`: those messages, with
-    their `meta`), the ids of its abstention questions, and the strings of their `gold_meta`.
-    Strings shorter than a few characters are left out (they match by chance)."""
+    """Per conversation, the gold-derived ids that no guarded prompt may contain: the source
+    ids and source sessions of its questions' gold evidence (`evidence`: those messages,
+    with their `meta`), the ids of its abstention questions, and their `gold_meta` values
+    under an id key. Ids shorter than a few characters are left out (they match by
+    chance)."""
     found: dict[str, set[str]] = defaultdict(set)
     for question in questions:
         g = gold[question.qid]
@@ -55,9 +107,6 @@ def gold_strings(evidence: Mapping[str, Message], questions: Iterable[Question],
             strings.update(str(meta[k]) for k in ("source_id", "source_session") if k in meta)
         if g.answer_kind == "abstention":
             strings.add(question.qid)
-        meta = json.loads(g.gold_meta) if g.gold_meta else {}
-        for value in meta.values():
-            strings.update(str(v) for v in (value if isinstance(value, list) else [value])
-                           if isinstance(v, str))
+        strings.update(value for _, value in _meta_strings(g, "id"))
     return {conv: tuple(sorted(s for s in strings if len(s) > _MIN_CHARS))
             for conv, strings in found.items()}

@@ -21,7 +21,8 @@ class Protocol:
     `judge_prompts`, or None when the question is scored without an LLM (multiple choice by
     letter, LoCoMo's adversarial category by its not-mentioned rule). `token_f1` is the
     benchmark's own token-F1 score where it defines one; `temporal_categories` get the
-    answer prompt's instruction on dates.
+    answer prompt's instruction on dates; `date_tolerance_days` is how far off a date may be
+    and still count as the gold one (what judge calibration shifts dates beyond).
     """
 
     judge_for: Callable[[Question, Gold], str | None]
@@ -31,6 +32,7 @@ class Protocol:
     reports_separately: frozenset[str] = frozenset()  # categories outside the judged score
     temporal_categories: frozenset[str] = frozenset()
     token_f1: TokenF1 | None = None
+    date_tolerance_days: int = 0
 
 
 def one_judge(prompt: str) -> Callable[[Question, Gold], str | None]:

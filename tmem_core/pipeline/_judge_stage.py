@@ -1,6 +1,6 @@
 """The judge stage: each judge's verdict on the prediction (per repeat), token F1 and exact
-match where the benchmark defines them, and each judge's verdicts on two control answers (the
-gold answer, another question's) that calibrate it."""
+match where the benchmark defines them, and each judge's verdicts on the control answers that
+calibrate it (`tmem_core.evaluation.ControlPool`: the kinds the question and data allow)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from pathlib import Path
 
 from tmem_core.benchmarks import get_protocol
 from tmem_core.evaluation import (
+    Control,
+    ControlPool,
     Protocol,
+    Rules,
     choice_correct,
     exact_match,
-    normalise,
     parse_verdict,
     says_not_available,
     stemmer,
@@ -42,7 +44,7 @@ class Verdict:
 
 class JudgeStage(GoldStage):
     """A question's records: one per judge and repeat (`<qid>|<judge>|<repeat>`), and in the
-    calibration store one per judge and control (`<qid>|<judge>|gold` or `|other`)."""
+    calibration store one per judge and control kind (`<qid>|<judge>|<kind>`)."""
 
     name = "judge"
     reads = ("prediction",)
@@ -84,18 +86,17 @@ class JudgeStage(GoldStage):
                                                       repeat, llm))
                     output.calls.extend(llm.records)
         for judge in self.job.judges:
-            for key, control, prediction, other in self._controls_of(question.qid, judge):
+            for key, control in self._controls_of(question.qid, judge):
                 if key not in stored:
                     llm = self.proxy(judge, question.qid, CALIBRATION_STAGE)
-                    verdict = self._verdict(question, gold, prediction, 0, llm)
+                    verdict = self._verdict(question, gold, control.prediction, 0, llm)
                     output.calls.extend(llm.records)
                     output.controls.append(self.record(
                         row, key=key, ok=verdict.error is None, error=verdict.error,
-                        judge=judge.name, control=control, other_qid=other,
-                        category=question.category,
-                        expected=1.0 if control == "gold" else 0.0, score=verdict.score,
-                        raw=verdict.raw, prompt_name=verdict.prompt_name,
-                        prompt_sha256=verdict.prompt_sha256))
+                        judge=judge.name, control=control.kind, other_qid=control.other_qid,
+                        category=question.category, expected=control.expected,
+                        prediction=control.prediction, score=verdict.score, raw=verdict.raw,
+                        prompt_name=verdict.prompt_name, prompt_sha256=verdict.prompt_sha256))
         return output
 
     def _judge(self, row: Row, key: str, question: Question, gold: Gold, judge: str,
@@ -113,35 +114,18 @@ class JudgeStage(GoldStage):
             raw=verdict.raw, prompt_name=verdict.prompt_name,
             prompt_sha256=verdict.prompt_sha256)
 
-    def _controls_of(self, qid: str, judge: BackboneConfig
-                     ) -> list[tuple[str, str, str, str | None]]:
-        """(key, control, prediction, other qid) of the judge's control answers: the gold
-        answer, then another question's; none for a question scored without an LLM."""
+    def _controls_of(self, qid: str, judge: BackboneConfig) -> list[tuple[str, Control]]:
+        """(key, control) of the judge's control answers, every kind that applies to the
+        question (`tmem_core.evaluation.ControlPool`)."""
         question, gold = self.questions[qid], self.gold[qid]
-        if self.protocol.judge_for(question, gold) is None or not gold.answer:
-            return []
-        controls: list[tuple[str, str, str | None]] = [("gold", gold.answer, None)]
-        other = self._other_gold(question, gold)
-        if other is not None:
-            controls.append(("other", other.answer or "", other.qid))
-        return [(f"{qid}|{judge.name}|{control}", control, prediction, other_qid)
-                for control, prediction, other_qid in controls]
+        return [(f"{qid}|{judge.name}|{control.kind}", control)
+                for control in self.control_pool.controls(question, gold)]
 
     @cached_property
-    def _by_qid(self) -> list[Question]:
-        return sorted(self.questions.values(), key=lambda q: q.qid)
-
-    def _other_gold(self, question: Question, gold: Gold) -> Gold | None:
-        """Another question's gold answer that differs once normalised: the next question by
-        qid (wrapping) of the same category, else of any category."""
-        by_qid = self._by_qid
-        start = next(i for i, q in enumerate(by_qid) if q.qid == question.qid)
-        ring = by_qid[start + 1:] + by_qid[:start]
-        for candidate in sorted(ring, key=lambda q: q.category != question.category):
-            other = self.gold[candidate.qid]
-            if other.answer and normalise(other.answer) != normalise(gold.answer or ""):
-                return other
-        return None
+    def control_pool(self) -> ControlPool:
+        """Control answers from the benchmark's questions."""
+        return ControlPool([(q, self.gold[q.qid]) for q in self.questions.values()],
+                           Rules.of(self.protocol))
 
     def _verdict(self, question: Question, gold: Gold, prediction: str, repeat: int,
                  llm: EngineProxy) -> Verdict:

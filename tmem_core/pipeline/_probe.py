@@ -1,7 +1,8 @@
 """The stages' probe: where a test plugs into a question's path through a stage.
 
-Every stage calls its probe as it starts a question (`question`) and when it hands the
-question an LLM (`llm`); production runs the no-op `Probe`. A test names its own with
+Every stage calls its probe as it starts a question (`question`), when it hands the
+question an LLM (`llm`) and once a batch's calls are written, before its records are
+(`calls_written`); production runs the no-op `Probe`. A test names its own with
 `TMEM_PROBE=<module>:<factory>[:<argument>]` in the driver's environment: every stage actor
 imports the module and calls `factory(argument)` (the kill and fault tests do so).
 """
@@ -26,6 +27,9 @@ class Probe:
     def llm(self, proxy: EngineProxy) -> EngineProxy:
         """The LLM the question gets (`proxy.stage`, `proxy.qid` say whose)."""
         return proxy
+
+    def calls_written(self, reached: list[tuple[str, str]]) -> None:
+        """A batch's calls are on record and its (stage, qid) records `reached` not yet."""
 
 
 def load_probe(spec: str) -> Probe:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -42,9 +43,9 @@ from tmem_core.pipeline._validators import (
 from tmem_core.pipeline._watch import ClusterWatch, Landed
 from tmem_core.prompts import load_prompt, prompt_names
 from tmem_core.results import (
-    CALIBRATION_STAGE,
     SWEEP_FILE,
     JudgeCalibration,
+    Lease,
     calibration_store,
     calls_store,
     degradation_counts,
@@ -54,12 +55,16 @@ from tmem_core.results import (
     latest_of,
     mean_exact_match,
     overall_accuracy,
+    remove_leftovers,
+    run_count,
+    write_atomic,
 )
 from tmem_core.schema import gold_from_table, questions_from_table
 
 Log = Callable[[str], None]
 LOCAL_RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 PROPAGATED_ENV = ("TMEM_CACHE_DIR", "HF_HUB_OFFLINE", "HF_HOME")
+JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # set by Ray's job server for the entrypoint
 
 
 def init_ray(num_cpus: int | None = None) -> None:
@@ -98,11 +103,13 @@ class RunSummary:
     stage_errors: dict[str, int]
     accuracy: float | None
     judged: int  # questions with a score in `accuracy`
-    tokens: int  # the method's calls (judge calibration left out), reused memories included
-    cost_usd: float  # spent now: calls that reached an engine
+    tokens: int  # the method's calls as if run (`run_count`): reused memories once
+    cost_usd: float  # spent now: every attempt that reached an engine, failed ones too
     seconds: float  # from the start of the sweep's stages to the run's last record
     run_dir: Path
     method_cost_usd: float = 0.0  # every call priced as if run (cache hits, reused memories)
+    calibration_tokens: int = 0  # the judges' controls, never the method's
+    calibration_cost_usd: float = 0.0  # spent now
     exact_match: float | None = None
     calibrations: tuple[JudgeCalibration, ...] = ()
     degradation: dict[str, int] = field(default_factory=dict)
@@ -119,7 +126,9 @@ class RunSummary:
         return (f"run {self.run_id}: {self.questions} questions, accuracy {acc} "
                 f"({self.judged} judged){em}, {errors} errors {self.stage_errors}{fallbacks}, "
                 f"{self.tokens} tokens, ${self.cost_usd:.4f} spent now "
-                f"(${self.method_cost_usd:.4f} as if run), done at {self.seconds:.1f}s")
+                f"(${self.method_cost_usd:.4f} as if run), calibration "
+                f"{self.calibration_tokens} tokens ${self.calibration_cost_usd:.4f}, "
+                f"done at {self.seconds:.1f}s")
 
 
 def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
@@ -130,12 +139,33 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     backbones = {name: with_replicas(b, config.resources)
                  for name, b in load_backbones(config.backbones_file).items()}
     root = Path(config.results_dir) / config.name
-    # the data first: a source that cannot be read ends the sweep before anything is written
-    bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
-    root.mkdir(parents=True, exist_ok=True)
-    (root / SWEEP_FILE).write_text(json.dumps(_sweep_json(config), indent=2, default=str))
-    if not local:
-        init_ray()
+    missing = [root / "data", *(f for f in (root, *root.parents) if not f.exists())]
+    held = False
+    try:
+        with Lease(root, log) as lease:  # LeaseHeld: another driver writes this sweep
+            assert lease.holder is not None
+            held = True
+            for path in remove_leftovers(root, lease.holder.since):
+                log(f"removed {path}: left over by an interrupted write")
+            # the data first: a source that cannot be read ends the sweep before anything
+            # else is written
+            bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
+            write_atomic(root / SWEEP_FILE,
+                         json.dumps(_sweep_json(config), indent=2, default=str))
+            if not local:
+                init_ray()
+                lease.note(_ray_job())
+            return _run_held(config, backbones, bench_dirs, root, log, local)
+    finally:  # a sweep that wrote nothing leaves no folder behind (rmdir: only empty ones)
+        for folder in missing if held else ():
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def _run_held(config: SweepConfig, backbones: dict[str, BackboneConfig],
+              bench_dirs: dict[BenchmarkConfig, Path], root: Path, log: Log, local: bool
+              ) -> list[RunSummary]:
+    """`run_sweep` once its driver holds the sweep folder's lease."""
     plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, local)
              for run in config.runs()]
     summaries: list[RunSummary] = []
@@ -167,6 +197,14 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
         for backbone in served:
             undeploy_serve(backbone)
     return summaries
+
+
+def _ray_job() -> str:
+    """This driver's Ray job, with its submission id when `ray job submit` started it."""
+    job = ray.get_runtime_context().get_job_id()
+    submitted = json.loads(os.environ.get(JOB_CONFIG_ENV, "{}")).get("metadata", {})
+    submission = submitted.get("job_submission_id")
+    return f"{submission} (driver job {job})" if submission else job
 
 
 def with_replicas(backbone: BackboneConfig, resources: Resources) -> BackboneConfig:
@@ -381,8 +419,9 @@ def _validate(job: StageJob, qids: list[str], prepared: Any, histories: dict[str
     out = {
         "question_counts": question_counts(qids, histories),
         "budget": budget_respected(latest[ConstructStage.name], job.run.budget),
-        "no_gold_in_prompts": no_gold_in_prompts(latest[AnswerStage.name],
-                                                 latest[ConstructStage.name], questions, gold),
+        "no_gold_in_prompts": no_gold_in_prompts(
+            latest[AnswerStage.name], latest[ConstructStage.name], questions, gold,
+            get_protocol(job.run.benchmark.name)),
         "no_gold_ids_in_prompts": no_gold_ids_in_prompts(
             calls_store(Path(job.run_dir)).read_all()),
         **context_checks(latest[ConstructStage.name], get_method(job.run.method)),
@@ -397,16 +436,16 @@ def summarise(run: RunSpec, run_dir: Path, questions: int, seconds: float,
     errors = {name: failures_of(history).num_rows for name, history in histories.items()}
     accuracy, judged = overall_accuracy(latest_of(histories[JudgeStage.name]),
                                         get_protocol(run.benchmark.name).reports_separately)
-    calls = [c for c in calls_store(run_dir).read_all().to_pylist()
-             if c["stage"] != CALIBRATION_STAGE]
+    count = run_count(calls_store(run_dir).read_all())
     judged_records = latest_of(histories[JudgeStage.name])
     return RunSummary(
         run_id=run.run_id, questions=questions, stage_errors=errors,
-        accuracy=accuracy, judged=judged,
-        tokens=sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls),
-        cost_usd=sum(c["cost_usd"] for c in calls), seconds=seconds, run_dir=run_dir,
-        method_cost_usd=sum(c["method_cost_usd"] or 0.0 for c in calls),
+        accuracy=accuracy, judged=judged, tokens=count.tokens, cost_usd=count.cost_usd,
+        seconds=seconds, run_dir=run_dir, method_cost_usd=count.method_cost_usd,
+        calibration_tokens=count.calibration_tokens,
+        calibration_cost_usd=count.calibration_cost_usd,
         exact_match=mean_exact_match(judged_records),
-        calibrations=tuple(judge_calibrations(calibration_store(run_dir).latest())),
+        calibrations=tuple(judge_calibrations(calibration_store(run_dir).latest(),
+                                              run.judges)),
         degradation=degradation_counts(
             latest_of(histories[ConstructStage.name]).column("degradation").to_pylist()))

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tmem_core.benchmarks import read_prepared
-from tmem_core.evaluation import gold_strings
+from tmem_core.evaluation import GUARDED_STAGES, gold_strings
 from tmem_core.llm import CALLS_SCHEMA, BackboneConfig, CallRecord, EngineCall, RequestCache
 from tmem_core.pipeline._config import RunSpec, import_plugins
 from tmem_core.pipeline._engine import EngineProxy, local_engine, ray_engine
@@ -126,14 +126,16 @@ class Stage:
 
     def proxy(self, backbone: BackboneConfig, qid: str, stage: str | None = None
               ) -> EngineProxy:
+        stage = stage or self.name
         conv_id = self.questions[qid].conv_id if qid in self.questions else ""
-        return self.probe.llm(EngineProxy(self._engine(backbone), backbone, stage or self.name,
-                                          qid, conv_id, self.forbidden.get(conv_id, ())))
+        guarded = self.forbidden.get(conv_id, ()) if stage in GUARDED_STAGES else ()
+        return self.probe.llm(EngineProxy(self._engine(backbone), backbone, stage, qid, conv_id,
+                                          guarded))
 
     @cached_property
     def forbidden(self) -> dict[str, tuple[str, ...]]:
-        """Per conversation, the gold-derived strings no prompt may contain (read here, by
-        the harness, to check prompts; never given to a method)."""
+        """Per conversation, the gold-derived ids no guarded prompt may contain (read here,
+        by the harness, to check prompts; never given to a method)."""
         gold = gold_from_table(self.prepared.questions)
         evidence = {e for g in gold.values() for e in g.evidence_ids}
         messages = self.prepared.messages
@@ -153,8 +155,11 @@ class Stage:
     def __call__(self, rows: list[Row]) -> list[Row]:
         """A batch's flow rows through this stage, its records and calls written."""
         results = list(self._threads.map(self.step, rows))
-        self.write(results)
+        # calls first: a record on disk always has its calls (a kill in between redoes the
+        # question, whose calls then count once, by identity)
         self.calls.append(call_rows(self.job.run.run_id, results))
+        self.probe.calls_written([(self.name, r.flow["qid"]) for r in results])
+        self.write(results)
         return [r.flow for r in results]
 
     def write(self, results: list[StageResult]) -> None:

@@ -10,7 +10,7 @@ from typing import Any, cast
 import pyarrow as pa
 
 from tmem_core import from_json
-from tmem_core.evaluation import gold_leaks
+from tmem_core.evaluation import GUARDED_STAGES, Protocol, answer_prompt, gold_leaks
 from tmem_core.methods import Check, MethodSpec
 from tmem_core.schema import Gold, Question
 
@@ -53,23 +53,30 @@ def budget_respected(construct: pa.Table, budget: int) -> Verdict:
 
 
 def no_gold_ids_in_prompts(calls: pa.Table) -> Verdict:
-    """No prompt of any stage (memory, construct, answer, judge) held a gold-derived string:
-    a source id or session of gold evidence, an abstention question's id, a gold_meta value
-    (each call records what the stage's guard found in its prompt)."""
-    rows = calls.select(["stage", "qid", "leaks"]).to_pylist()
+    """No prompt of a guarded stage (memory, retrieve, construct, answer) held a gold-derived
+    id: a source id or session of gold evidence, an abstention question's id, a gold_meta id
+    (each call records what the stage's guard found in its prompt). Each call is checked
+    once, however often it was recorded (a question redone after a crash)."""
+    rows = {r["key"]: r for r in calls.select(["key", "stage", "qid", "leaks"]).to_pylist()
+            if r["stage"] in GUARDED_STAGES}
     return verdict(len(rows), (f"{r['stage']} {r['qid']}: prompt holds {', '.join(r['leaks'])}"
-                               for r in rows if r["leaks"]))
+                               for r in rows.values() if r["leaks"]))
 
 
 def no_gold_in_prompts(answers: pa.Table, construct: pa.Table, questions: dict[str, Question],
-                       gold: dict[str, Gold]) -> Verdict:
-    contexts = {r["qid"]: r["context"] for r in construct.to_pylist() if r["ok"]}
+                       gold: dict[str, Gold], protocol: Protocol) -> Verdict:
+    """No gold answer in an answer prompt outside its evidence context, beyond what the
+    prompt shows that question without any evidence (its question and instructions)."""
+    contexts = {r["qid"]: r for r in construct.to_pylist() if r["ok"]}
     rows = [r for r in answers.to_pylist() if r["prompt"]]
     problems = []
     for r in rows:
-        messages = json.loads(r["prompt"])
-        problems += gold_leaks(messages, contexts.get(r["qid"], ""),
-                               questions[r["qid"]].question, gold[r["qid"]])
+        construct_record = contexts.get(r["qid"], {})
+        question, g = questions[r["qid"]], gold[r["qid"]]
+        bare, _ = answer_prompt(question, construct_record.get("kind") or "flat", "", protocol,
+                                g.options if g.answer_kind == "choice" else None)
+        problems += gold_leaks(json.loads(r["prompt"]), construct_record.get("context") or "",
+                               " ".join(m["content"] for m in bare), g)
     return verdict(len(rows), problems)
 
 

@@ -2,53 +2,32 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
+from tmem_core.reports._cells import ci_cell, fmt, markdown_table, signed, with_ci
 from tmem_core.reports._compare import COMPARED, SWEEP, Comparison
 from tmem_core.reports._metrics import LLM_STAGES, PHASE
 from tmem_core.reports._plots import run_labels
+from tmem_core.reports._sections import attribution_lines, paired_lines
 from tmem_core.reports._summary import Summary
-from tmem_core.results import ALL_JUDGES, OVERALL, RELIABLE_RATE, degraded
+from tmem_core.results import ALL_JUDGES, OVERALL, RELIABLE_RATE, SHOWN, UNRELIABLE, degraded
 
 MATCHED_EVIDENCE = 0.25  # mean context tokens of compared runs may differ by this much
 MAX_LISTED = 50  # error rows listed per store; errors.parquet has them all
 MAX_ERROR_CHARS = 160
 SEPARATE_MARK = " †"
+NOT_MEASURABLE = "not measurable"
+INTERVALS = ("[low, high]: 95% interval over questions, Wilson's for a proportion (one 0/1 "
+             "value per question), else a two-stage percentile bootstrap (questions, then "
+             "judges x repeats within each); `results/README.md` says which applies where, "
+             "the Parquet tables give each row's method and seed.")
 _REFERENCE = {"backbone": "first backbone (by name) of runs alike in every other field",
               "budget": "smallest budget of runs alike in every other field",
               SWEEP: "baseline sweep's run with the same config"}
-
-
-def fmt(value: object) -> str:
-    """A table cell: 4 significant digits below 100, whole numbers above, `–` for none."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float):
-        return f"{value:.0f}" if abs(value) >= 100 else f"{value:.4g}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
-
-
-def signed(value: float | None) -> str:
-    return "–" if value is None else f"{value:+.4g}"
-
-
-def markdown_table(frame: pl.DataFrame) -> list[str]:
-    if frame.is_empty():
-        return ["(none)", ""]
-    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * frame.width]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in frame.iter_rows()]
-    return [*lines, ""]
-
-
-def _pm(mean: str, std: str) -> pl.Expr:
-    """`mean ± std` (std omitted when there is a single repeat)."""
-    return pl.struct(mean, std).map_elements(
-        lambda s: fmt(s[mean]) + ("" if s[std] is None else f" ± {fmt(s[std])}"),
-        return_dtype=pl.String)
 
 
 def _delta_cell(metric: str) -> pl.Expr:
@@ -74,14 +53,33 @@ def _by_category(frame: pl.DataFrame, value: pl.Expr, labels: pl.DataFrame) -> p
 
 
 def _flagged_accuracy() -> pl.Expr:
-    """The accuracy cell, marked when a judge of the run failed its calibration."""
+    """The accuracy cell with its interval, marked when a judge of the run failed its
+    calibration."""
     def cell(s: dict[str, object]) -> str:
+        shown = with_ci(s["accuracy"], s["accuracy_low"], s["accuracy_high"])  # type: ignore[arg-type]
         if s["judges_reliable"] is not False:
-            return fmt(s["accuracy"])
+            return shown
         judges = ", ".join(map(str, s["unreliable_judges"] or []))  # type: ignore[call-overload]
-        return f"{fmt(s['accuracy'])} (unreliable judge: {judges})"
-    return pl.struct("accuracy", "judges_reliable", "unreliable_judges").map_elements(
-        cell, return_dtype=pl.String).alias("accuracy")
+        return f"{shown} (unreliable judge: {judges})"
+    return pl.struct("accuracy", "accuracy_low", "accuracy_high", "judges_reliable",
+                     "unreliable_judges").map_elements(cell, return_dtype=pl.String
+                                                       ).alias("accuracy")
+
+
+def _recall_cell(recall: str = "recall", low: str = "ci_low", high: str = "ci_high",
+                 questions: str = "questions", untraceable: str = "untraceable",
+                 basis: str = "basis") -> pl.Expr:
+    """Recall with its interval and n; `not measurable` when no context could be traced,
+    `read` when the gold was looked for in what the method read, not in what it showed."""
+    def cell(s: dict[str, object]) -> str:
+        if s[recall] is None:
+            return NOT_MEASURABLE if s[untraceable] else "–"
+        shown = f"{with_ci(s[recall], s[low], s[high])} (n={s[questions]}"  # type: ignore[arg-type]
+        extra = [f"{s[untraceable]} not measurable"] if s[untraceable] else []
+        extra += [str(s[basis])] if s[basis] != SHOWN else []
+        return shown + "".join(f", {e}" for e in extra) + ")"
+    return pl.struct(recall, low, high, questions, untraceable, basis).map_elements(
+        cell, return_dtype=pl.String)
 
 
 class Report:
@@ -102,8 +100,10 @@ class Report:
             ("Judge calibration", self.calibration()),
             ("Judge agreement", self.agreement()),
             ("Exact match", self.exact_match()), ("LoCoMo F1", self.f1()),
-            ("Evidence recall@k", self.recall()), ("Degradation", self.degradation()),
-            ("Test-time steps", self.steps()),
+            ("Evidence recall@k", self.recall()),
+            ("Failure attribution", attribution_lines(self.summary, self._with_run)),
+            ("Paired differences", paired_lines(self.summary, self.labels)),
+            ("Degradation", self.degradation()), ("Test-time steps", self.steps()),
             ("Tokens per question by stage", self.tokens()),
             ("Time per stage", self.timing()), ("Errors", self.errors()),
             ("Validators", self.validators()), *self.comparisons(comparisons),
@@ -116,17 +116,23 @@ class Report:
         return self.labels.join(frame, on="run_id", maintain_order="left").drop("run_id")
 
     def runs(self) -> list[str]:
-        runs = self.summary.runs.with_columns(_flagged_accuracy())
+        runs = self.summary.runs.with_columns(
+            _flagged_accuracy(),
+            *[ci_cell(m, f"{m}_low", f"{m}_high").alias(m) for m in ("exact_match", "f1")],
+            _recall_cell(low="recall_low", high="recall_high", questions="recall_questions",
+                         untraceable="recall_untraceable", basis="recall_basis").alias(
+                "recall"))
         table = self._with_run(runs.select(
             "run_id", "judge_repeats", "questions", "judged", "failed", "pending", "scored",
-            "accuracy", "accuracy_std", "exact_match", "f1", "recall",
+            "accuracy", "exact_match", "f1", "recall",
             pl.col("context_tokens").alias("context tokens (mean)"),
             pl.col("context_tokens_max").alias("(max)"), "tokens_per_question",
             pl.col("cost_usd").alias("USD spent now"),
             pl.col("method_cost_usd").alias("USD as if run"),
             "wall_s"))
         ids = self.labels.select("run", "run_id")
-        return [*markdown_table(table), *self._unmatched_evidence(), *markdown_table(ids)]
+        return [INTERVALS, "", *markdown_table(table), *self._unmatched_evidence(),
+                *markdown_table(ids)]
 
     def _unmatched_evidence(self) -> list[str]:
         """A warning per benchmark whose runs' mean context tokens differ by more than
@@ -176,12 +182,20 @@ class Report:
                 if (worse := degraded({k: int(row[k]) for k in counters}))]
 
     def calibration(self) -> list[str]:
-        note = ("Each judge scored control answers built from the run's own questions: the "
-                "gold answer as prediction (must be correct: TPR) and another question's "
-                "differing gold answer, of the same category where there is one (must be "
-                f"wrong: TNR). A judge below {RELIABLE_RATE} on either is **unreliable** and "
-                "its accuracy is not a measurement.")
-        return [note, "", *markdown_table(self._with_run(self.summary.calibration))]
+        note = ("Each judge scored control answers built from the run's own questions, per "
+                "kind (`results/README.md`): positives it must judge correct (TPR: the gold, "
+                "a paraphrase, the right letter) and negatives it must judge wrong (TNR: "
+                "another question's gold, a superseded value, a shifted date, a made-up "
+                "answer to an unanswerable question, a wrong letter). A kind is **unreliable** "
+                f"below {RELIABLE_RATE}, *not calibrated* without a scored control; a judge "
+                "unreliable on any kind makes its run's accuracy no measurement.")
+        def cell(s: dict[str, Any]) -> str:
+            status = "**UNRELIABLE**" if s["status"] == UNRELIABLE else s["status"]
+            return status if s["rate"] is None else f"{status} {fmt(s['rate'])} (n={s['controls']})"
+        cells = pl.struct("rate", "controls", "status").map_elements(cell, return_dtype=pl.String)
+        table = self.summary.calibration.with_columns(cells.alias("cell")).pivot(
+            on="control", index=["run_id", "judge"], values="cell")
+        return [note, "", *markdown_table(self._with_run(table))]
 
     def agreement(self) -> list[str]:
         if self.summary.agreement.is_empty():
@@ -194,36 +208,38 @@ class Report:
             return ["No text answers to match."]
         return ["Normalised exact match of the prediction with the gold answer, over "
                 "questions with a text answer.", "",
-                *markdown_table(_by_category(self.summary.exact_match, pl.col(
-                    "exact_match").map_elements(fmt, return_dtype=pl.String), self.labels))]
+                *markdown_table(_by_category(self.summary.exact_match, ci_cell("exact_match"),
+                                             self.labels))]
 
     def accuracy(self) -> list[str]:
         pooled = self.summary.accuracy.filter(pl.col("judge") == ALL_JUDGES)
-        note = (f"Mean judge score ± std across repeats, all judges pooled.{SEPARATE_MARK}: "
+        note = (f"Mean judge score [95% interval], all judges pooled.{SEPARATE_MARK}: "
                 "reported separately, outside `overall`.")
-        return [note, "", *markdown_table(_by_category(pooled, _pm("accuracy", "std"),
+        return [note, "", *markdown_table(_by_category(pooled, ci_cell("accuracy"),
                                                        self.labels))]
 
     def judges(self) -> list[str]:
         rows = self.summary.accuracy.filter((pl.col("category") == OVERALL)
                                             & (pl.col("judge") != ALL_JUDGES))
-        return markdown_table(self._with_run(rows.select(
-            "run_id", "judge", "repeats", "questions", "accuracy", "std")))
+        return ["`std`: across the judge's repeats; the interval covers questions and repeats.",
+                "", *markdown_table(self._with_run(rows.select(
+                    "run_id", "judge", "repeats", "questions",
+                    ci_cell("accuracy").alias("accuracy [95% interval]"), "std")))]
 
     def f1(self) -> list[str]:
         if self.summary.f1.is_empty():
             return ["No LoCoMo runs."]
-        return markdown_table(_by_category(self.summary.f1, pl.col("f1").map_elements(
-            fmt, return_dtype=pl.String), self.labels))
+        return markdown_table(_by_category(self.summary.f1, ci_cell("f1"), self.labels))
 
     def recall(self) -> list[str]:
-        cell = pl.struct("recall", "questions").map_elements(
-            lambda s: f"{fmt(s['recall'])} (n={s['questions']})", return_dtype=pl.String)
-        table = _by_category(self.summary.recall, cell, self.labels)
+        table = _by_category(self.summary.recall, _recall_cell(), self.labels)
         note = ("Recall of gold evidence in the constructed context, over the questions with "
                 "gold evidence only (n; abstentions and questions without evidence, such as "
                 "EverMemBench's evaluation-code questions, which name none, are left out); k is "
-                "the run's top_k.")
+                "the run's top_k. `read`: the gold was looked for in what the method read while "
+                "building its context (T2Mem's notes, Search-o1's chain, an external system's "
+                f"memories), not in text shown to the answer model; `{NOT_MEASURABLE}`: the "
+                "context holds memories that name no source message.")
         return [note, "", *self._recall_not_available(), *markdown_table(table)]
 
     def _recall_not_available(self) -> list[str]:
@@ -244,11 +260,17 @@ class Report:
         totals = self.summary.runs.select("run_id", pl.col("tokens").alias("total tokens"),
                                           pl.col("tokens_per_question").alias("per question"),
                                           pl.col("cost_usd").alias("USD spent now"),
-                                          pl.col("method_cost_usd").alias("USD as if run"))
+                                          pl.col("method_cost_usd").alias("USD as if run"),
+                                          pl.col("calibration_tokens").alias(
+                                              "calibration tokens"),
+                                          pl.col("calibration_cost_usd").alias(
+                                              "calibration USD spent now"))
         table = stages.select("run_id", *LLM_STAGES).join(
             phases.select("run_id", *dict.fromkeys(PHASE.values())), on="run_id").join(
             totals, on="run_id")
-        return ["LLM tokens (prompt + completion) per question of the run.", "",
+        return ["LLM tokens (prompt + completion) per question of the run, the judges' "
+                "calibration controls apart (never a method's tokens); totals as "
+                "`results/README.md` (Tokens and cost) counts them.", "",
                 *markdown_table(self._with_run(table))]
 
     def timing(self) -> list[str]:

@@ -8,19 +8,30 @@ from statistics import fmean
 import polars as pl
 
 from tmem_core.evaluation import evidence_recall
+from tmem_core.reports._intervals import VALUES, per_question, score_intervals, with_intervals
 from tmem_core.results import (
+    CALIBRATION_STAGE,
+    CORRECT_AT,
+    MEMORY_STAGE,
     RECORD_STAGES,
+    SCOPE,
     STORES,
+    SUMMED,
+    UNTRACEABLE,
     SweepResults,
+    call_totals,
     degradation_counts,
     score_accuracy,
     with_overall,
 )
 
-LLM_STAGES = ("memory", *RECORD_STAGES)  # `calls.stage` values
+LLM_STAGES = (MEMORY_STAGE, *RECORD_STAGES)  # `calls.stage` values of a method's calls
+COUNTED_STAGES = (*LLM_STAGES, CALIBRATION_STAGE)  # and of the judges' controls
 MEMORY_PROCESSING, ANSWER_JUDGE = "memory processing", "answer+judge"
-PHASE = {"memory": MEMORY_PROCESSING, "retrieve": MEMORY_PROCESSING,
-         "construct": MEMORY_PROCESSING, "answer": ANSWER_JUDGE, "judge": ANSWER_JUDGE}
+PHASE = {MEMORY_STAGE: MEMORY_PROCESSING, "retrieve": MEMORY_PROCESSING,
+         "construct": MEMORY_PROCESSING, "answer": ANSWER_JUDGE, "judge": ANSWER_JUDGE,
+         CALIBRATION_STAGE: CALIBRATION_STAGE}
+ALL_GOLD, PART_GOLD, NO_GOLD = "all", "partial", "none"  # of the gold evidence in a context
 _ID = ["run_id", "qid"]
 
 
@@ -30,21 +41,23 @@ def left_join(frame: pl.DataFrame, other: pl.DataFrame, on: str | list[str]) -> 
 
 
 def accuracy(results: SweepResults) -> pl.DataFrame:
-    """Judge score per run x category x judge (see `score_accuracy`)."""
-    return score_accuracy(results.records["judge"].select(*_ID, "judge", "repeat", "score").join(
-        results.questions.select(*_ID, "category", "separate"), on=_ID))
+    """Judge score per run x category x judge (see `score_accuracy`), with its interval."""
+    scores = results.records["judge"].select(*_ID, "judge", "repeat", "score").join(
+        results.questions.select(*_ID, "category", "separate"), on=_ID)
+    return left_join(score_accuracy(scores), score_intervals(scores), list(SCOPE))
 
 
 def question_table(results: SweepResults) -> pl.DataFrame:
     """One row per run x question: outcome, first unresolved error, scores, recall, tokens."""
     judge = results.records["judge"].group_by(_ID).agg(
         pl.len().alias("judged"), pl.col("score").mean(), pl.col("f1").drop_nulls().first(),
-        pl.col("exact_match").drop_nulls().first().cast(pl.Float64))
+        pl.col("exact_match").drop_nulls().first().cast(pl.Float64),
+        (pl.col("score").drop_nulls().n_unique() > 1).alias("judge_disagreement"))
     context = results.records["construct"].select(*_ID, pl.col("tokens").alias(
-        "context_tokens"))
-    calls = results.records["calls"].group_by(_ID).agg(
-        (pl.col("prompt_tokens") + pl.col("completion_tokens")).sum().alias("llm_tokens"),
-        pl.col("cost_usd").sum())
+        "context_tokens"), "evidence_basis")
+    calls = call_totals(results.calls, _ID).select(
+        *_ID, pl.col("tokens").alias("llm_tokens"), "cost_usd", "calibration_tokens",
+        "calibration_cost_usd")
     table = results.questions
     for facts in (_first_failure(results), judge, _recall(results), context, calls):
         table = left_join(table, facts, _ID)
@@ -52,8 +65,8 @@ def question_table(results: SweepResults) -> pl.DataFrame:
               .when(pl.col("judged").is_not_null()).then(pl.lit("judged"))
               .otherwise(pl.lit("pending")))
     return table.with_columns(status.alias("status"), pl.col("judged").fill_null(0),
-                              pl.col("llm_tokens").fill_null(0),
-                              pl.col("cost_usd").fill_null(0.0))
+                              pl.col("llm_tokens", "calibration_tokens").fill_null(0),
+                              pl.col("cost_usd", "calibration_cost_usd").fill_null(0.0))
 
 
 def _first_failure(results: SweepResults) -> pl.DataFrame:
@@ -67,11 +80,18 @@ def _first_failure(results: SweepResults) -> pl.DataFrame:
 
 
 def _recall(results: SweepResults) -> pl.DataFrame:
-    """Evidence recall of each scorable question's constructed context."""
-    rows = results.records["construct"].select(*_ID, "context_ids").join(
+    """Evidence recall of each scorable question's constructed context over the messages it
+    is traced to (null where untraceable), and whether it holds all, part or none of the
+    gold evidence (`gold_in_context`)."""
+    rows = results.records["construct"].select(
+        *_ID, pl.concat_list("context_ids", "linked_ids"), "evidence_basis").join(
         results.questions.filter("scorable").select(_ID), on=_ID)
-    values = [evidence_recall(ids, results.gold[run][qid]) for run, qid, ids in rows.iter_rows()]
-    return rows.select(_ID).with_columns(pl.Series("recall", values, pl.Float64))
+    values = [None if basis == UNTRACEABLE else evidence_recall(ids, results.gold[run][qid])
+              for run, qid, ids, basis in rows.iter_rows()]
+    recall = pl.Series("recall", values, pl.Float64)
+    held = (pl.when(recall == 1).then(pl.lit(ALL_GOLD)).when(recall == 0).then(pl.lit(NO_GOLD))
+            .when(recall.is_not_null()).then(pl.lit(PART_GOLD)).otherwise(None))
+    return rows.select(_ID).with_columns(recall, held.alias("gold_in_context"))
 
 
 def f1(questions: pl.DataFrame) -> pl.DataFrame:
@@ -128,10 +148,11 @@ def exact_match(questions: pl.DataFrame) -> pl.DataFrame:
 
 def agreement(results: SweepResults) -> pl.DataFrame:
     """Cohen's kappa of every pair of judges of a run on its answers (first repeat, verdict
-    score >= 0.5 as correct), over the questions both scored."""
+    score >= CORRECT_AT as correct), over the questions both scored."""
     verdicts = results.records["judge"].filter((pl.col("repeat") == 0)
                                                & pl.col("score").is_not_null())
-    verdicts = verdicts.select("run_id", "qid", "judge", (pl.col("score") >= 0.5).alias("ok"))
+    verdicts = verdicts.select("run_id", "qid", "judge",
+                               (pl.col("score") >= CORRECT_AT).alias("ok"))
     pairs = verdicts.join(verdicts, on=["run_id", "qid"], suffix="_b").filter(
         pl.col("judge") < pl.col("judge_b"))
     rows = [{"run_id": run_id, "judge_a": a, "judge_b": b, "questions": group.height,
@@ -155,17 +176,27 @@ def cohen_kappa(a: list[bool], b: list[bool]) -> float | None:
 
 
 def recall(questions: pl.DataFrame) -> pl.DataFrame:
-    """Mean evidence recall per run x category over scorable questions with a context."""
-    scored = questions.filter(pl.col("recall").is_not_null())
-    return _mean_by_category(scored, "recall", exclude_separate=False)
+    """Mean evidence recall per run x category over scorable questions with a traceable
+    context; `untraceable`: scorable questions whose context is not; `basis`: shown, read or
+    both (`shown+read`)."""
+    constructed = questions.filter(pl.col("scorable") & pl.col("evidence_basis").is_not_null())
+    untraceable = pl.col("evidence_basis") == UNTRACEABLE
+    extra = [untraceable.sum().alias("untraceable"),
+             pl.col("evidence_basis").filter(~untraceable).unique().sort().str.join("+")
+             .alias("basis")]
+    return _mean_by_category(constructed, "recall", exclude_separate=False, extra=extra)
 
 
-def _mean_by_category(questions: pl.DataFrame, column: str, exclude_separate: bool = True
-                      ) -> pl.DataFrame:
-    return (with_overall(questions, exclude_separate)
-            .group_by("run_id", "category", "separate")
-            .agg(pl.len().alias("questions"), pl.col(column).mean())
-            .sort("run_id", "separate", "category"))
+def _mean_by_category(questions: pl.DataFrame, column: str, exclude_separate: bool = True,
+                      extra: tuple[pl.Expr, ...] | list[pl.Expr] = ()) -> pl.DataFrame:
+    """Mean of `column` per run x category over the questions that have one, with its
+    interval (`questions`: how many)."""
+    measured = pl.col(column).is_not_null()
+    table = (with_overall(questions.with_columns(per_question(column)), exclude_separate)
+             .group_by("run_id", "category", "separate")
+             .agg(measured.sum().alias("questions"), pl.col(column).mean(),
+                  pl.col(VALUES).filter(measured), *extra))
+    return with_intervals(table).sort("run_id", "separate", "category")
 
 
 def _grid(runs: pl.DataFrame, column: str, values: tuple[str, ...], *frames: pl.DataFrame
@@ -179,19 +210,15 @@ def _grid(runs: pl.DataFrame, column: str, values: tuple[str, ...], *frames: pl.
 
 
 def tokens(results: SweepResults, questions: pl.DataFrame) -> pl.DataFrame:
-    """LLM calls per run x stage: counts, tokens, USD, latency; per question of the run."""
-    sums = results.records["calls"].group_by("run_id", "stage").agg(
-        pl.len().alias("calls"), pl.col("cached").sum(), pl.col("prompt_tokens").sum(),
-        pl.col("completion_tokens").sum(), pl.col("cost_usd").sum(),
-        pl.col("method_cost_usd").fill_null(0.0).sum(), pl.col("reused").fill_null(False).sum(),
-        pl.col("latency_s").sum().alias("llm_latency_s"))
+    """LLM calls per run x stage (the judges' controls apart, as stage `calibration`):
+    counts, tokens, USD, latency as `counted_calls` counts them; per question of the run."""
+    sums = results.calls.group_by("run_id", "stage").agg(pl.col(list(SUMMED)).sum())
     per_run = questions.group_by("run_id").agg(pl.len().alias("questions"))
-    table = left_join(_grid(results.runs, "stage", LLM_STAGES, sums).fill_null(0), per_run,
-                      "run_id")
-    return table.with_columns(
-        pl.col("stage").replace_strict(PHASE).alias("phase"),
-        (pl.col("prompt_tokens") + pl.col("completion_tokens")).alias("tokens"),
-    ).with_columns((pl.col("tokens") / pl.col("questions")).alias("tokens_per_question"))
+    table = left_join(_grid(results.runs, "stage", COUNTED_STAGES, sums).fill_null(0),
+                      per_run, "run_id")
+    return table.with_columns(pl.col("stage").replace_strict(PHASE).alias("phase"),
+                              (pl.col("tokens") / pl.col("questions")).alias(
+                                  "tokens_per_question"))
 
 
 def timing(results: SweepResults, token_table: pl.DataFrame) -> pl.DataFrame:

@@ -52,15 +52,21 @@ def _varies(runs: pl.DataFrame, field: str) -> bool:
 
 
 def _overall(summary: Summary, column: str) -> pl.DataFrame:
-    """Runs with their overall accuracy (all judges) or recall, and a label per series."""
-    if column == "recall":
-        values = summary.recall.filter(pl.col("category") == OVERALL).select(
-            "run_id", pl.col("recall").alias("value"), pl.lit(None, pl.Float64).alias("err"))
-    else:
-        values = summary.accuracy.filter(
-            (pl.col("category") == OVERALL) & (pl.col("judge") == ALL_JUDGES)).select(
-            "run_id", pl.col("accuracy").alias("value"), pl.col("std").alias("err"))
+    """Runs with their overall accuracy (all judges) or recall and its interval (runs with
+    none, such as an untraceable recall, left out)."""
+    table = summary.recall if column == "recall" else summary.accuracy.filter(
+        pl.col("judge") == ALL_JUDGES)
+    values = table.filter(pl.col("category") == OVERALL).select(
+        "run_id", pl.col(column).alias("value"), "ci_low", "ci_high").drop_nulls("value")
     return summary.runs.join(values, on="run_id", maintain_order="left")  # runs' order
+
+
+def error_bars(frame: pl.DataFrame, value: str = "value") -> list[list[float]]:
+    """Matplotlib's `yerr` (below, above) from each row's interval (none: no bar)."""
+    below = (pl.col(value) - pl.col("ci_low")).fill_null(0.0)
+    above = (pl.col("ci_high") - pl.col(value)).fill_null(0.0)
+    bars = frame.select(below.alias("below"), above.alias("above"))
+    return [bars.get_column("below").to_list(), bars.get_column("above").to_list()]
 
 
 def _lines(ax: Axes, summary: Summary, metric: str, x: str) -> None:
@@ -72,9 +78,8 @@ def _lines(ax: Axes, summary: Summary, metric: str, x: str) -> None:
     runs = runs.with_columns(run_labels(runs, leave_out=[x]).alias("series"))
     ordered = runs.sort(x, maintain_order=True)  # series in the runs' config order
     for (series,), points in ordered.group_by("series", maintain_order=True):
-        err = points.get_column("err").fill_null(0.0).to_list()
         ax.errorbar(points.get_column(x).to_list(), points.get_column("value").to_list(),
-                    yerr=err, marker="o", capsize=3, label=str(series))
+                    yerr=error_bars(points), marker="o", capsize=3, label=str(series))
     ax.set_ylim(-0.05, 1.05)
     _legend(ax)
 
@@ -90,20 +95,20 @@ def _no_data(ax: Axes) -> None:
 def accuracy_vs_top_k(ax: Axes, summary: Summary) -> None:
     _lines(ax, summary, "accuracy", "top_k")
     ax.set(title="Accuracy vs Top-k", xlabel="Top-k (messages retrieved)",
-           ylabel="accuracy (judge mean ± std over repeats)")
+           ylabel="accuracy (judge mean, 95% interval)")
 
 
 def accuracy_vs_budget(ax: Axes, summary: Summary) -> None:
     _lines(ax, summary, "accuracy", "budget")
     ax.set_xscale("log", base=2)
     ax.set(title="Accuracy vs token budget", xlabel="context token budget",
-           ylabel="accuracy (judge mean ± std over repeats)")
+           ylabel="accuracy (judge mean, 95% interval)")
 
 
 def recall_vs_k(ax: Axes, summary: Summary) -> None:
     _lines(ax, summary, "recall", "top_k")
     ax.set(title="Evidence recall vs k", xlabel="Top-k (messages retrieved)",
-           ylabel="evidence recall (scorable questions)")
+           ylabel="evidence recall (scorable questions, 95% interval)")
 
 
 def tokens_by_stage(ax: Axes, summary: Summary) -> None:
@@ -138,11 +143,12 @@ def accuracy_by_category(ax: Axes, summary: Summary) -> None:
                         ["category", "separate"])
         ax.bar([j + i * width for j in range(len(names))],
                row.get_column("accuracy").fill_null(float("nan")).to_list(), width,
-               yerr=row.get_column("std").fill_null(0.0).to_list(), label=label,
+               yerr=error_bars(row, "accuracy"), label=label,
                error_kw={"elinewidth": 0.8, "ecolor": "dimgray", "capsize": 2})
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, rotation=30,
                   ha="right")
-    ax.set(title="Accuracy per category", xlabel="category", ylabel="accuracy (judge mean)",
+    ax.set(title="Accuracy per category", xlabel="category",
+           ylabel="accuracy (judge mean, 95% interval)",
            ylim=(0, 1.05))
     _legend(ax)
 

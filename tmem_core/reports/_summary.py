@@ -8,7 +8,17 @@ from pathlib import Path
 import polars as pl
 
 from tmem_core.reports import _metrics as m
-from tmem_core.results import ALL_JUDGES, CALIBRATION, OVERALL, SweepResults, calibration
+from tmem_core.reports._attribution import attribution, gold_context, with_causes
+from tmem_core.reports._paired import paired_differences
+from tmem_core.results import (
+    ALL_JUDGES,
+    CALIBRATION,
+    OVERALL,
+    SweepResults,
+    calibration,
+    call_totals,
+    judges_status,
+)
 
 
 @dataclass(frozen=True)
@@ -25,6 +35,9 @@ class Summary:
     degradation: pl.DataFrame
     steps: pl.DataFrame
     recall: pl.DataFrame
+    attribution: pl.DataFrame
+    gold_context: pl.DataFrame
+    paired: pl.DataFrame
     tokens: pl.DataFrame
     timing: pl.DataFrame
     error_counts: pl.DataFrame
@@ -44,20 +57,21 @@ class Summary:
 
 
 def summarise(results: SweepResults) -> Summary:
-    questions = m.question_table(results)
+    judge_calibration = calibration(results.records[CALIBRATION], results.runs)
+    questions = with_causes(m.question_table(results), results, judge_calibration)
     accuracy = m.accuracy(results)
     f1, recall = m.f1(questions), m.recall(questions)
     exact_match = m.exact_match(questions)
-    judge_calibration = calibration(results.records[CALIBRATION])
     tokens = m.tokens(results, questions)
     error_counts = m.error_counts(results)
+    runs = _runs(results.runs, questions, accuracy, f1, exact_match, judge_calibration, recall,
+                 _token_totals(results, tokens))
     return Summary(
-        runs=_runs(results.runs, questions, accuracy, f1, exact_match, judge_calibration,
-                   recall, tokens),
-        questions=questions, accuracy=accuracy, f1=f1, exact_match=exact_match,
+        runs=runs, questions=questions, accuracy=accuracy, f1=f1, exact_match=exact_match,
         calibration=judge_calibration, agreement=m.agreement(results),
         degradation=m.degradation(results), steps=m.step_records(results), recall=recall,
-        tokens=tokens,
+        attribution=attribution(questions), gold_context=gold_context(questions),
+        paired=paired_differences(results, runs, questions), tokens=tokens,
         timing=m.timing(results, tokens), error_counts=error_counts,
         errors=results.failures.sort("run_id", "store", "written_at"),
         validators=results.validators)
@@ -65,7 +79,7 @@ def summarise(results: SweepResults) -> Summary:
 
 def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,
           f1: pl.DataFrame, exact_match: pl.DataFrame, judge_calibration: pl.DataFrame,
-          recall: pl.DataFrame, tokens: pl.DataFrame) -> pl.DataFrame:
+          recall: pl.DataFrame, token_totals: pl.DataFrame) -> pl.DataFrame:
     """One row per run: its config and headline figures."""
     overall = pl.col("category") == OVERALL
     outcome = questions.group_by("run_id").agg(
@@ -76,15 +90,16 @@ def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,
     headline = [
         accuracy.filter(overall & (pl.col("judge") == ALL_JUDGES)).select(
             "run_id", pl.col("questions").alias("scored"), "accuracy",
-            pl.col("std").alias("accuracy_std")),
-        f1.filter(overall).select("run_id", "f1"),
-        exact_match.filter(overall).select("run_id", "exact_match"),
-        judge_calibration.group_by("run_id").agg(
-            pl.col("reliable").all().alias("judges_reliable"),
-            pl.col("judge").filter(~pl.col("reliable")).alias("unreliable_judges")),
-        recall.filter(overall).select("run_id", "recall",
-                                      pl.col("questions").alias("recall_questions")),
-        _token_totals(tokens),
+            pl.col("std").alias("accuracy_std"), *_bounds("accuracy")),
+        f1.filter(overall).select("run_id", "f1", *_bounds("f1")),
+        exact_match.filter(overall).select("run_id", "exact_match", *_bounds("exact_match")),
+        judges_status(judge_calibration),
+        recall.filter(overall).select(
+            "run_id", "recall", *_bounds("recall"),
+            pl.col("questions").alias("recall_questions"),
+            pl.col("untraceable").alias("recall_untraceable"),
+            pl.col("basis").alias("recall_basis")),
+        token_totals,
     ]
     table = runs
     for frame in (outcome, *headline):
@@ -92,11 +107,21 @@ def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,
     return table.sort("benchmark", "method", "backbone", "top_k", "budget")
 
 
-def _token_totals(tokens: pl.DataFrame) -> pl.DataFrame:
-    """Per run: tokens in total, per question and per phase, and USD."""
+def _bounds(metric: str) -> list[pl.Expr]:
+    """The interval of a headline figure as `<metric>_low` and `<metric>_high`."""
+    return [pl.col("ci_low").alias(f"{metric}_low"), pl.col("ci_high").alias(f"{metric}_high")]
+
+
+def _token_totals(results: SweepResults, tokens: pl.DataFrame) -> pl.DataFrame:
+    """Per run: tokens in total (`call_totals`), per question and per phase, and USD."""
     phases = tokens.pivot(on="phase", index="run_id", values="tokens", aggregate_function="sum")
-    totals = tokens.group_by("run_id").agg(
-        pl.col("tokens").sum(), pl.col("tokens_per_question").sum(), pl.col("cost_usd").sum(),
-        pl.col("method_cost_usd").sum())
-    return totals.join(phases.rename({m.MEMORY_PROCESSING: "tokens_memory",
-                                      m.ANSWER_JUDGE: "tokens_answer_judge"}), on="run_id")
+    totals = call_totals(results.calls, ["run_id"]).select(
+        "run_id", "tokens", "cost_usd", "method_cost_usd", "calibration_tokens",
+        "calibration_cost_usd")
+    questions = tokens.group_by("run_id").agg(pl.col("questions").first())
+    totals = m.left_join(results.runs.select("run_id"), totals, "run_id").fill_null(0).join(
+        questions, on="run_id").with_columns(
+        (pl.col("tokens") / pl.col("questions")).alias("tokens_per_question")).drop("questions")
+    return totals.join(phases.select(
+        "run_id", pl.col(m.MEMORY_PROCESSING).alias("tokens_memory"),
+        pl.col(m.ANSWER_JUDGE).alias("tokens_answer_judge")), on="run_id")

@@ -10,6 +10,8 @@ import pyarrow as pa
 
 OVERALL = "overall"  # the category row that pools every category not reported separately
 ALL_JUDGES = "all"  # the judge row that pools every judge's repeats
+SCOPE = ("run_id", "category", "separate", "judge")  # the rows of an accuracy table
+CORRECT_AT = 0.5  # a question whose mean judge score reaches this counts as correct
 
 
 def with_overall(frame: pl.DataFrame, exclude_separate: bool = True) -> pl.DataFrame:
@@ -20,14 +22,19 @@ def with_overall(frame: pl.DataFrame, exclude_separate: bool = True) -> pl.DataF
                                                  separate=pl.lit(False))])
 
 
+def judge_scopes(scores: pl.DataFrame) -> pl.DataFrame:
+    """Judge records under every scope they count in (`SCOPE`): their category and OVERALL,
+    their judge and ALL_JUDGES."""
+    scoped = with_overall(scores)
+    return pl.concat([scoped, scoped.with_columns(judge=pl.lit(ALL_JUDGES))])
+
+
 def score_accuracy(scores: pl.DataFrame) -> pl.DataFrame:
     """Judge score per run x category x judge from successful judge records (`run_id, qid,
     judge, repeat, score, category, separate`): for each (judge, repeat) the mean score;
     their mean and std across repeats; judge `all` pools every (judge, repeat)."""
-    attempts = scores.with_columns(attempt=pl.struct("judge", "repeat"))
-    scoped = with_overall(attempts)
-    scoped = pl.concat([scoped, scoped.with_columns(judge=pl.lit(ALL_JUDGES))])
-    keys = ["run_id", "category", "separate", "judge"]
+    scoped = judge_scopes(scores.with_columns(attempt=pl.struct("judge", "repeat")))
+    keys = list(SCOPE)
     per_attempt = scoped.group_by(*keys, "attempt").agg(pl.col("score").mean().alias("acc"),
                                                         pl.col("qid"))
     return per_attempt.group_by(keys).agg(

@@ -12,6 +12,8 @@ results/README.md documents every column.
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -66,7 +68,7 @@ CALIBRATION_SCHEMA = stage_schema(
     pa.field("other_qid", pa.string()), pa.field("category", pa.string()),
     pa.field("expected", pa.float64()), pa.field("score", pa.float64()),
     pa.field("raw", pa.string()), pa.field("prompt_name", pa.string()),
-    pa.field("prompt_sha256", pa.string()))
+    pa.field("prompt_sha256", pa.string()), pa.field("prediction", pa.string()))
 CALLS_STORE_SCHEMA = pa.schema([*RECORD_COLUMNS, *[
     f for f in CALLS_SCHEMA if f.name not in {c.name for c in RECORD_COLUMNS}]])
 STORES = (*RECORD_STAGES, CALIBRATION, CALLS)
@@ -91,6 +93,37 @@ def calls_window(calls: Iterable[Mapping[str, Any]]) -> float:
     """Seconds from the first of `calls` (call records) sent to the last answered."""
     ends = [(float(c["finished_at"]), float(c["latency_s"])) for c in calls]
     return max(end for end, _ in ends) - min(end - latency for end, latency in ends)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `path` through a temporary beside it and a rename: never half-written."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+TEMPORARIES = (".*.tmp", "*/.*.tmp", "*/*/.*.tmp", "data/.*")
+"""Where interrupted writes leave temporaries: the sweep file and lease, contracts, record
+parts (`.<name>.tmp` beside their final name) and prepared benchmarks (`data/.<folder>.*`)."""
+
+
+def remove_leftovers(sweep_dir: Path, before: float) -> list[Path]:
+    """Remove the temporaries of writes interrupted before `before` (Unix seconds): only the
+    folder's lease holder may call this, with the time it took the lease."""
+    removed = []
+    for pattern in TEMPORARIES:
+        for path in sweep_dir.glob(pattern):
+            try:
+                if path.lstat().st_mtime >= before:
+                    continue
+                if path.is_dir():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+            except FileNotFoundError:
+                continue
+            removed.append(path)
+    return removed
 
 
 def run_dirs(sweep_dir: Path) -> list[Path]:

@@ -2,12 +2,15 @@
 
 Every write is one new part file (written to a temporary name, then renamed), so a crash
 never leaves a half-written record and nothing already written is ever rewritten. Failed
-attempts are records too (`ok=False` with an `error`); a re-run retries them.
+attempts are records too (`ok=False` with an `error`); a re-run retries them. A part that
+cannot be read (damaged on disk) is reported by name and skipped: its records count as never
+written, so a re-run does their questions again.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -55,13 +58,13 @@ class StageStore:
         pq.write_table(table, tmp)
         os.replace(tmp, final)
 
+    def parts(self) -> list[Path]:
+        """The store's part files, oldest first."""
+        return sorted(self.directory.glob("part-*.parquet")) if self.directory.exists() else []
+
     def read_all(self) -> pa.Table:
-        """Every attempt ever written (the audit history)."""
-        parts = sorted(self.directory.glob("part-*.parquet")) if self.directory.exists() else []
-        if not parts:
-            return self.schema.empty_table()
-        return pads.dataset([str(p) for p in parts], schema=self.schema,
-                            format="parquet").to_table()
+        """Every attempt ever written (the audit history); unreadable parts are skipped."""
+        return read_parts(self.parts(), self.schema)
 
     def latest(self) -> pa.Table:
         """The latest successful record per key."""
@@ -73,6 +76,38 @@ class StageStore:
     def failures(self) -> pa.Table:
         """Keys whose latest attempt failed (and that never succeeded later)."""
         return failures_of(self.read_all())
+
+
+def read_parts(parts: Sequence[Path], schema: pa.Schema, where: Any = None) -> pa.Table:
+    """The rows of `parts` under `schema` (columns a part lacks read as null), those matching
+    `where` (a pyarrow expression) if given. A part that cannot be read is reported and skipped."""
+    if not parts:
+        return schema.empty_table()
+    try:
+        return _dataset(parts, schema).to_table(filter=where)
+    except (OSError, pa.ArrowException):  # some part is damaged: read them one by one
+        tables = []
+        for part in parts:
+            try:
+                tables.append(_dataset([part], schema).to_table(filter=where))
+            except (OSError, pa.ArrowException) as exc:
+                report_unreadable(part, exc)
+        return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def _dataset(parts: Sequence[Path], schema: pa.Schema) -> pads.Dataset:
+    return pads.dataset([str(p) for p in parts], schema=schema, format="parquet")
+
+
+_REPORTED: set[Path] = set()
+
+
+def report_unreadable(part: Path, exc: Exception) -> None:
+    """One warning per damaged part and process."""
+    if part not in _REPORTED:
+        _REPORTED.add(part)
+        print(f"warning: unreadable record part {part} skipped ({type(exc).__name__}: "
+              f"{exc}); its records are redone by the next run", file=sys.stderr, flush=True)
 
 
 def latest_of(history: pa.Table) -> pa.Table:

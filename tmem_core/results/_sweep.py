@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ import pyarrow as pa
 
 from tmem_core.benchmarks import get_protocol, read_prepared
 from tmem_core.evaluation import recall_scorable
+from tmem_core.results._count import HISTORY_COLUMNS, counted_calls
+from tmem_core.results._evidence import basis_columns
 from tmem_core.results._layout import (
     CALIBRATION,
     CALLS,
@@ -34,7 +37,8 @@ QUESTION_SCHEMA = pl.Schema({"run_id": pl.String, "qid": pl.String, "conv_id": p
                              "evidence": pl.Int64, "scorable": pl.Boolean,
                              "separate": pl.Boolean})
 RUN_SCHEMA = pl.Schema({
-    "run_id": pl.String, "benchmark": pl.String, "dataset": pl.String, "method": pl.String,
+    "run_id": pl.String, "benchmark": pl.String, "dataset": pl.String,
+    "question_set": pl.String, "method": pl.String,
     "params": pl.String,
     "backbone": pl.String, "judges": pl.String, "top_k": pl.Int64, "budget": pl.Int64,
     "judge_repeats": pl.Int64, "config_sha256": pl.String, "git_commit": pl.String,
@@ -43,6 +47,7 @@ RUN_SCHEMA = pl.Schema({
 VALIDATOR_SCHEMA = pl.Schema({"run_id": pl.String(), "validator": pl.String(),
                               "passed": pl.Boolean(), "checked": pl.Int64(),
                               "problem_count": pl.Int64(), "problems": pl.List(pl.String)})
+CONSTRUCT = "construct"
 _HISTORY = ("run_id", "key", "qid", "conv_id", "ok", "error", "written_at")
 
 
@@ -51,7 +56,10 @@ class SweepResults:
     """A sweep's results as polars frames; every frame has a `run_id` column.
 
     `records[store]`: the latest successful record per key of each run (stores: retrieve,
-    construct, answer, judge, calls), without the large text columns. `failures`: every
+    construct, answer, judge, calls), without the large text columns; construct records also
+    have `evidence_basis` and `linked_ids` (see `evidence_basis`). `calls`: every call
+    identity of each run as `counted_calls` counts it (the one count of tokens and cost;
+    read it, not `records["calls"]`, for totals). `failures`: every
     failed attempt, `resolved` when its key has a successful record. `questions`: every
     question with a record in a run, with its gold facts. `gold[run_id]`: gold by qid.
     """
@@ -61,6 +69,7 @@ class SweepResults:
     runs: pl.DataFrame
     validators: pl.DataFrame
     records: Mapping[str, pl.DataFrame]
+    calls: pl.DataFrame
     failures: pl.DataFrame
     questions: pl.DataFrame
     gold: Mapping[str, Mapping[str, Gold]]
@@ -83,6 +92,7 @@ class _Run:
     contract: dict[str, Any]
     data_dir: Path
     records: dict[str, pl.DataFrame]
+    calls: pl.DataFrame
     failures: pl.DataFrame
     qids: pl.DataFrame
 
@@ -99,6 +109,7 @@ def read_sweep(root: Path) -> SweepResults:
         runs=pl.DataFrame([_run_row(r) for r in runs], schema=RUN_SCHEMA),
         validators=_validators(runs),
         records={s: pl.concat([r.records[s] for r in runs]) for s in STORES},
+        calls=pl.concat([r.calls for r in runs]),
         failures=pl.concat([r.failures for r in runs]),
         questions=pl.concat([_questions(r, benchmarks[r.data_dir]) for r in runs]),
         gold={r.contract["run_id"]: benchmarks[r.data_dir].gold for r in runs})
@@ -120,7 +131,9 @@ def _read_run(run_dir: Path, root: Path) -> _Run:
     return _Run(
         contract=contract,
         data_dir=_data_dir(contract, root),
-        records={name: _latest(t).with_columns(run_id) for name, t in tables.items()},
+        records={name: _latest(name, t).with_columns(run_id) for name, t in tables.items()},
+        calls=counted_calls(_frame(tables[CALLS].select(list(HISTORY_COLUMNS)))
+                            .with_columns(run_id)),
         failures=pl.concat([_failed(name, histories[name]) for name in STORES]),
         qids=qids.unique("qid", keep="first", maintain_order=True))
 
@@ -131,8 +144,13 @@ def _data_dir(contract: dict[str, Any], root: Path) -> Path:
     return recorded if recorded.exists() else root / "data" / recorded.name
 
 
-def _latest(history: pa.Table) -> pl.DataFrame:
+def _latest(store: str, history: pa.Table) -> pl.DataFrame:
+    """The latest successful records without their large columns; construct records with
+    their evidence basis (read from the trace before it is dropped)."""
     table = latest_of(history)
+    if store == CONSTRUCT:
+        for name, column in basis_columns(table).items():
+            table = table.append_column(name, column)
     return _frame(table.drop_columns([c for c in LARGE_COLUMNS if c in table.column_names]))
 
 
@@ -165,6 +183,7 @@ def _run_row(run: _Run) -> dict[str, Any]:
     return {
         "run_id": c["run_id"], "benchmark": config["benchmark"]["name"],
         "dataset": dataset_label(config["benchmark"]),
+        "question_set": question_set(config["benchmark"]),
         "method": config["method"], "params": json.dumps(config["params"], sort_keys=True),
         "backbone": config["backbone"], "judges": ",".join(config["judges"]),
         "top_k": config["top_k"], "budget": config["budget"],
@@ -172,6 +191,13 @@ def _run_row(run: _Run) -> dict[str, Any]:
         "git_commit": c.get("git_commit"), "started_at": c["started_at"], "ended_at": ended,
         "wall_s": None if ended is None else ended - c["started_at"],
         "data_dir": str(run.data_dir)}
+
+
+def question_set(benchmark: dict[str, Any]) -> str:
+    """Which questions a run asks: runs with the same benchmark config (source, size, seed,
+    variant, limit, categories) ask the same ones."""
+    text = json.dumps(benchmark, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def dataset_label(benchmark: dict[str, Any]) -> str:

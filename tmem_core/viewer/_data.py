@@ -16,7 +16,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from tmem_core.benchmarks import read_prepared
@@ -32,7 +31,9 @@ from tmem_core.results import (
     calls_store,
     latest_of,
     memory_qid,
+    read_parts,
     read_sweep,
+    report_unreadable,
     stage_store,
 )
 from tmem_core.schema import DataError, Message, Question, messages_from_table, questions_from_table
@@ -131,21 +132,19 @@ def _question_records(run_dir: Path, qids: Collection[str]) -> dict[str, Questio
 
 def _read(store: StageStore, qids: Collection[str]) -> pa.Table:
     wanted = set(qids)
-    parts = sorted(store.directory.glob("part-*.parquet")) if store.directory.exists() else []
-    try:
-        holding = [str(p) for p in parts if _part_qids(p) & wanted]
-        if not holding:
-            return store.schema.empty_table()
-        dataset = pads.dataset(holding, schema=store.schema, format="parquet")
-        return dataset.to_table(filter=pc.field("qid").isin(pa.array(wanted, pa.string())))
-    except (OSError, pa.ArrowException) as exc:
-        raise DataError(f"unreadable records: {exc}", file=str(store.directory)) from exc
+    holding = [p for p in store.parts() if _part_qids(p) & wanted]
+    return read_parts(holding, store.schema, pc.field("qid").isin(pa.array(wanted, pa.string())))
 
 
 @cache
 def _part_qids(part: Path) -> frozenset[str]:
-    """The questions a record part holds: parts are never rewritten, so read once."""
-    return frozenset(pq.read_table(part, columns=["qid"]).column("qid").to_pylist())
+    """The questions a record part holds: parts are never rewritten, so read once (none for
+    a damaged part, which is reported and skipped)."""
+    try:
+        return frozenset(pq.read_table(part, columns=["qid"]).column("qid").to_pylist())
+    except (OSError, pa.ArrowException) as exc:
+        report_unreadable(part, exc)
+        return frozenset()
 
 
 @cache

@@ -8,7 +8,13 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from tmem_core.methods import render_message
-from tmem_core.results import CALIBRATION_STAGE, MEMORY_STAGE, RECORD_STAGES
+from tmem_core.results import (
+    CALIBRATION_STAGE,
+    MEMORY_STAGE,
+    RECORD_STAGES,
+    UNTRACEABLE,
+    evidence_basis,
+)
 from tmem_core.schema import Gold, Message
 from tmem_core.viewer._data import (
     Benchmark,
@@ -33,7 +39,7 @@ class ChatTurn:
 @dataclass(frozen=True)
 class GoldEvidence:
     id: str
-    in_context: bool
+    in_context: bool | None  # shown or read (see `evidence_basis`); None: not measurable
     text: str
 
 
@@ -89,6 +95,7 @@ class QuestionView:
     asking_user: str | None
     question_time: str | None
     answer_kind: str
+    evidence_basis: str | None  # shown, read, untraceable; None before the construct stage
     evidence: list[GoldEvidence]
     context: ContextView | None  # None until the construct stage has a record
     prompt: list[ChatTurn]
@@ -123,12 +130,15 @@ class _Run:
 def _view(run_id: str, run: _Run, row: QuestionRow, records: QuestionRecords) -> QuestionView:
     question, gold = run.bench.questions[row.qid], run.gold[row.qid]
     construct, answer = _only(records.latest["construct"]), _only(records.latest["answer"])
-    shown = set(construct["context_ids"]) if construct else set()
+    basis, linked = (evidence_basis(construct["kind"], construct["trace"]) if construct
+                     else (None, []))
+    traced = {*construct["context_ids"], *linked} if construct else set()
     return QuestionView(
         run_id, run.label, run.method, row, question.conv_id, question.asking_user,
         question.question_time.isoformat() if question.question_time else None,
-        gold.answer_kind,
-        [GoldEvidence(i, i in shown, _message(run.bench.messages, i)) for i in gold.evidence_ids],
+        gold.answer_kind, basis,
+        [GoldEvidence(i, None if basis == UNTRACEABLE else i in traced,
+                      _message(run.bench.messages, i)) for i in gold.evidence_ids],
         _context(run.method, construct, run.bench.messages, set(gold.evidence_ids))
         if construct else None,
         _prompt(answer),

@@ -47,6 +47,19 @@ const usd = (x) => (x === null || x === undefined ? dash : `$${Number(x).toFixed
 const secs = (x) => (x === null || x === undefined ? dash : `${Number(x).toFixed(1)} s`);
 const clip = (text, n) => (!text ? "" : text.length > n ? `${text.slice(0, n - 1)}…` : text);
 const badge = (text, kind) => h("span", { class: `badge ${kind || text}` }, text);
+// A figure and its 95% interval, `0.557 [0.521–0.593]` (the value alone when there is none).
+const withCi = (x, ci, show) => (x === null || x === undefined ? dash
+  : ci ? `${show(x)} [${show(ci[0])}–${show(ci[1])}]` : show(x));
+const signedFixed = (x) => (x === null || x === undefined ? dash
+  : `${x >= 0 ? "+" : "−"}${Math.abs(x).toFixed(3)}`);
+// Recall: `not measurable` when no context could be traced to messages; `read` when the gold
+// was looked for in what the method read, not in what it showed.
+function recallText(r) {
+  if (r.recall === null) return r.recall_untraceable ? "not measurable" : dash;
+  const basis = r.recall_basis && r.recall_basis !== "shown" ? ` (${r.recall_basis})` : "";
+  const some = r.recall_untraceable ? ` (${r.recall_untraceable} not measurable)` : "";
+  return `${withCi(r.recall, r.recall_ci, pct)}${basis}${some}`;
+}
 
 function table(head, rows, attrs) {
   return h("table", attrs || {}, h("thead", {}, h("tr", {}, head.map((c) => h("th", {}, c)))),
@@ -122,26 +135,31 @@ async function sweepPage() {
 
 function runTable(runs) {
   const head = ["run", "backbone", "questions", "judged / failed / pending", "accuracy",
-    "F1", "EM", "recall", "context tok", "tokens / q", "USD / q", "wall", "errors"];
+    "F1", "EM", "recall", "context tok", "tokens / q", "USD / q", "calibration tok / q", "wall",
+    "errors"];
   return table(head, runs.map((r) => h("tr", {},
     h("td", {}, h("a", { href: runHref(r.run_id), class: "run-link" }, r.label),
       r.running ? [" ", badge("running")] : null, h("div", { class: "muted small" }, r.run_id)),
     h("td", {}, r.backbone),
     h("td", { class: "num" }, int(r.questions)),
     h("td", { class: "num" }, `${r.judged} / ${r.failed} / ${r.pending}`),
-    h("td", { class: "num" }, pct(r.accuracy),
-      r.accuracy_std !== null ? h("span", { class: "muted" }, ` ± ${pct(r.accuracy_std)}`) : null,
+    h("td", { class: "num accuracy" }, pct(r.accuracy),
+      r.accuracy_ci ? h("span", { class: "muted ci" }, ` [${pct(r.accuracy_ci[0])}–${pct(r.accuracy_ci[1])}]`) : null,
       r.unreliable_judges.length
         ? [" ", badge(`unreliable judge: ${r.unreliable_judges.join(", ")}`, "failed")] : null,
+      r.uncalibrated.length
+        ? [" ", h("span", { class: "muted small", title: r.uncalibrated.join(", ") },
+          `${r.uncalibrated.length} judge × control kinds not calibrated`)] : null,
       Object.keys(r.degraded).length
         ? [" ", badge(`degraded: ${Object.entries(r.degraded).map(([k, v]) => `${k} ${v}`)
           .join(", ")}`, "failed")] : null),
-    h("td", { class: "num" }, fixed(r.f1, 3)),
-    h("td", { class: "num" }, pct(r.exact_match)),
-    h("td", { class: "num" }, pct(r.recall)),
+    h("td", { class: "num" }, withCi(r.f1, r.f1_ci, (x) => fixed(x, 3))),
+    h("td", { class: "num" }, withCi(r.exact_match, r.exact_match_ci, pct)),
+    h("td", { class: "num recall" }, recallText(r)),
     h("td", { class: "num" }, int(r.context_tokens)),
     h("td", { class: "num" }, int(r.tokens_per_question)),
     h("td", { class: "num" }, usd(r.cost_per_question)),
+    h("td", { class: "num" }, int(r.calibration_tokens_per_question)),
     h("td", { class: "num" }, secs(r.wall_s)),
     h("td", { class: "num" }, r.errors ? badge(`${r.errors}`, "failed") : "0",
       r.failed_attempts > r.errors
@@ -170,10 +188,14 @@ function reportTable(t) {
 
 // ---- run --------------------------------------------------------------------------------
 const OUTCOMES = ["correct", "wrong", "failed", "pending"];
+// The failure attribution's causes, in the report's order (results/README.md defines them).
+const CAUSES = ["correct", "judging", "degraded", "unknown", "untraceable", "retrieval",
+  "synthesis", "error", "pending"];
 
 function matches(row, filter) {
   if (filter.category && row.category !== filter.category) return false;
   if (filter.outcome && row.outcome !== filter.outcome) return false;
+  if (filter.cause && row.cause !== filter.cause) return false;
   if (filter.disagreement && !row.disagreement) return false;
   if (!filter.text) return true;
   const needle = filter.text.toLowerCase();
@@ -186,7 +208,8 @@ function filterControls(params, categories, onChange, flags) {
   const boxes = flags.map(([name, label]) => [name, label, h("input", { type: "checkbox", name,
     checked: params.get(name) === "1", onchange: () => changed() })]);
   const state = () => ({
-    category: category.value, outcome: outcome.value, text: text.value.trim(), page: 0,
+    category: category.value, outcome: outcome.value, cause: cause.value,
+    text: text.value.trim(), page: 0,
     ...Object.fromEntries(boxes.map(([name, , box]) => [name, box.checked])),
   });
   const changed = () => {
@@ -202,9 +225,12 @@ function filterControls(params, categories, onChange, flags) {
   const outcome = h("select", { name: "outcome", onchange: changed },
     h("option", { value: "" }, "every outcome"),
     OUTCOMES.map((o) => h("option", { value: o, selected: params.get("outcome") === o }, o)));
+  const cause = h("select", { name: "cause", onchange: changed },
+    h("option", { value: "" }, "every cause"),
+    CAUSES.map((c) => h("option", { value: c, selected: params.get("cause") === c }, c)));
   const text = h("input", { type: "search", name: "text", placeholder: "search text…",
     value: params.get("text") || "", oninput: changed });
-  const controls = h("div", { class: "filters" }, category, outcome,
+  const controls = h("div", { class: "filters" }, category, outcome, cause,
     boxes.map(([, label, box]) => h("label", {}, box, ` ${label}`)), text);
   return { controls, state };
 }
@@ -238,25 +264,46 @@ async function runPage(runId, params) {
     h("h1", {}, r.label, " ", r.running ? badge("running") : null),
     h("p", { class: "muted" }, `${r.run_id} · ${r.benchmark} · ${r.backbone} · top_k ${r.top_k}`
       + ` · budget ${r.budget} · judges ${r.judges}`),
-    h("p", { class: "stats" }, `accuracy ${pct(r.accuracy)} · F1 ${fixed(r.f1, 3)} · EM `
-      + `${pct(r.exact_match)} · recall ${pct(r.recall)} · ${int(r.context_tokens)} context `
-      + `tokens · ${int(r.tokens_per_question)} tokens / question · ${r.errors} errors`),
+    h("p", { class: "stats" }, `accuracy ${withCi(r.accuracy, r.accuracy_ci, pct)} · F1 `
+      + `${withCi(r.f1, r.f1_ci, (x) => fixed(x, 3))} · EM ${withCi(r.exact_match, r.exact_match_ci, pct)}`
+      + ` · recall ${recallText(r)} · ${int(r.context_tokens)} context `
+      + `tokens · ${int(r.tokens_per_question)} tokens / question · `
+      + `${int(r.calibration_tokens_per_question)} calibration tokens / question · ${r.errors} errors`),
+    attributionLine(r), goldContextLine(r),
     comparePicker(sweep.runs, runId), controls, body);
 }
 
+// The run's questions per cause; each count filters the list to that cause.
+function attributionLine(r) {
+  const judged = CAUSES.slice(0, -2).reduce((n, c) => n + (r.causes[c] || 0), 0);
+  return h("p", { class: "attribution" }, "causes: ", CAUSES.filter((c) => r.causes[c]).map((c, i) => [
+    i ? " · " : "", h("a", { href: `${runHref(r.run_id)}?cause=${c}`, "data-cause": c },
+      `${c} ${r.causes[c]}`), c === "error" || c === "pending" || !judged ? ""
+      : h("span", { class: "muted" }, ` (${pct(r.causes[c] / judged)})`)]));
+}
+
+function goldContextLine(r) {
+  if (!r.gold_context.length) return null;
+  const part = (g) => `P(correct | gold ${g.in_context ? "" : "not "}${g.basis === "read" ? "read" : "in context"}) `
+    + `${withCi(g.p_correct, g.ci, pct)} (${g.correct}/${g.questions})`;
+  return h("p", { class: "gold-context muted" }, r.gold_context.map(part).join(" · "));
+}
+
 function questionTable(runId, rows) {
-  return table(["question", "category", "outcome", "score", "prediction", "gold answer",
-    "context tok", "LLM tok"], rows.map((q) => h("tr", {},
+  return table(["question", "category", "outcome", "cause", "score", "prediction", "gold answer",
+    "context tok", "LLM tok", "calibration tok"], rows.map((q) => h("tr", {},
     h("td", {}, h("a", { href: questionHref(runId, q.qid), class: "question-link" }, q.qid),
       h("div", { class: "small" }, clip(q.question, 140))),
     h("td", {}, q.category),
     h("td", {}, badge(q.outcome), q.disagreement ? [" ", badge("judges disagree", "warn")] : null),
+    h("td", { class: "cause" }, q.cause),
     h("td", { class: "num" }, fixed(q.score, 2)),
     h("td", { class: "small" }, q.error ? h("span", { class: "error" }, clip(q.error, 120))
       : clip(q.prediction, 120)),
     h("td", { class: "small" }, clip(q.answer, 80)),
     h("td", { class: "num" }, int(q.context_tokens)),
-    h("td", { class: "num" }, int(q.llm_tokens)))), { class: "questions" });
+    h("td", { class: "num" }, int(q.llm_tokens)),
+    h("td", { class: "num" }, int(q.calibration_tokens)))), { class: "questions" });
 }
 
 // ---- question ---------------------------------------------------------------------------
@@ -292,13 +339,15 @@ function questionBody(q) {
         h("dt", {}, "gold answer (reader only)"), h("dd", { class: "gold-answer" }, r.answer ?? dash),
         h("dt", {}, "outcome"), h("dd", {}, badge(r.outcome),
           r.disagreement ? [" ", badge("judges disagree", "warn")] : null,
-          ` F1 ${fixed(r.f1, 3)} · EM ${pct(r.exact_match)} · recall ${pct(r.recall)}`))),
+          ` F1 ${fixed(r.f1, 3)} · EM ${pct(r.exact_match)} · recall `
+          + `${q.evidence_basis === "untraceable" ? "not measurable" : pct(r.recall)}`),
+        h("dt", {}, "cause (failure attribution)"), h("dd", { class: "cause" }, r.cause))),
     section("Verdicts", verdicts(q.verdicts)),
     section(`Context (${q.context ? `${q.context.kind}, ${int(q.context.tokens)} tokens` : "none yet"})`,
       q.context?.forest ? forest(q.context.forest) : null,
       q.context?.timeline ? timeline(q.context.timeline) : null,
       q.context ? contextText(q.context.lines) : h("p", { class: "muted" }, "No context recorded.")),
-    section("Gold evidence (reader only)", goldEvidence(q.evidence)),
+    section("Gold evidence (reader only)", goldEvidence(q.evidence, q.evidence_basis)),
     section("LLM calls", calls(q.calls)),
     q.failures.length ? section("Failures", failures(q.failures)) : null,
     q.prompt.length ? h("details", { class: "prompt" }, h("summary", {}, "answer prompt"),
@@ -361,26 +410,40 @@ function contextText(lines) {
       l.text || " "))));
 }
 
-function goldEvidence(items) {
+// Each gold message: in the context (its text shown to the answer model), read (by a method
+// whose context is what it wrote after reading), or not measurable (a memory without sources).
+function goldEvidence(items, basis) {
   if (!items.length) return h("p", { class: "muted" }, "No gold evidence for this question.");
+  const read = basis === "read";
+  const label = (e) => (e.in_context === null ? ["not measurable", "warn"]
+    : e.in_context ? [read ? "read" : "in context", "correct"] : [read ? "not read" : "missing", "wrong"]);
   return h("ul", { class: "evidence" }, items.map((e) => h("li", {},
-    badge(e.in_context ? "in context" : "missing", e.in_context ? "correct" : "wrong"), " ",
-    h("span", { class: "small" }, e.text))));
+    badge(...label(e)), " ", h("span", { class: "small" }, e.text))));
 }
 
 function calls(rows) {
   if (!rows.length) return h("p", { class: "muted" }, "No LLM call.");
-  const sum = (k) => rows.reduce((a, c) => a + c[k], 0);
   const row = (c) => h("tr", {}, h("td", {}, c.stage), h("td", {}, c.backbone),
     h("td", { class: "small" }, c.model), h("td", { class: "num tokens" }, int(c.prompt_tokens)),
     h("td", { class: "num" }, int(c.completion_tokens)), h("td", { class: "num" }, secs(c.latency_s)),
     h("td", { class: "num" }, usd(c.cost_usd)), h("td", {}, c.cached ? badge("cache hit", "cached") : ""));
+  // the question's own calls, as its LLM tokens count them; the run's memory (shown here,
+  // counted once per run) and the judges' controls (never a question's tokens) apart
+  const method = rows.filter((c) => c.stage !== "calibration" && c.stage !== "memory");
+  const memory = rows.filter((c) => c.stage === "memory");
+  const controls = rows.filter((c) => c.stage === "calibration");
+  const total = (label, group) => {
+    const sum = (k) => group.reduce((a, c) => a + c[k], 0);
+    return h("tr", { class: "total" }, h("td", {}, `${group.length} ${label}`),
+      h("td", {}), h("td", {}), h("td", { class: "num" }, int(sum("prompt_tokens"))),
+      h("td", { class: "num" }, int(sum("completion_tokens"))), h("td", { class: "num" }, secs(sum("latency_s"))),
+      h("td", { class: "num" }, usd(sum("cost_usd"))),
+      h("td", {}, `${group.filter((c) => c.cached).length} hits`));
+  };
   return table(["stage", "backbone", "model", "prompt tok", "completion tok", "latency", "cost",
-    "cache"], [...rows.map(row), h("tr", { class: "total" }, h("td", {}, `${rows.length} calls`),
-    h("td", {}), h("td", {}), h("td", { class: "num" }, int(sum("prompt_tokens"))),
-    h("td", { class: "num" }, int(sum("completion_tokens"))), h("td", { class: "num" }, secs(sum("latency_s"))),
-    h("td", { class: "num" }, usd(sum("cost_usd"))),
-    h("td", {}, `${rows.filter((c) => c.cached).length} hits`))], { class: "calls" });
+    "cache"], [...rows.map(row), total("calls", method),
+    memory.length ? total("memory calls (the run's)", memory) : null,
+    controls.length ? total("calibration calls", controls) : null], { class: "calls" });
 }
 
 function failures(rows) {
@@ -393,7 +456,7 @@ function failures(rows) {
 const disagree = (a, b) => !a || !b || a.outcome !== b.outcome;
 
 async function comparePage(aId, bId, params) {
-  const [a, b] = await Promise.all([api.run(aId), api.run(bId)]);
+  const [sweep, a, b] = await Promise.all([api.sweep(), api.run(aId), api.run(bId)]);
   if (!a || !b) return h("p", { class: "error" }, `error: no run ${!a ? aId : bId} in this sweep`);
   const byQid = new Map(b.questions.map((q) => [q.qid, q]));
   const pairs = a.questions.filter((q) => byQid.has(q.qid)).map((q) => [q, byQid.get(q.qid)]);
@@ -416,7 +479,28 @@ async function comparePage(aId, bId, params) {
       + `${count(([x, y]) => ok(x) && ok(y))} · only ${a.run.label} ${count(([x, y]) => ok(x) && !ok(y))}`
       + ` · only ${b.run.label} ${count(([x, y]) => !ok(x) && ok(y))} · outcomes differ `
       + `${count(([x, y]) => disagree(x, y))}`),
-    controls, body);
+    pairedTable(sweep, a.run, b.run), controls, body);
+}
+
+// The report's paired differences of the two runs (b minus a in the report's run order).
+function pairedTable(sweep, a, b) {
+  const rows = sweep.pairs.filter((p) => (p.run_a === a.run_id && p.run_b === b.run_id)
+    || (p.run_a === b.run_id && p.run_b === a.run_id));
+  if (!rows.length) {
+    return h("p", { class: "paired muted" }, "Not paired: these runs ask different questions, "
+      + "or differ in more than one of method, backbone, top_k and budget.");
+  }
+  const label = (id) => (id === a.run_id ? a.label : b.label);
+  const first = rows[0];
+  return h("div", { class: "paired" },
+    h("h2", {}, `Paired differences: ${label(first.run_b)} − ${label(first.run_a)} (${first.varied})`),
+    table(["metric", "questions", label(first.run_a), label(first.run_b), "Δ [95% interval]", "p", "test"],
+      rows.map((p) => h("tr", { "data-metric": p.metric }, h("td", {}, p.metric),
+        h("td", { class: "num" }, int(p.questions)), h("td", { class: "num" }, fixed(p.a, 3)),
+        h("td", { class: "num" }, fixed(p.b, 3)),
+        h("td", { class: "num diff" }, withCi(p.diff, p.ci, signedFixed)),
+        h("td", { class: "num p-value" }, p.p_value === null ? dash : Number(p.p_value).toPrecision(3)),
+        h("td", {}, p.test || dash))), { class: "paired-table" }));
 }
 
 function pairTable(a, b, pairs) {

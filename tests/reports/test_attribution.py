@@ -1,0 +1,135 @@
+"""Failure attribution and evidence basis on a hand-written sweep whose every question's cause
+is planted: the counts, P(correct | gold in context) and recall must be what was planted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.reports.conftest import QSpec, locomo_run, write_locomo_data, write_run
+from tmem_core.reports import Summary, read_sweep, summarise
+from tmem_core.reports._markdown import Report
+from tmem_core.reports._stats import wilson
+from tmem_core.results import calibration_store
+
+
+def _external(*items: tuple[bool, tuple[str, ...]]) -> dict[str, Any]:
+    """An external memory system's trace: the items it recalled (raw or not, their sources)."""
+    recalled = [{"text": "a memory", "timestamp": None, "source_ids": list(ids), "score": 1.0,
+                 "raw": raw} for raw, ids in items]
+    return {"system": "mem", "recalled": recalled, "shown": len(recalled), "linked_ids": []}
+
+
+WRONG = (0.0, 0.0)
+PLANTED = {  # qid -> (question, its cause)
+    "q1": (QSpec("q1", "single-hop", ("m1",), ("m1",), (1.0, 1.0)), "correct"),
+    "q2": (QSpec("q2", "single-hop", ("m2",), (), (1.0, 0.0, 0.0)), "judging"),
+    "q3": (QSpec("q3", "multi-hop", ("m3",), (), WRONG,
+                 degradation={"selection_fallback_batches": 1, "selection_batches_total": 3}),
+           "degraded"),
+    "q4": (QSpec("q4", "multi-hop", ("m4",), ("m4", "m1"), WRONG,
+                 degradation={"selection_batches_total": 3}), "synthesis"),  # totals only
+    "q5": (QSpec("q5", "temporal", (), ("m5",), WRONG), "unknown"),
+    "q6": (QSpec("q6", "temporal", ("m6",), (), WRONG, kind="memory",
+                 trace=_external((True, ("m6",)), (False, ()))), "untraceable"),
+    "q7": (QSpec("q7", "single-hop", ("m7", "m8"), ("m7",), WRONG), "retrieval"),
+    "q8": (QSpec("q8", "single-hop", ("m8",), ("m1",), WRONG), "retrieval"),
+    "q9": (QSpec("q9", "multi-hop", ("m9",), ("m9",), WRONG, kind="memory",
+                 trace={"steps": [], "stop": "answer"}), "synthesis"),  # T2Mem-like: read
+    "q10": (QSpec("q10", "temporal", ("m2",), (), (), fails_at="construct"), "error"),
+    "q11": (QSpec("q11", "temporal", ("m5",), (), WRONG, kind="memory",
+                  trace=_external((False, ("m5",)))), "synthesis"),  # a memory with sources
+}
+QUESTIONS = [q for q, _ in PLANTED.values()]
+RUN = locomo_run("planted", judge_repeats=3)
+UNRELIABLE = locomo_run("planted", judge_repeats=3, budget=1024)
+
+
+def write_planted(root: Path) -> None:
+    """Two runs of the planted questions; the second one's judge fails its calibration."""
+    write_locomo_data(root, QUESTIONS)
+    write_run(root, RUN, QUESTIONS)
+    run_dir = write_run(root, UNRELIABLE, QUESTIONS)
+    calibration_store(run_dir).append([
+        {"run_id": UNRELIABLE.run_id, "key": "q1|j1|gold", "qid": "q1", "conv_id": "c1",
+         "ok": True, "judge": "j1", "control": "gold", "score": 0.0, "expected": 1.0}])
+
+
+@pytest.fixture
+def summary(tmp_path: Path) -> Summary:
+    write_planted(tmp_path)
+    return summarise(read_sweep(tmp_path))
+
+
+def _counts(summary: Summary, run_id: str) -> dict[str, int]:
+    rows = summary.attribution.filter(run_id=run_id)
+    return {c: n for c, n in rows.select("cause", "questions").iter_rows() if n}
+
+
+def test_each_question_gets_its_planted_cause(summary: Summary) -> None:
+    causes = dict(summary.questions.filter(run_id=RUN.run_id).select("qid", "cause").iter_rows())
+    assert causes == {qid: cause for qid, (_, cause) in PLANTED.items()}
+    assert _counts(summary, RUN.run_id) == {"correct": 1, "judging": 1, "degraded": 1,
+                                            "unknown": 1, "untraceable": 1, "retrieval": 2,
+                                            "synthesis": 3, "error": 1}
+
+
+def test_shares_are_of_judged_questions_and_errors_are_apart(summary: Summary) -> None:
+    rows = {r["cause"]: r for r in summary.attribution.filter(run_id=RUN.run_id).to_dicts()}
+    assert rows["synthesis"]["share"] == pytest.approx(3 / 10)
+    assert rows["error"]["share"] is None and rows["pending"]["share"] is None
+    assert sum(r["share"] or 0 for r in rows.values()) == pytest.approx(1.0)
+
+
+def test_an_unreliable_judge_makes_every_loss_a_judging_one(summary: Summary) -> None:
+    assert _counts(summary, UNRELIABLE.run_id) == {"correct": 1, "judging": 9, "error": 1}
+
+
+def test_p_correct_given_gold_in_context(summary: Summary) -> None:
+    rows = {r["in_context"]: r for r in summary.gold_context.filter(run_id=RUN.run_id).to_dicts()}
+    # in context: q1 (correct), q4, q9 (read), q11 (read through its memory's sources)
+    # not: q2, q3, q8 (none of it) and q7 (part of it); q5 has no gold, q6 is untraceable
+    assert (rows[True]["correct"], rows[True]["questions"]) == (1, 4)
+    assert (rows[False]["correct"], rows[False]["questions"]) == (0, 4)
+    assert rows[True]["basis"] == "read+shown" and rows[False]["basis"] == "shown"
+    expected = wilson(1, 4)
+    assert (rows[True]["ci_low"], rows[True]["ci_high"]) == (expected.low, expected.high)
+    assert rows[True]["ci_method"] == "wilson"
+
+
+def test_untraceable_recall_is_not_measurable_never_zero(summary: Summary) -> None:
+    q6 = summary.questions.filter(run_id=RUN.run_id, qid="q6").row(0, named=True)
+    assert (q6["recall"], q6["evidence_basis"], q6["gold_in_context"]) == (
+        None, "untraceable", None)
+    overall = summary.recall.filter(run_id=RUN.run_id, category="overall").row(0, named=True)
+    # q1 1, q2 0, q3 0, q4 1, q7 0.5, q8 0, q9 1, q11 1; q6 left out, counted as untraceable
+    assert overall["recall"] == pytest.approx(4.5 / 8)
+    assert (overall["questions"], overall["untraceable"]) == (8, 1)
+    temporal = summary.recall.filter(run_id=RUN.run_id, category="temporal").row(0, named=True)
+    assert (temporal["questions"], temporal["untraceable"]) == (1, 1)  # q11 measured, q6 not
+    run = summary.runs.filter(run_id=RUN.run_id).row(0, named=True)
+    assert (run["recall_untraceable"], run["recall_basis"]) == (1, "read+shown")
+
+
+def test_an_untraceable_run_reads_not_measurable(tmp_path: Path) -> None:
+    only = [QSpec("q1", "single-hop", ("m1",), (), WRONG, kind="memory",
+                  trace=_external((False, ())))]
+    write_locomo_data(tmp_path, only)
+    write_run(tmp_path, RUN, only)
+    summary = summarise(read_sweep(tmp_path))
+    run = summary.runs.row(0, named=True)
+    assert run["recall"] is None and run["recall_untraceable"] == 1
+    assert "| not measurable |" in "\n".join(Report(summary, "t").runs())
+
+
+def test_the_report_shows_the_attribution(summary: Summary) -> None:
+    text = Report(summary, "t").render({}, [])
+    section = text.split("## Failure attribution")[1].split("\n## ")[0]
+    assert "| correct | judging | degraded | unknown | untraceable | retrieval | synthesis |" \
+           in section
+    assert "| read+shown | 1 (10%) | 1 (10%) | 1 (10%) | 1 (10%) | 1 (10%) | 2 (20%) | 3 (30%) " \
+           "| 1 | 0 |" in section
+    assert "| read+shown | 1 (10%) | 9 (90%) | 0 | 0 | 0 | 0 | 0 | 1 | 0 |" in section
+    assert "0.25 [" in section and "(1/4)" in section and "(0/4)" in section
