@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from jobs.prepare import main as prepare_main
 from tests.conftest import source_named
-from tmem_core.benchmarks import LoadRequest, PreparedBenchmark, build
+from tmem_core.benchmarks import LoadRequest, PreparedBenchmark, build, read_prepared
 from tmem_core.benchmarks._evermembench import CATEGORIES
 from tmem_core.benchmarks._evidence import parse_index_ranges
 from tmem_core.schema import DataError, gold_from_table, messages_from_table, questions_from_table
@@ -50,7 +52,8 @@ def _held(folder: Path) -> tuple[int, int]:
     messages = sum(len(msgs or []) for groups in days for msgs in groups.values())
     (qa,) = folder.glob("qa_*.json")
     questions = _rows(qa)
-    return messages, len(questions["qars"] if isinstance(questions, dict) else questions)
+    items = next(iter(questions.values())) if isinstance(questions, dict) else questions
+    return messages, len(items)  # {"qars": [...]}, {"questions": [...]} or rows
 
 
 def _every_question_resolved(prepared: PreparedBenchmark) -> None:
@@ -69,7 +72,11 @@ def test_eval_code_layout_from_the_root_the_dataset_folder_or_a_batch(eval_root:
                         strict=True))}
     assert (prepared.manifest["messages"], prepared.manifest["questions"]) == (5, 3)
     assert prepared.manifest["shapes"] == {"004": "eval"}
-    _every_question_resolved(prepared)
+    assert prepared.manifest["question_formats"] == {"004": "qars"}
+    # upstream's qars carry no R: every question is kept, none with evidence, none a warning
+    assert prepared.manifest["questions_without_evidence"] == 3
+    assert all(not g.evidence_ids for g in gold_from_table(prepared.questions).values())
+    assert prepared.manifest["warnings"] == ["004: no profile for Tomas Ruiz"]
 
 
 def test_eval_code_timestamps_ranges_choices_and_profiles(eval_root: Path) -> None:
@@ -84,15 +91,75 @@ def test_eval_code_timestamps_ranges_choices_and_profiles(eval_root: Path) -> No
         "Weihua Zhang", "Product Director", {"Dept": "Product"})  # from {"members": [...]}
     assert msgs[2].role is None and "004: no profile for Tomas Ruiz" in \
         prepared.manifest["warnings"]
-    assert prepared.manifest["withheld_message_fields"] == {"task_ids": 1}
+    assert prepared.manifest["withheld_message_fields"] == {"task_ids": 5}
+    assert all("T00" not in (m.meta or "") + m.text for m in msgs)  # task ids stay gold-only
     gold = gold_from_table(prepared.questions)
     choice = gold["004:F_TP_Top004_002"]
-    assert choice.evidence_ids == ("004:2025-01-09:Group1:1", "004:2025-01-10:Group1:1",
-                                   "004:2025-01-10:Group1:2")  # "1" and "1-2"
     assert (choice.answer_kind, choice.answer) == ("choice", "C")
     assert [(o.label, o.text) for o in choice.options or ()][2] == ("C", "Wednesday 15 January")
-    assert json.loads(choice.gold_meta or "")["task_id"] == "T002"
     assert gold["004:F_SH_Top004_001"].answer_kind == "text"
+
+
+def test_task_ids_are_coarse_task_evidence_apart_from_evidence(eval_root: Path) -> None:
+    prepared = source_named(build("evermembench", LoadRequest(source=eval_root)))
+    gold = gold_from_table(prepared.questions)
+    tasks = {qid: json.loads(g.gold_meta or "") for qid, g in gold.items()}
+    assert tasks["004:F_TP_Top004_002"]["task_id"] == "T002"
+    assert tasks["004:F_TP_Top004_002"]["task_evidence_ids"] == [
+        "004:2025-01-09:Group1:1", "004:2025-01-10:Group1:1"]
+    assert tasks["004:MA_U_Top004_003"]["task_evidence_ids"] == [  # a list, and a string
+        "004:2025-01-09:Group1:2", "004:2025-01-10:Group1:1", "004:2025-01-10:Group1:2"]
+    assert tasks["004:F_SH_Top004_001"]["task_evidence_ids"] == ["004:2025-01-09:Group2:1"]
+    assert all(g.evidence_ids == () for g in gold.values())  # never mixed with R evidence
+    assert prepared.manifest["questions_with_task_evidence"] == 3
+
+
+@pytest.fixture(scope="module")
+def legacy_root(fixtures: Path) -> Path:
+    return fixtures / "evermembench" / "legacy"
+
+
+def _bare_list(legacy_root: Path, tmp: Path) -> Path:
+    """The legacy batch with its questions as a bare list (upstream reads both)."""
+    copy = _copy(legacy_root, tmp)
+    qa = copy / "dataset" / "005" / "qa_005.json"
+    qa.write_text(json.dumps(json.loads(qa.read_text())["questions"]))
+    return copy
+
+
+@pytest.mark.parametrize(("layout", "batch", "found"), [
+    ("eval", "004", "qars"), ("legacy", "005", "legacy"), ("bare list", "005", "legacy")])
+def test_jobs_prepare_reads_every_message_and_question_of_either_format(
+        fixtures: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys:
+        pytest.CaptureFixture[str], layout: str, batch: str, found: str) -> None:
+    root = fixtures / "evermembench" / layout.replace("bare list", "legacy")
+    source = _bare_list(root, tmp_path) if layout == "bare list" else root
+    monkeypatch.setattr(sys, "argv", ["jobs.prepare", "--benchmark", "evermembench",
+                                      "--source", str(source), "--out", str(tmp_path / "out")])
+    assert prepare_main() == 0
+    held = _held(root / "dataset" / batch)
+    assert f"evermembench: {held[0]} messages, {held[1]} questions" in capsys.readouterr().out
+    manifest = read_prepared(tmp_path / "out" / "evermembench").manifest
+    assert manifest["conversations"] == {batch: {"messages": held[0], "questions": held[1]}}
+    assert manifest["question_formats"] == {batch: found}
+    assert manifest["questions_without_evidence"] == held[1]  # no R in either format
+
+
+def test_legacy_questions_keep_upstreams_choices_and_types(legacy_root: Path) -> None:
+    prepared = build("evermembench", LoadRequest(source=legacy_root))
+    gold = gold_from_table(prepared.questions)
+    demo, lars, budget = (gold[f"005:{q}"] for q in ("005_mc_001", "005_mc_002", "005_oe_003"))
+    assert (demo.answer_kind, demo.answer) == ("choice", "B")  # correct_option
+    assert [(o.label, o.text) for o in demo.options or ()][1] == ("B", "Thursday at 14")
+    assert lars.answer == "C"  # no correct_option: inferred from the answer, as upstream does
+    assert json.loads(lars.gold_meta or "")["answer_text"] == "The security questionnaire"
+    assert (budget.answer_kind, budget.answer) == ("text", "40k")
+    assert json.loads(budget.gold_meta or "")["difficulty"] == "easy"
+    assert all(not g.evidence_ids for g in gold.values())
+    categories = {q.qid: q.category for q in questions_from_table(prepared.questions)}
+    assert categories == {"005:005_mc_001": "multiple_choice", "005:005_mc_002":
+                          "multiple_choice", "005:005_oe_003": "open_ended"}
+    assert prepared.manifest["warnings"] == []
 
 
 def test_dynamic_release_every_message_question_and_reference(
@@ -151,20 +218,24 @@ def test_a_named_shape_must_match_the_files(dynamic_root: Path) -> None:
         build("evermembench", LoadRequest(source=dynamic_root, variant="v2"))
 
 
-def test_unresolvable_references_are_warnings_while_some_evidence_resolves(
-        eval_root: Path, tmp_path: Path) -> None:
+def test_qars_with_references_resolve_them_and_warn_of_the_rest(eval_root: Path,
+                                                                tmp_path: Path) -> None:
     root = _copy(eval_root, tmp_path)
     qa = root / "dataset" / "004" / "qa_004.json"
     data = json.loads(qa.read_text())
     data["qars"][0]["R"] = [{"date": "2025-01-09", "group": "Group 2", "message_index": "1, 9"}]
-    data["qars"][1]["R"] = []
+    data["qars"][1]["R"] = [{"date": "2025-01-09", "group": "Group 1", "message_index": "1"},
+                            {"date": "2025-01-10", "group": "Group 1", "message_index": "1-2"}]
     qa.write_text(json.dumps(data))
     prepared = source_named(build("evermembench", LoadRequest(source=root)))
     gold = gold_from_table(prepared.questions)
     assert gold["004:F_SH_Top004_001"].evidence_ids == ("004:2025-01-09:Group2:1",)
-    assert gold["004:F_TP_Top004_002"].evidence_ids == ()
-    assert {"004:F_SH_Top004_001: no message 9 in Group 2 on 2025-01-09",
-            "004:F_TP_Top004_002: no R references"} <= set(prepared.manifest["warnings"])
+    assert gold["004:F_TP_Top004_002"].evidence_ids == (
+        "004:2025-01-09:Group1:1", "004:2025-01-10:Group1:1", "004:2025-01-10:Group1:2")
+    assert gold["004:MA_U_Top004_003"].evidence_ids == ()  # no R: without evidence
+    assert prepared.manifest["questions_without_evidence"] == 1
+    assert "004:F_SH_Top004_001: no message 9 in Group 2 on 2025-01-09" in \
+        prepared.manifest["warnings"]
 
 
 def test_index_ranges() -> None:
@@ -172,6 +243,9 @@ def test_index_ranges() -> None:
     assert parse_index_ranges(["2", 7, "3 \u2013 4"]) == ([2, 7, 3, 4], [])
     assert parse_index_ranges("5-3; x 6") == ([6], ["5-3", "x"])
     assert parse_index_ranges(None) == ([], [])
+
+
+BATCH = "dataset/004"
 
 
 def _copy(root: Path, tmp: Path) -> Path:
@@ -190,11 +264,22 @@ def _edit(path: str, change: Callable[[Any], Any]) -> Callable[[Path, Path], Pat
     return layout
 
 
-def _strip_message_index(data: Any) -> Any:
+def _strip_message_index(root: Path, tmp: Path) -> Path:
+    """References on the questions, none of which can resolve: no message_index."""
+    copy = _edit(f"{BATCH}/qa_004.json", _with_references)(root, tmp)
+    target = copy / BATCH / "dialogue.json"
+    data = json.loads(target.read_text())
     for groups in data["dialogues"].values():
         for msgs in groups.values():
             for msg in msgs:
                 msg.pop("message_index")
+    target.write_text(json.dumps(data))
+    return copy
+
+
+def _with_references(data: Any) -> Any:
+    for item in data["qars"]:
+        item["R"] = [{"date": "2025-01-09", "group": "Group 1", "message_index": "1"}]
     return data
 
 
@@ -214,11 +299,8 @@ def _empty(root: Path, tmp: Path) -> Path:
     return tmp / "empty"
 
 
-BATCH = "dataset/004"
-
-
 @pytest.mark.parametrize(("layout", "expect"), [
-    (_edit(f"{BATCH}/dialogue.json", _strip_message_index),
+    (_strip_message_index,
      "no question's R references resolve to a message: expected R = [{date, group, "
      "message_index}]"),
     (_edit(f"{BATCH}/dialogue.json", _repeat_message_index),

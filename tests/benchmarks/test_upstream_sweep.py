@@ -53,15 +53,38 @@ def test_every_run_answers_and_judges_its_questions(sweep: Path) -> None:
             assert contract["validators"][validator]["passed"], (run_id, validator)
 
 
+def _runs(sweep: Path, source: str) -> list[Path]:
+    """The run folders of the benchmark read from `source` (a fixture folder's name)."""
+    return [c.parent for c in sweep.glob("*/contract.json")
+            if (json.loads(c.read_text())["config"]["benchmark"]["source"] or "").endswith(
+                source)]
+
+
 def test_the_report_shows_the_benchmarks_own_categories(sweep: Path) -> None:
     answered = {r["category"] for run in sweep.glob("*/contract.json")
                 for r in _judged(run.parent)}
     assert answered & set(QUESTION_TYPES) and answered & set(CATEGORIES)
     assert answered <= set(QUESTION_TYPES) | set(CATEGORIES)
+    with_evidence = {r["category"] for run in _runs(sweep, "dynamic") for r in _judged(run)}
     report = write_report(sweep).markdown.read_text()
     for section in ("Accuracy per category", "Evidence recall@k"):
         table = report.split(f"## {section}", 1)[1].split("\n## ", 1)[0]
         header = next(line for line in table.splitlines() if line.startswith("| run |"))
         columns = {c.strip() for c in header.strip("|").split("|")} - {"run", "overall"}
-        expected = answered if section.startswith("Accuracy") else answered & set(CATEGORIES)
-        assert columns == expected, section  # recall: EverMemBench's resolved evidence only
+        expected = answered if section.startswith("Accuracy") else with_evidence
+        assert columns == expected, section  # recall: the Dynamic release's R evidence only
+
+
+def test_recall_is_not_available_for_the_eval_code_questions(sweep: Path) -> None:
+    """Upstream's evaluation code reads qars without R: those runs answer and are judged,
+    and the report says recall is not available for them."""
+    report = write_report(sweep).markdown.read_text()
+    section = report.split("## Evidence recall@k", 1)[1].split("\n## ", 1)[0]
+    eval_runs = _runs(sweep, "eval")
+    assert len(eval_runs) == len(METHODS)
+    for run_dir in eval_runs:
+        assert _judged(run_dir), run_dir.name  # scored without any evidence
+        assert f"| {run_dir.name} |" in report
+    without = len(eval_runs) + len(_runs(sweep, "groupmembench"))  # its questions name none
+    assert section.count("Recall **not available** for") == without == 2 * len(METHODS)
+    assert section.count("none of its 1 questions has gold evidence") == len(METHODS)

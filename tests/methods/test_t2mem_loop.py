@@ -2,26 +2,36 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import time
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.hashed_embedder import HashEmbedder
 from tmem_core import ConfigError
-from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, Usage, get_backbone
+from tmem_core.llm import (
+    BackboneConfig,
+    ChatRequest,
+    ChatResponse,
+    Usage,
+    counter_for,
+    get_backbone,
+)
 from tmem_core.methods import MethodEnv, get_method, method_names
 from tmem_core.methods._base import NotPrepared
 from tmem_core.methods._registry import build_method
 from tmem_core.methods.t2mem import T2Mem, render_trace
 from tmem_core.methods.t2mem._config import T2MemConfig
-from tmem_core.methods.t2mem._extract import EXTRACT_STAGE
-from tmem_core.methods.t2mem._loop import STEP_STAGE
-from tmem_core.retrieval import IndexStore, cl100k_tokens
-from tmem_core.schema import Question
+from tmem_core.methods.t2mem._extract import EXTRACT_STAGE, extraction_limit
+from tmem_core.methods.t2mem._loop import STEP_STAGE, raw_budget
+from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
+from tmem_core.schema import Message, Question
 
 QUESTION = Question("c", "q1", "What is the checkout retry limit?", "knowledge_update")
 Script = Sequence[dict[str, str] | str]
@@ -174,9 +184,10 @@ def test_read_raw_follows_the_backlink_to_the_raw_episode(store: IndexStore,
     assert context.trace["read"] == ["E2"] and {f"c:{i}" for i in range(10, 14)} <= set(
         context.ids)
     short, _ = run(store, tmp_path, [step("read", "E2"), step("answer")], raw_tokens=90)
-    assert short.trace["steps"][0]["read"]["messages"] == 2  # cut to the ReadRaw budget
-    assert short.trace["steps"][0]["read"]["of"] == 4
-    assert short.ids == ("c:10", "c:11")  # only the lines the excerpt showed count
+    read = short.trace["steps"][0]["read"]
+    assert (read["page"], read["pages"], read["messages"], read["of"]) == (1, 2, 2, 4)
+    assert short.ids == ("c:10", "c:11")  # only the lines of the page read count
+    assert short.trace["step_record"]["shown"] == {"E2": 0.5}
 
 
 def test_read_of_an_unknown_or_read_episode_is_repaired(store: IndexStore,
@@ -190,15 +201,54 @@ def test_read_of_an_unknown_or_read_episode_is_repaired(store: IndexStore,
     assert context.trace["stop"] == "answer"
 
 
-def test_tmax_stops_the_loop_and_the_last_step_may_only_answer(store: IndexStore,
-                                                               tmp_path: Path) -> None:
-    context, llm = run(store, tmp_path, [step("search", "retry", "note")], max_steps=3)
-    assert len(llm.steps()) == 3 and context.trace["stop"] == "max_steps"
-    assert context.trace["degradation"] == {"malformed_steps": 0, "tmax_without_answer": 1,
-                                            "repaired_actions": 0, "fallback_context": 0,
-                                            "steps_total": 3, "degraded_memory": 0}
+class ConstrainedLLM(ScriptedLLM):
+    """The script's action where the step's schema allows it, else the first allowed one: what
+    constrained decoding makes of a model that wants to go on searching."""
+
+    def _step(self) -> ChatResponse:
+        response = super()._step()
+        allowed = self.steps()[-1].schema["properties"]["action"]["enum"]  # type: ignore[index]
+        if response.parsed and response.parsed["action"] not in allowed:
+            parsed = {**response.parsed, "action": allowed[0]}
+            return dataclasses.replace(response, text=json.dumps(parsed), parsed=parsed)
+        return response
+
+
+def test_an_agent_that_never_answers_early_is_forced_at_the_last_step(
+        store: IndexStore, tmp_path: Path) -> None:
+    method = T2Mem(store, T2MemConfig(), budget=4096, cache=tmp_path / "t2mem")
+    llm = ConstrainedLLM([step("search", "retry", "note")])  # wants to search forever
+    method.prepare("c", llm)
+    context = method.construct(QUESTION, method.retrieve(QUESTION), llm, cl100k_tokens)
     enums = [r.schema["properties"]["action"]["enum"] for r in llm.steps() if r.schema]
-    assert enums == [["search", "read", "answer"]] * 2 + [["answer"]]
+    assert enums == [["search", "read", "answer"]] * 4 + [["answer"]]  # Tmax = 5
+    assert context.trace["stop"] == "answer"  # decoding could not but answer at step 5 ...
+    record = context.trace["step_record"]
+    assert record["forced"] and (record["steps"], record["max_steps"]) == (5, 5)  # ... forced
+    assert (record["tool_calls"], record["searches"], record["reads"]) == (4, 4, 0)
+    assert "tmax_without_answer" not in context.trace["degradation"]
+    assert "(answer forced at Tmax)" in render_trace(context)
+
+
+@pytest.mark.parametrize(("script", "config"), [
+    ([step("search", "retry"), step("answer")], {}),  # answered at step 2 of 5
+    ([step("answer")], {"rollout": False}),  # one Answer step is the ablation's design
+    ([step("search", "retry"), "not JSON"], {"max_steps": 2}),  # no answer at all
+])
+def test_an_answer_before_tmax_is_not_forced(store: IndexStore, tmp_path: Path,
+                                             script: Script, config: dict[str, Any]) -> None:
+    context, _ = run(store, tmp_path, script, **config)
+    assert not context.trace["step_record"]["forced"]
+
+
+def test_an_action_the_last_step_does_not_allow_ends_the_loop_forced(
+        store: IndexStore, tmp_path: Path) -> None:
+    context, llm = run(store, tmp_path, [step("search", "retry", "note")], max_steps=3)
+    assert len(llm.steps()) == 3 and context.trace["stop"] == "max_steps"  # unconstrained
+    assert context.trace["step_record"]["forced"]
+    assert context.trace["degradation"] == {"malformed_steps": 0, "repaired_actions": 0,
+                                            "fallback_context": 0, "steps_total": 3,
+                                            "degraded_memory": 0}
 
 
 def test_malformed_output_ends_the_loop_with_a_reason(store: IndexStore, tmp_path: Path) -> None:
@@ -296,3 +346,57 @@ def test_step_requests_carry_the_question_and_its_qid(store: IndexStore, tmp_pat
     prompt = llm.steps()[0].messages[-1].content
     assert prompt.startswith("Question: What is the checkout retry limit?")
     assert all(r.qid == "q1" for r in llm.steps())
+
+
+def long_day(n: int = 76) -> Conversation:
+    """One channel-day of `n` distinct messages, cut (at SmolLM2's largest episode parts:
+    what its extraction prompt leaves of the context) into two parts, each longer than a
+    ReadRaw page."""
+    start = datetime(2025, 3, 3, 9, 0, tzinfo=UTC)
+    return Conversation("long", tuple(
+        Message("long", f"long:{i}", i, start + timedelta(minutes=i),
+                f"Status {i}: the payments rollout step {i} is done, and the owner of step "
+                f"{i + 1} is User_{i % 4}.", author=f"User_{i % 4}", channel="#ops")
+        for i in range(n)))
+
+
+def test_read_raw_reaches_the_last_message_of_the_largest_episode_part(tmp_path: Path) -> None:
+    store = IndexStore({"long": long_day()}, HashEmbedder(), tmp_path)
+    config = T2MemConfig(episode_tokens=10**6)  # the largest: what the backbone's context allows
+    llm = ScriptedLLM([step("read", "E1"), step("read", "E1"), step("answer")])
+    method = T2Mem(store, config, budget=4096, cache=tmp_path / "t2mem")
+    method.prepare("long", llm)
+    part = method._memory("long").index.by_episode["E1"]
+    count = counter_for(llm.backbone)
+    size = sum(count(line) + 1 for line in part.lines)
+    assert raw_budget(config, llm.backbone) < size <= extraction_limit(config, llm.backbone)
+    question = Question("long", "q", "Who owns the last step of the payments rollout?", "x")
+    context = method.construct(question, method.retrieve(question), llm, cl100k_tokens)
+    first, second = (s["read"] for s in context.trace["steps"][:2])
+    assert (first["episode"], first["page"], second["page"]) == ("E1", 1, 2)
+    assert first["pages"] == second["pages"] == 2 and "repair" not in context.trace["steps"][1]
+    shown = llm.steps()[2].messages[-1].content  # the step after the second read
+    assert part.lines[-1] in shown and f"page 2 of 2 (messages {first['messages'] + 1}-" in shown
+    assert first["messages"] + second["messages"] == first["of"] == len(part.lines)
+    assert set(part.ids) <= set(context.ids)  # every message of the part reached the memory
+    record = context.trace["step_record"]
+    assert record["shown"] == {"E1": 1.0} and record["parts_read_in_full"] == 1
+
+
+@pytest.mark.parametrize(("argument", "page", "repair"), [
+    ("E1 page 2", 2, None), ("e1 p2", 2, None), ("[E1] (page 2)", 2, None), ("E1:2", 2, None),
+    ("E1 page 9", 1, "page 9 does not exist; read page 1 instead")])
+def test_the_agent_names_the_page_it_reads(tmp_path: Path, argument: str, page: int,
+                                           repair: str | None) -> None:
+    store = IndexStore({"long": long_day()}, HashEmbedder(), tmp_path)
+    llm = ScriptedLLM([step("read", argument), step("answer")])
+    method = T2Mem(store, T2MemConfig(episode_tokens=10**6), budget=4096,
+                   cache=tmp_path / "t2mem")
+    method.prepare("long", llm)
+    question = Question("long", "q", "Who owns step 3?", "x")
+    context = method.construct(question, method.retrieve(question), llm, cl100k_tokens)
+    first = context.trace["steps"][0]
+    assert first["read"]["page"] == page and (repair is None) == ("repair" not in first)
+    assert repair is None or repair in first["repair"]
+    assert "E1 (#ops part 1/2, 2025-03-03) [2 pages; read page " \
+        f"{page}]" in llm.steps()[1].messages[-1].content

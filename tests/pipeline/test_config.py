@@ -8,8 +8,10 @@ import pytest
 from tests.conftest import bundled_sweep
 from tmem_core import ConfigError
 from tmem_core.llm import load_backbones
-from tmem_core.pipeline import load_sweep, parse_sweep
+from tmem_core.methods import get_method
+from tmem_core.pipeline import load_sweep, parse_sweep, registered
 from tmem_core.pipeline._config import Allowed
+from tmem_core.prompts import load_prompt
 
 ALLOWED = Allowed(benchmarks=["locomo", "synthetic"], methods=["bm25", "tmem_reranked"],
                   backbones=lambda _: ["smollm2", "qwen"])
@@ -111,7 +113,6 @@ def test_a_methods_definition_version_enters_its_run_identity(
     from tmem_core.methods import _registry
 
     runs = {r.method: r for r in parse_sweep(GOOD, ALLOWED).runs()}
-    assert "method_version" not in runs["bm25"].identity()
     assert runs["tmem_reranked"].identity()["method_version"] == 2
     ids = {method: run.run_id for method, run in runs.items()}
     older = dataclasses.replace(_registry.get_method("tmem_reranked"), version=1)
@@ -119,3 +120,41 @@ def test_a_methods_definition_version_enters_its_run_identity(
     again = {r.method: r for r in parse_sweep(GOOD, ALLOWED).runs()}
     assert again["tmem_reranked"].run_id != ids["tmem_reranked"]
     assert again["bm25"].run_id == ids["bm25"]
+
+
+def test_an_edited_judge_prompt_file_is_another_run(tmp_path: Path) -> None:
+    official = tmp_path / "official.txt"
+    official.write_text("[user]\nQuestion: {question}\nGold: {gold_answer}\n"
+                        "Generated: {generated_answer}\n")  # upstream's placeholders
+    first = parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(official)}}, ALLOWED)
+    identity = first.runs()[0].identity()["judge_prompts"]["judge/locomo"]
+    assert identity == {"file": str(official), "sha256": load_prompt(str(official)).sha256}
+    edited = tmp_path / "edited.txt"
+    edited.write_text(official.read_text() + "Answer CORRECT or WRONG.\n")
+    second = parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(edited)}}, ALLOWED)
+    assert second.runs()[0].identity()["judge_prompts"]["judge/locomo"]["sha256"] != \
+        identity["sha256"]
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("[user]\nQ: {query} A: {gold_answer} R: {response}\n", "placeholder {query} names none"),
+    ("[user]\nQ: {question} R: {generated_answer}\n", "this one fills question, response"),
+    ("[user]\nQ: {question} A: {answer} R: {response\n", "not a str.format template"),
+])
+def test_a_judge_prompt_file_that_cannot_judge_is_a_config_error(tmp_path: Path, text: str,
+                                                                  words: str) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(bad)}}, ALLOWED)
+    assert err.value.key == "judge_prompts.judge/locomo" and words in str(err.value)
+
+
+def test_a_revised_method_carries_its_version_in_the_run_identity() -> None:
+    runs = {r.method: r for r in parse_sweep({**GOOD, "grid": {
+        "methods": ["bm25", "bm25_meta", "full_context"], "backbones": ["smollm2"]}},
+        registered()).runs()}
+    assert get_method("bm25").version == 2  # its query now names the asking user
+    assert runs["bm25"].identity()["method_version"] == 2
+    assert runs["bm25_meta"].identity()["method_version"] == 2  # a variant of the family
+    assert "method_version" not in runs["full_context"].identity()  # never revised: same id

@@ -43,12 +43,13 @@ def test_metadata_expansion_finds_a_message_by_its_topic(store: IndexStore) -> N
     assert store.index("c", metadata=True).ranking(query, "bm25", 4)[0] == 0
 
 
-def test_query_is_expanded_with_the_asking_user(store: IndexStore) -> None:
+def test_every_query_names_the_asking_user_when_the_question_has_one(store: IndexStore
+                                                                     ) -> None:
     q = Question("c", "q", "What did I say about lunch?", "x", asking_user="Bob")
-    assert query_text(q, metadata=True) == "Bob: What did I say about lunch?"
-    assert query_text(q, metadata=False) == q.question
-    ranked = store.index("c", metadata=True).ranking(query_text(q, True), "bm25", 4)
-    assert set(ranked[:2]) == {1, 3}  # Bob's messages
+    assert query_text(q) == "Bob: What did I say about lunch?"
+    assert query_text(Question("c", "q", "Who said lunch?", "x")) == "Who said lunch?"
+    ranked = store.index("c", metadata=True).ranking(query_text(q), "bm25", 4)
+    assert set(ranked[:2]) == {1, 3}  # Bob's messages, through the metadata expansion
 
 
 def test_dense_and_hybrid_return_every_position_once(store: IndexStore) -> None:

@@ -3,19 +3,27 @@
 `eval`, the layout its evaluation code reads (EverMind-AI/EverMemBench,
 eval/src/core/loaders.py and qa_loader.py):
     <root>/dataset/<batch>/dialogue.json     {"dialogues": {date: {group: [message, ...]}}}
-    <root>/dataset/<batch>/qa_<batch>.json   {"qars": [question, ...]}
+    <root>/dataset/<batch>/qa_<batch>.json   {"qars": [{id, Q, A, task_id, options}, ...]},
+                                             or the legacy {"questions": [...]} (a bare list
+                                             too) of {question_id, question, answer,
+                                             options: ["A. ...", ...], correct_option}
 `dynamic`, the EverMemBench-Dynamic dataset release (rows: a JSON list or JSON Lines):
     <root>/<topic>/dialogue.json    rows {topic_id, date, dialogues: {group: [message] | null}}
     <root>/<topic>/qa_<topic>.json  rows {topic_id, id, Q, A, R, options}
     <root>/profiles.json            {Name, Title, Dept, ...} per person, or {"members": [...]}
 A message is {speaker, time (a full timestamp), dialogue, message_index (restarting every
 date)}; a question's R lists {date, group, message_index: "1, 4-5"}, resolved to message ids
-as gold evidence. `--source` is the repository root (or its dataset/ folder), the release
-root, or one batch or topic folder: one conversation per folder.
+as gold evidence. The evaluation code's questions carry no R (answer accuracy needs none):
+they are kept without evidence, counted, and recall leaves them out. Where a question's
+`task_id` names tasks that messages list in their `task_ids`, those messages are its coarse
+task evidence, kept apart in its gold metadata (`task_evidence_ids`), never as evidence.
+`--source` is the repository root (or its dataset/ folder), the release root, or one batch
+or topic folder: one conversation per folder.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
@@ -39,6 +47,9 @@ CATEGORIES = ("F_SH", "F_MH", "F_TP", "F_HL", "MA_C", "MA_P", "MA_U", "P_Style",
               "P_Title")
 _MESSAGE_FIELDS = {"speaker", "time", "dialogue", "text", "message_index"}
 _QUESTION_FIELDS = {"id", "Q", "A", "R", "options"}
+_LEGACY_FIELDS = {"question_id", "question", "answer", "options", "correct_option"}
+_TYPE_CATEGORIES = ("multiple_choice", "open_ended")  # legacy ids carry no task prefix
+_OPTION = re.compile(r"^\s*([A-Za-z])\s*[.):]\s*(.*)$", re.S)
 _ROLE_KEYS = ("title", "role", "position", "occupation")
 _DEPT_KEYS = ("dept", "department")
 _ID_KEYS = ("name", "topic_id")  # with the role and department keys: the directory fields
@@ -92,16 +103,30 @@ class _Stats:
     capabilities: Counter[str] = field(default_factory=Counter)
     withheld: Counter[str] = field(default_factory=Counter)
     withheld_profile: Counter[str] = field(default_factory=Counter)
+    question_formats: dict[str, str] = field(default_factory=dict)
     null_groups: int = 0
     untimed: int = 0
     unresolved: int = 0
+    without_evidence: int = 0
+    task_linked: int = 0
 
     def details(self) -> dict[str, object]:
-        return {"shapes": self.shapes, "capabilities": dict(sorted(self.capabilities.items())),
+        return {"shapes": self.shapes, "question_formats": self.question_formats,
+                "capabilities": dict(sorted(self.capabilities.items())),
                 "withheld_message_fields": dict(sorted(self.withheld.items())),
                 "withheld_profile_fields": dict(sorted(self.withheld_profile.items())),
                 "null_groups": self.null_groups, "messages_without_time": self.untimed,
-                "unresolved_references": self.unresolved}
+                "unresolved_references": self.unresolved,
+                "questions_without_evidence": self.without_evidence,
+                "questions_with_task_evidence": self.task_linked}
+
+
+@dataclass
+class _Messages:
+    """A conversation's message ids by upstream identity, and by task they list."""
+
+    by_key: dict[_Key, str] = field(default_factory=dict)
+    by_task: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _evermembench_judge(_q: Question, g: Gold) -> str | None:
@@ -122,8 +147,8 @@ def load_evermembench(request: LoadRequest) -> LoadedBenchmark:
     out = LoadedBenchmark(messages=[], questions=[])
     stats = _Stats()
     for folder in _folders(request.source):
-        index = _load_dialogue(folder, shape, out, stats)
-        _load_qa(folder, index, out, stats)
+        messages = _load_dialogue(folder, shape, out, stats)
+        _load_qa(folder, messages, out, stats)
     out.details.update(stats.details())
     return out
 
@@ -163,8 +188,9 @@ def _profiles_file(folder: Path) -> Path | None:
 
 
 def _load_dialogue(folder: _Folder, shape: str | None, out: LoadedBenchmark,
-                   stats: _Stats) -> dict[_Key, str]:
-    """Append the folder's messages in time order; return their ids by upstream identity."""
+                   stats: _Stats) -> _Messages:
+    """Append the folder's messages in time order; return their ids by upstream identity and
+    by the tasks they list (`task_ids`, itself withheld from the messages)."""
     found, days = _days(read_json_or_lines(folder.dialogue), folder.dialogue)
     if shape is not None and found != shape:
         raise DataError(f"expected the {shape} shape ({SHAPES[shape]}), found the {found} shape",
@@ -172,14 +198,16 @@ def _load_dialogue(folder: _Folder, shape: str | None, out: LoadedBenchmark,
     conv = folder.path.name
     stats.shapes[conv] = found
     profiles = _profiles(folder, conv, stats.withheld_profile)
-    index: dict[_Key, str] = {}
+    index = _Messages()
     unmatched: set[str] = set()
     for row in sorted(_rows(days, folder.dialogue, stats), key=lambda r: r.when):
         local = f"p{row.pos}" if row.index is None else str(row.index)
         msg_id = f"{conv}:{row.day.date}:{_SPACE.sub('', row.group)}:{local}"
         if row.index is not None:
-            _register(index, (row.day.date, _group_key(row.group), row.index), msg_id, row,
-                      folder.dialogue)
+            _register(index.by_key, (row.day.date, _group_key(row.group), row.index), msg_id,
+                      row, folder.dialogue)
+        for task in _task_ids(row.msg.get("task_ids")):
+            index.by_task.setdefault(task, []).append(msg_id)
         speaker = str(require(row.msg, "speaker", file=folder.dialogue, record=row.record))
         profile = profiles.get(_name_key(speaker))
         if profiles and profile is None:
@@ -320,37 +348,64 @@ def _profile_entries(raw: Any, path: Path, topic: str | None, record: str
                         '{"members": [...]}', file=str(path), record=record.lstrip("."))
 
 
-def _load_qa(folder: _Folder, index: dict[_Key, str], out: LoadedBenchmark,
+def _load_qa(folder: _Folder, messages: _Messages, out: LoadedBenchmark,
              stats: _Stats) -> None:
+    """The folder's questions in any of upstream's formats (as its qa_loader.py reads them):
+    the evaluation code's `{"qars": [...]}`, the Dynamic release's rows, or the legacy
+    `{"questions": [...]}` / bare list of `question_id` items."""
     raw = read_json_or_lines(folder.qa)
-    items = raw["qars"] if isinstance(raw, Mapping) and "qars" in raw else raw
-    if not isinstance(items, list) or not items:
-        raise DataError('expected {"qars": [question, ...]} (eval code) or question rows '
-                        "(Dynamic release), with at least one question", file=str(folder.qa))
-    resolved = 0
+    found, items = _question_items(raw)
+    if not items:
+        raise DataError('expected {"qars": [question, ...]} (eval code), {"questions": [...]} '
+                        "(legacy) or question rows (Dynamic release), with at least one "
+                        "question", file=str(folder.qa))
+    stats.question_formats[folder.path.name] = found
+    parse = _legacy_question if found == "legacy" else _question
+    referenced = resolved = 0
     for pos, item in enumerate(items):
-        question, gold = _question(folder, item, f"qars[{pos}]", index, out, stats)
+        question, gold = parse(folder, item, pos, messages, out, stats)
+        referenced += bool(isinstance(item, Mapping) and item.get("R"))
         resolved += bool(gold.evidence_ids)
+        stats.without_evidence += not gold.evidence_ids
         out.questions.append((question, gold))
-    if not resolved:
+    if referenced and not resolved:
         raise DataError("no question's R references resolve to a message: expected R = "
                         "[{date, group, message_index}] on the questions and message_index on "
                         "the messages", file=str(folder.qa))
 
 
-def _question(folder: _Folder, item: Any, record: str, index: dict[_Key, str],
+def _question_items(raw: Any) -> tuple[str, list[Any]]:
+    """The question format found and its items."""
+    if isinstance(raw, Mapping) and "qars" in raw:
+        return "qars", _items(raw["qars"])
+    if isinstance(raw, Mapping) and "questions" in raw:
+        return "legacy", _items(raw["questions"])
+    items = _items(raw)
+    legacy = bool(items) and all(isinstance(i, Mapping) and "question" in i and "Q" not in i
+                                 for i in items)
+    return ("legacy" if legacy else "rows"), items
+
+
+def _items(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _question(folder: _Folder, item: Any, pos: int, messages: _Messages,
               out: LoadedBenchmark, stats: _Stats) -> tuple[Question, Gold]:
+    """A `qars` item (or a Dynamic row): {id, Q, A, options: {label: text} | null, and
+    R and task_id where the source has them}."""
     path = folder.qa
-    source_id = str(require(item, "id", file=path, record=record))
+    source_id = str(_object(item, path, f"qars[{pos}]").get("id") or f"q_{pos:04d}")
     qid = f"{folder.path.name}:{source_id}"
     category = "_".join(source_id.split("_")[:2])  # as upstream's tools/analyze_results.py
     if category not in CATEGORIES:
         out.warnings.append(f"{qid}: unknown category {category!r}; known: "
                             f"{', '.join(CATEGORIES)}")
-    stats.capabilities[CAPABILITIES.get(category.split("_")[0], "unknown")] += 1
-    evidence, problems = _evidence(item.get("R"), index)
-    stats.unresolved += len(problems)
-    out.warnings += [f"{qid}: {p}" for p in problems]
+    evidence: list[str] = []
+    if item.get("R"):
+        evidence, problems = _evidence(item["R"], messages.by_key)
+        stats.unresolved += len(problems)
+        out.warnings += [f"{qid}: {p}" for p in problems]
     options = _options(item.get("options"), path, qid)
     answer = str(require(item, "A", file=path, record=qid))
     if options and answer.strip().upper() in {o.label for o in options}:
@@ -358,19 +413,82 @@ def _question(folder: _Folder, item: Any, record: str, index: dict[_Key, str],
     elif options:
         out.warnings.append(f"{qid}: answer {answer!r} is not one of the option labels")
     extra = {k: v for k, v in item.items() if k not in _QUESTION_FIELDS}
-    return (
-        Question(conv_id=folder.path.name, qid=qid, category=category,
-                 question=str(require(item, "Q", file=path, record=qid))),
-        Gold(qid=qid, answer=answer, evidence_ids=tuple(evidence),
-             answer_kind="choice" if options else "text", options=options,
-             gold_meta=json.dumps({"references": item.get("R"), **extra}, sort_keys=True)),
-    )
+    meta = {"references": item.get("R"), **extra}
+    return _pair(folder, qid, category, str(require(item, "Q", file=path, record=qid)),
+                 Gold(qid=qid, answer=answer, evidence_ids=tuple(evidence),
+                      answer_kind="choice" if options else "text", options=options),
+                 meta, messages, stats)
+
+
+def _legacy_question(folder: _Folder, item: Any, pos: int, messages: _Messages,
+                     out: LoadedBenchmark, stats: _Stats) -> tuple[Question, Gold]:
+    """A legacy item: {question_id, question, answer, options: ["A. text", ...],
+    correct_option}. No evidence; its category is its id's task prefix when it has one, else
+    its question type (upstream's evaluator reports the legacy format by type)."""
+    path = folder.qa
+    source_id = str(_object(item, path, f"questions[{pos}]").get("question_id")
+                    or f"q_{pos:04d}")
+    qid = f"{folder.path.name}:{source_id}"
+    answer = str(require(item, "answer", file=path, record=qid))
+    options = _options(item.get("options"), path, qid)
+    prefix = "_".join(source_id.split("_")[:2])
+    category = prefix if prefix in CATEGORIES else _TYPE_CATEGORIES[0 if options else 1]
+    gold = Gold(qid=qid, answer=answer, evidence_ids=(), answer_kind="text")
+    if options:
+        label = _correct_label(item.get("correct_option"), answer, options)
+        if label is None:
+            out.warnings.append(f"{qid}: no correct option (correct_option, or an answer "
+                                f"naming one of the options)")
+        gold = Gold(qid=qid, answer=label or answer, evidence_ids=(), answer_kind="choice",
+                    options=options)
+    meta = {"answer_text": answer, **{k: v for k, v in item.items()
+                                      if k not in _LEGACY_FIELDS}}
+    return _pair(folder, qid, category,
+                 str(require(item, "question", file=path, record=qid)), gold, meta, messages,
+                 stats)
+
+
+def _object(item: Any, path: Path, record: str) -> Mapping[str, Any]:
+    """A question item, which must be an object; one without an id gets upstream's
+    `q_<position>`."""
+    if not isinstance(item, Mapping):
+        raise DataError(f"expected a question object, got {type(item).__name__}",
+                        file=str(path), record=record)
+    return item
+
+
+def _pair(folder: _Folder, qid: str, category: str, text: str, gold: Gold,
+          meta: dict[str, Any], messages: _Messages, stats: _Stats) -> tuple[Question, Gold]:
+    """The question and its gold, the coarse task evidence in the gold's metadata."""
+    stats.capabilities[CAPABILITIES.get(category.split("_")[0], "unknown")] += 1
+    tasks = _task_ids(meta.get("task_id"))
+    linked = list(dict.fromkeys(i for t in tasks for i in messages.by_task.get(t, ())))
+    if linked:
+        stats.task_linked += 1
+        meta["task_evidence_ids"] = linked
+    return (Question(conv_id=folder.path.name, qid=qid, category=category, question=text),
+            dataclasses.replace(gold, gold_meta=json.dumps(meta, sort_keys=True)))
+
+
+def _task_ids(value: Any) -> list[str]:
+    """Task ids as a message's `task_ids` (a list or a string) or a question's `task_id`."""
+    items = value if isinstance(value, list) else [value]
+    return [str(v).strip() for v in items if v is not None and str(v).strip()]
+
+
+def _correct_label(given: Any, answer: str, options: tuple[Option, ...]) -> str | None:
+    """The correct option's label: `correct_option`, else inferred from the answer as
+    upstream's qa_loader does (a letter, a letter before `.`/`)`/`:`, or an option's text)."""
+    labels = {o.label for o in options}
+    for candidate in (str(given or "").strip().upper(), answer.strip().upper()):
+        if candidate[:1] in labels and (len(candidate) == 1 or candidate[1] in ".):"):
+            return candidate[0]
+    return next((o.label for o in options if o.text.casefold() == answer.strip().casefold()),
+                None)
 
 
 def _evidence(refs: Any, index: dict[_Key, str]) -> tuple[list[str], list[str]]:
     """Message ids of R's references, and what could not be resolved."""
-    if not refs:
-        return [], ["no R references"]
     ids: list[str] = []
     problems: list[str] = []
     for ref in refs if isinstance(refs, list) else [refs]:
@@ -392,12 +510,19 @@ def _evidence(refs: Any, index: dict[_Key, str]) -> tuple[list[str], list[str]]:
 
 
 def _options(raw: Any, path: Path, qid: str) -> tuple[Option, ...] | None:
+    """Options as upstream writes them: `{label: text}` (qars, Dynamic rows) or
+    `["A. text", ...]` (legacy; a text without its label is labelled by its position)."""
     if not raw:
         return None
-    if not isinstance(raw, Mapping):
-        raise DataError("expected options as an object {label: text} or null", file=str(path),
-                        record=qid, field="options")
-    return tuple(Option(str(k).strip().upper(), str(v)) for k, v in sorted(raw.items()))
+    if isinstance(raw, Mapping):
+        pairs = [(str(k), str(v)) for k, v in sorted(raw.items())]
+    elif isinstance(raw, list):
+        pairs = [(m[1], m[2].strip()) if (m := _OPTION.match(str(text))) else
+                 (chr(ord("A") + pos), str(text).strip()) for pos, text in enumerate(raw)]
+    else:
+        raise DataError('expected options as an object {label: text}, a list ["A. text", '
+                        '...] or null', file=str(path), record=qid, field="options")
+    return tuple(Option(label.strip().upper(), text) for label, text in pairs)
 
 
 def _iso_day(value: Any) -> str | None:

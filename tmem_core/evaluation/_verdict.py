@@ -7,16 +7,17 @@ import re
 POSITIVE = ("correct", "yes", "true")
 NEGATIVE = ("wrong", "incorrect", "no", "false")
 _WORD = re.compile(r"[a-z]+")
-_STATED = re.compile(r"(?:verdict|label|grade|judgement|judgment)\s*(?:is|:|=)\s*\**\s*"
-                     r"([a-z]+)")
+_STATED = re.compile(r"(?:verdict|label|grade|judgement|judgment)\"?\s*(?:is|:|=)\s*[\"*]*\s*"
+                     r"([a-z]+)")  # also a JSON key: {"label": "CORRECT"}
 
 
 def parse_verdict(text: str) -> bool | None:
     """True / False for a clear verdict, None when the text commits to none.
 
     In order: the first word when it is a label ("CORRECT. The response..."), a stated
-    verdict ("Verdict: WRONG"), else the labels present when they all agree; in that last
-    case "yes" and "no" do not count ("no information" is not a verdict).
+    verdict ("Verdict: WRONG", or `{"label": "WRONG"}` after a reason), else the labels
+    present when they all agree; in that last case "yes" and "no" do not count ("no
+    information" is not a verdict).
     """
     lowered = text.lower()
     words = _WORD.findall(lowered)

@@ -14,6 +14,7 @@ from tmem_core.methods._context import (
     ContextKind,
     ContextMethod,
     render_message,
+    step_record_json,
 )
 from tmem_core.methods._flat import ranked
 from tmem_core.methods._recall import evidence_recall_at_k
@@ -52,4 +53,5 @@ __all__ = [
     "method_names",
     "ranked",
     "render_message",
+    "step_record_json",
 ]

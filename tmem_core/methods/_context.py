@@ -7,6 +7,7 @@ steps, then rendering under the token budget). Both are plain Python on one ques
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -61,6 +62,18 @@ class ContextMethod(Protocol):
         """LLM step(s), then the context within the method's token budget (`MethodEnv.budget`,
         given when it was built)."""
         ...
+
+
+STEP_RECORD = "step_record"
+"""A test-time loop's per-question record in its context trace (T2Mem, Search-o1): `steps`
+taken of `max_steps`, `forced` (the answer came at the last step, where only Answer is
+allowed), `tool_calls` (searches and reads run), and method-specific counts."""
+
+
+def step_record_json(context: Context) -> str | None:
+    """The context's step record as the construct record keeps it (None: no loop)."""
+    record = context.trace.get(STEP_RECORD)
+    return None if record is None else json.dumps(record, sort_keys=True)
 
 
 MESSAGE_ID = re.compile(r"\[([^\[\]]+)\] \d{4}-\d{2}-\d{2} \d{2}:\d{2}")

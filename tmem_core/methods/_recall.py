@@ -74,7 +74,7 @@ def evidence_recall_at_k(
 def _warm(store: IndexStore, questions: Sequence[Question], progress: RecallProgress) -> None:
     """Embed all queries in one batch and build (or load) every index."""
     started = time.perf_counter()
-    store.embeddings.embed(sorted({query_text(q, md) for q in questions for md in (False, True)}))
+    store.embeddings.embed(sorted({query_text(q) for q in questions}))
     for conv_id in sorted({q.conv_id for q in questions}):
         for metadata in (False, True):
             store.index(conv_id, metadata)

@@ -16,8 +16,8 @@ variant sets is refused in its table. The hooks:
 - `show`: how `jobs.inspect` prints the method's evidence and context;
 - `ranked`: its `retrieve` ranks messages without an LLM and keeps `env.top_k` (scored by
   evidence recall@k);
-- `version`: bumped when the method's definition changes; it enters the run identity so that
-  no run resumes records an older definition wrote.
+- `version`: counts revisions of what the method (and its variants) does: a run's identity
+  carries it from 2 on, so records an earlier definition wrote are never resumed as its own.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from tmem_core._typed import ConfigError, build_config, read_config
 from tmem_core.benchmarks import benchmark_names, get_benchmark
 from tmem_core.llm import load_backbones
 from tmem_core.methods import check_params, get_method, method_names
+from tmem_core.prompts import PromptError, judge_prompt, load_prompt
 
 
 @dataclass(frozen=True)
@@ -137,16 +138,28 @@ class RunSpec:
         return f"{slug}_{digest[:8]}"
 
     def identity(self) -> dict[str, Any]:
-        """Everything that changes a run's results (and so its id); a method's definition
-        version enters once it is past 1, so the ids of unchanged methods stay as they were
-        (a name the caller allowed unregistered has none)."""
-        registered = self.method in method_names()
-        version = get_method(self.method).version if registered else 1
+        """Everything that changes a run's results (and so its id): a method revised since
+        its first definition adds its version (so the ids of unchanged methods stay as they
+        were), a judge prompt file its content's hash."""
         return {"benchmark": asdict(self.benchmark), "method": self.method,
-                **({"method_version": version} if version > 1 else {}),
+                **method_version(self.method),
                 "params": dict(self.params), "backbone": self.backbone,
                 "judges": list(self.judges), "top_k": self.top_k, "budget": self.budget,
-                "judge_repeats": self.judge_repeats, "judge_prompts": dict(self.judge_prompts)}
+                "judge_repeats": self.judge_repeats,
+                "judge_prompts": {name: prompt_file_identity(path)
+                                  for name, path in self.judge_prompts.items()}}
+
+
+def method_version(name: str) -> dict[str, int]:
+    """`{"method_version": v}` for a method revised since its first definition (v >= 2);
+    nothing for one never revised, so the ids of its runs stay what they were."""
+    version = get_method(name).version if name in method_names() else 1
+    return {"method_version": version} if version > 1 else {}
+
+
+def prompt_file_identity(path: str) -> dict[str, str]:
+    """A user prompt file as a run's identity holds it: its path and its content's hash."""
+    return {"file": path, "sha256": load_prompt(path).sha256}
 
 
 @dataclass(frozen=True)
@@ -271,6 +284,10 @@ def _check_judge_prompt(name: str, path: str) -> None:
                                                    "judge/locomo")
     if not Path(path).is_file():
         raise ConfigError(f"judge_prompts.{name}", f"no such prompt file {path!r}")
+    try:
+        judge_prompt(path)
+    except PromptError as exc:
+        raise ConfigError(f"judge_prompts.{name}", str(exc)) from None
 
 
 def _check_results_dir(path: Path) -> None:

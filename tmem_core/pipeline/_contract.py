@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import platform
@@ -12,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from tmem_core.methods import get_method, method_names
 from tmem_core.pipeline._config import RunSpec
 from tmem_core.results import CONTRACT_FILE, write_atomic
 
@@ -33,6 +35,7 @@ class Contract:
     validators: dict[str, dict[str, Any]] = field(default_factory=dict)
     host: str = field(default_factory=platform.node)
     generation: dict[str, Any] = field(default_factory=dict)  # per backbone: sampling, template
+    method: dict[str, Any] = field(default_factory=dict)  # version, every parameter in effect
 
     @classmethod
     def start(cls, run: RunSpec, data: dict[str, Any], prompts: dict[str, str],
@@ -41,12 +44,23 @@ class Contract:
         config = run.identity()
         return cls(run_id=run.run_id, config=config, config_sha256=_sha(config),
                    prompts=prompts, packages=package_versions(), git_commit=git_commit(),
-                   data=data, generation=generation or {})
+                   data=data, generation=generation or {}, method=method_in_effect(run))
 
     def write(self, run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(run_dir / CONTRACT_FILE,
                      json.dumps(self.__dict__, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def method_in_effect(run: RunSpec) -> dict[str, Any]:
+    """The run's method as it ran: its version and every parameter, defaults included (a
+    test-time method's step budget among them), which `config.params` (what the sweep set)
+    leaves out."""
+    if run.method not in method_names():
+        return {}
+    spec = get_method(run.method)
+    return {"name": run.method, "version": spec.version,
+            "params": dataclasses.asdict(spec.parse(run.params))}
 
 
 def _sha(value: Any) -> str:

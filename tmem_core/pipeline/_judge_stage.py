@@ -29,6 +29,7 @@ from tmem_core.results import CALIBRATION_STAGE, calibration_store
 from tmem_core.schema import Gold, Question
 
 JUDGE_RETRIES = 1  # an unparseable verdict is asked once more, then becomes an error record
+FREE_VERDICT_TOKENS = 256  # a judge prompt without labels: a reason, then the verdict
 
 
 @dataclass(frozen=True)
@@ -153,9 +154,12 @@ class JudgeStage(GoldStage):
 
 def judge_request(prompt: Prompt, question: Question, gold: Gold, prediction: str, repeat: int,
                   attempt: int) -> ChatRequest:
-    """A judge's call: greedy on the first attempt of the first repeat, sampled otherwise."""
+    """A judge's call: greedy on the first attempt of the first repeat, sampled otherwise; a
+    prompt without labels (an upstream file, which may ask for a reason first) gets room for
+    a sentence before its verdict."""
     messages = prompt.chat(question=question.question, answer=gold.answer or "",
                            response=prediction)
-    sampling = Sampling(temperature=0.0 if repeat == 0 and attempt == 0 else 0.7, max_tokens=32,
+    sampling = Sampling(temperature=0.0 if repeat == 0 and attempt == 0 else 0.7,
+                        max_tokens=32 if prompt.labels else FREE_VERDICT_TOKENS,
                         seed=repeat * 100 + attempt)
     return ChatRequest(messages, sampling, schema=prompt.verdict_schema())

@@ -19,7 +19,14 @@ import pyarrow.compute as pc
 
 from tmem_core import from_json, to_json
 from tmem_core.llm import CallRecord, counter_for
-from tmem_core.methods import ContextMethod, Evidence, MethodEnv, MethodSpec, get_method
+from tmem_core.methods import (
+    ContextMethod,
+    Evidence,
+    MethodEnv,
+    MethodSpec,
+    get_method,
+    step_record_json,
+)
 from tmem_core.pipeline._stage import Output, Row, Stage, StageJob
 from tmem_core.results import MEMORY_STAGE, calls_store, conversation_of, memory_qid
 from tmem_core.retrieval import conversations_from_table
@@ -125,6 +132,7 @@ class ConstructStage(MethodStage):
                              trace=to_json(context.trace), payload=_payload_json(context.payload),
                              degradation=json.dumps(context.trace.get("degradation", {}),
                                                     sort_keys=True),
+                             steps=step_record_json(context),
                              latency_s=time.perf_counter() - started)
         return Output([record], memory_calls + llm.records)
 

@@ -2,15 +2,27 @@ from __future__ import annotations
 
 import hashlib
 import re
+import string
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Literal
 
 from tmem_core.llm import ChatMessage, object_schema
 
 PROMPT_DIR = Path(__file__).resolve().parent
 _VERSIONED = re.compile(r"^(?P<name>.+)\.v(?P<version>\d+)\.txt$")
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+Syntax = Literal["bundled", "format"]
+
+JUDGE_VALUES = ("question", "answer", "response")
+"""What every judge prompt is filled with, in this order for positional `{}` fields."""
+UPSTREAM_NAMES = {
+    "question": "question", "answer": "answer", "response": "response",
+    "gold_answer": "answer",  # the LoCoMo judge of mem0's evaluation (metrics/llm_judge.py)
+    "golden_answer": "answer", "generated_answer": "response",  # EverMemBench prompts.yaml
+}
+"""Placeholder names of upstream judge prompts (Python `str.format` syntax) -> the value."""
 
 
 class PromptError(ValueError):
@@ -24,6 +36,7 @@ class Prompt:
     user: str
     sha256: str  # of the file's bytes: recorded with every call that used it
     labels: tuple[str, ...] = ()  # a judge prompt's verdict labels ("# labels: A, B")
+    syntax: Syntax = "bundled"  # "format": a user file in str.format syntax, see `_syntax`
 
     def verdict_schema(self) -> dict[str, object] | None:
         """JSON schema constraining a judge's reply to one of its labels (None: no labels)."""
@@ -33,7 +46,12 @@ class Prompt:
 
     @property
     def placeholders(self) -> frozenset[str]:
-        return frozenset(_PLACEHOLDER.findall(self.system + self.user))
+        """The values the prompt needs (for a `format` file: under their own names)."""
+        texts = (self.system, self.user)
+        if self.syntax == "bundled":
+            return frozenset(name for text in texts for name in _PLACEHOLDER.findall(text))
+        return frozenset(_upstream_value(field, self.name) for text in texts
+                         for field in _format_fields(text))
 
     def render(self, **values: str) -> list[dict[str, str]]:
         """Chat messages with every placeholder filled; extra or missing values are errors."""
@@ -44,6 +62,10 @@ class Prompt:
                               f"{sorted(extra)}")
 
         def fill(text: str) -> str:
+            if self.syntax == "format":
+                named = {f: values[_upstream_value(f, self.name)] for f in _format_fields(text)
+                         if not f.isdigit() and f}
+                return text.format(*(values.get(v, "") for v in JUDGE_VALUES), **named)
             return _PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
 
         messages = [{"role": "user", "content": fill(self.user)}]
@@ -78,7 +100,7 @@ def load_prompt(ref: str) -> Prompt:
     """`kind/name` (latest version), `kind/name@vN`, or a path to a user prompt file."""
     path = Path(ref)
     if path.suffix == ".txt" and path.exists():
-        return _parse(str(path), path.read_bytes())
+        return _parse(str(path), path.read_bytes(), user_file=True)
     base, _, version = ref.partition("@v")
     folder, _, stem = base.rpartition("/")
     candidates = {
@@ -94,7 +116,7 @@ def load_prompt(ref: str) -> Prompt:
     return _parse(f"{base}@v{chosen}", candidates[chosen].read_bytes())
 
 
-def _parse(name: str, raw: bytes) -> Prompt:
+def _parse(name: str, raw: bytes, user_file: bool = False) -> Prompt:
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
     labels: tuple[str, ...] = ()
@@ -110,10 +132,49 @@ def _parse(name: str, raw: bytes) -> Prompt:
             raise PromptError(f"{name}: text before the first [system]/[user] section")
     if "user" not in sections:
         raise PromptError(f"{name}: no [user] section")
-    return Prompt(
-        name=name,
-        system="\n".join(sections.get("system", [])).strip(),
-        user="\n".join(sections["user"]).strip(),
-        sha256=hashlib.sha256(raw).hexdigest(),
-        labels=labels,
-    )
+    system = "\n".join(sections.get("system", [])).strip()
+    user = "\n".join(sections["user"]).strip()
+    syntax = _syntax(system, user) if user_file else "bundled"
+    prompt = Prompt(name=name, system=system, user=user, sha256=hashlib.sha256(raw).hexdigest(),
+                    labels=labels, syntax=syntax)
+    prompt.placeholders  # noqa: B018 (an unknown upstream name fails here, when loaded)
+    return prompt
+
+
+def _syntax(*texts: str) -> Syntax:
+    """A user file's placeholder syntax: the bundled `{{name}}` wherever it appears, else
+    upstream's `str.format` fields (`{question}`, positional `{}`, `{{` for a brace)."""
+    if any(_PLACEHOLDER.search(t) for t in texts):
+        return "bundled"
+    return "format" if any("{" in t for t in texts) else "bundled"
+
+
+def _format_fields(text: str) -> list[str]:
+    """The `str.format` field names of `text` (positional ones as "0", "1", ...)."""
+    try:
+        parsed = [field for _, field, _, _ in string.Formatter().parse(text) if field is not None]
+    except ValueError as exc:
+        raise PromptError(f"not a str.format template: {exc}") from None
+    auto = iter(range(len(parsed)))
+    return [field or str(next(auto)) for field in parsed]
+
+
+def _upstream_value(field: str, prompt: str) -> str:
+    """The value a `format` field names: its upstream name, or its position."""
+    if field.isdigit() and int(field) < len(JUDGE_VALUES):
+        return JUDGE_VALUES[int(field)]
+    if field in UPSTREAM_NAMES:
+        return UPSTREAM_NAMES[field]
+    raise PromptError(f"{prompt}: placeholder {{{field}}} names none of the values a judge "
+                      f"is given; use {', '.join('{' + n + '}' for n in UPSTREAM_NAMES)} or "
+                      f"up to {len(JUDGE_VALUES)} positional {{}} ({', '.join(JUDGE_VALUES)})")
+
+
+def judge_prompt(ref: str) -> Prompt:
+    """A judge prompt (bundled, or a user file in either syntax) that fills exactly the
+    judge's values: the question, the gold answer and the response to grade."""
+    prompt = load_prompt(ref)
+    if prompt.placeholders != set(JUDGE_VALUES):
+        raise PromptError(f"{prompt.name}: a judge prompt fills {', '.join(JUDGE_VALUES)}; "
+                          f"this one fills {', '.join(sorted(prompt.placeholders)) or 'nothing'}")
+    return prompt

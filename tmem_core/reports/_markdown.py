@@ -103,7 +103,7 @@ class Report:
             ("Evidence recall@k", self.recall()),
             ("Failure attribution", attribution_lines(self.summary, self._with_run)),
             ("Paired differences", paired_lines(self.summary, self.labels)),
-            ("Degradation", self.degradation()),
+            ("Degradation", self.degradation()), ("Test-time steps", self.steps()),
             ("Tokens per question by stage", self.tokens()),
             ("Time per stage", self.timing()), ("Errors", self.errors()),
             ("Validators", self.validators()), ("Revision chains (Exp-5)", self.chains()),
@@ -167,6 +167,16 @@ class Report:
         return [note, "", *flagged, *([""] if flagged else []),
                 *markdown_table(self._with_run(table))]
 
+    def steps(self) -> list[str]:
+        table = self.summary.steps
+        if table.is_empty():
+            return ["No run of a test-time method (T2Mem, Search-o1)."]
+        note = ("Per question of a test-time method, its step record: steps taken of the "
+                "budget (`max_steps`, the initial retrieval not counted), answers **forced** "
+                "at the last step (where Answer is the only action), tool calls (searches and "
+                "reads) per question, and T2Mem's episode parts read, in full or in part.")
+        return [note, "", *markdown_table(self._with_run(table))]
+
     def _degraded(self, table: pl.DataFrame, counters: list[str]
                   ) -> list[tuple[str, dict[str, int]]]:
         runs = dict(self.labels.iter_rows())
@@ -225,12 +235,24 @@ class Report:
 
     def recall(self) -> list[str]:
         table = _by_category(self.summary.recall, _recall_cell(), self.labels)
-        return ["Recall of gold evidence in the constructed context, over scorable questions "
-                "(n); k is the run's top_k. `read`: the gold was looked for in what the method "
-                "read while building its context (T2Mem's notes, Search-o1's chain, an "
-                "external system's memories), not in text shown to the answer model; "
-                f"`{NOT_MEASURABLE}`: the context holds memories that name no source message.",
-                "", *markdown_table(table)]
+        note = ("Recall of gold evidence in the constructed context, over the questions with "
+                "gold evidence only (n; abstentions and questions without evidence, such as "
+                "EverMemBench's evaluation-code questions, which name none, are left out); k is "
+                "the run's top_k. `read`: the gold was looked for in what the method read while "
+                "building its context (T2Mem's notes, Search-o1's chain, an external system's "
+                f"memories), not in text shown to the answer model; `{NOT_MEASURABLE}`: the "
+                "context holds memories that name no source message.")
+        return [note, "", *self._recall_not_available(), *markdown_table(table)]
+
+    def _recall_not_available(self) -> list[str]:
+        """A line per run none of whose questions has gold evidence."""
+        counts = self.summary.questions.group_by("run_id").agg(
+            pl.len().alias("questions"), pl.col("scorable").sum().alias("with_evidence"))
+        lines = [f"Recall **not available** for {run}: none of its {n} questions has gold "
+                 f"evidence." for run, n, with_evidence in
+                 self._with_run(counts).select("run", "questions", "with_evidence").iter_rows()
+                 if not with_evidence]
+        return [*lines, ""] if lines else []
 
     def tokens(self) -> list[str]:
         t = self.summary.tokens

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from statistics import fmean
+
 import polars as pl
 
 from tmem_core.evaluation import evidence_recall
@@ -106,6 +109,35 @@ def degradation(results: SweepResults) -> pl.DataFrame:
     if not rows:
         return pl.DataFrame(schema={"run_id": pl.String, "questions": pl.Int64})
     return pl.DataFrame(rows).fill_null(0).sort("run_id")
+
+
+STEP_SCHEMA = pl.Schema({"run_id": pl.String, "questions": pl.Int64, "max_steps": pl.Int64,
+                         "steps_mean": pl.Float64, "forced": pl.Int64,
+                         "tool_calls_per_question": pl.Float64, "parts_read": pl.Int64,
+                         "parts_read_in_full": pl.Int64, "read_in_full_share": pl.Float64})
+
+
+def step_records(results: SweepResults) -> pl.DataFrame:
+    """Per run of a test-time method (T2Mem, Search-o1): its questions with a step record,
+    the step budget, steps taken (mean), answers forced at the last step, tool calls per
+    question, episode parts read and read in full (T2Mem's ReadRaw; null when none)."""
+    construct = results.records["construct"]
+    if "steps" not in construct.columns:
+        return pl.DataFrame(schema=STEP_SCHEMA)
+    rows = []
+    for (run_id,), group in construct.drop_nulls("steps").group_by("run_id",
+                                                                    maintain_order=True):
+        records = [json.loads(v) for v in group["steps"]]
+        read = sum(r.get("parts_read", 0) for r in records)
+        full = sum(r.get("parts_read_in_full", 0) for r in records)
+        rows.append({"run_id": run_id, "questions": len(records),
+                     "max_steps": max(r["max_steps"] for r in records),
+                     "steps_mean": fmean(r["steps"] for r in records),
+                     "forced": sum(bool(r["forced"]) for r in records),
+                     "tool_calls_per_question": fmean(r["tool_calls"] for r in records),
+                     "parts_read": read, "parts_read_in_full": full,
+                     "read_in_full_share": full / read if read else None})
+    return pl.DataFrame(rows, schema=STEP_SCHEMA).sort("run_id")
 
 
 def exact_match(questions: pl.DataFrame) -> pl.DataFrame:

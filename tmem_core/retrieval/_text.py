@@ -1,4 +1,4 @@
-"""How messages and questions become retrieval text (with optional metadata expansion)."""
+"""How messages (with optional metadata expansion) and questions become retrieval text."""
 
 from __future__ import annotations
 
@@ -30,9 +30,12 @@ def document_text(message: Message, metadata: bool) -> str:
     return f"{header}: {message.text}" if header else message.text
 
 
-def query_text(question: Question, metadata: bool) -> str:
-    """Query for a question, expanded with the asking user when metadata expansion is on."""
-    if metadata and question.asking_user:
+def query_text(question: Question) -> str:
+    """The retrieval query of every method: the question, after its asking user when it names
+    one (`User_3: When is the review?`). One rule for every method family (README "Query
+    rule"): the asker is part of the query (T-MEM §3: a query is its text and the requesting
+    user); metadata expansion is the message side only."""
+    if question.asking_user:
         return f"{question.asking_user}: {question.question}"
     return question.question
 

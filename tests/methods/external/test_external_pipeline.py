@@ -1,6 +1,7 @@
 """An external system through the pipeline: its memory calls are on record under stage
 `memory` with exactly the tokens the accounting endpoint counted; another sweep reuses the
-memory (no rebuild, no new spend); a build whose LLM output is junk degrades visibly."""
+memory (no rebuild, no new spend); a build whose LLM output is junk fails its questions as
+error records."""
 
 from __future__ import annotations
 
@@ -74,21 +75,26 @@ def test_memory_tokens_equal_the_endpoints_count_and_another_sweep_reuses_the_me
     assert all(r["timestamp"] and not r["timestamp"].startswith(_this_year()) for r in notes)
 
 
-def test_junk_notes_leave_the_memory_unfinished_and_the_context_degraded(tmp_path: Path
-                                                                          ) -> None:
+def test_a_failed_build_makes_its_questions_error_records_never_answers(tmp_path: Path
+                                                                         ) -> None:
     server = notes_server("this is not json")
     try:
         summary = _sweep(tmp_path, "junk", scripted_backbones(tmp_path, server, "scripted"))
     finally:
         server.close()
-    traces = _traces(summary)
-    assert len(traces) == 2 and not any(summary.stage_errors.values())
-    for trace in traces:
-        assert trace["degradation"]["memory_failed"] == 1
-        assert any("invalid_output" in f for f in trace["memory"]["failed"])
-        assert not (Path(trace["memory"]["directory"]) / DONE).exists()
-    failed = [c for c in _memory_calls_all(summary) if c["error"]]
-    assert failed  # the junk calls are on record, as failures
+    assert summary.stage_errors["construct"] == 2 and summary.judged == 0
+    assert summary.accuracy is None  # never scored
+    failed = stage_store(summary.run_dir, "construct").failures().to_pylist()
+    assert {r["qid"] for r in failed} == {r["qid"] for r in _records(summary, "retrieve")}
+    assert all("IncompleteMemory" in r["error"] and "is incomplete" in r["error"]
+               for r in failed)
+    for stage in ("construct", "answer", "judge"):
+        assert _records(summary, stage) == [], stage
+    assert [c for c in _memory_calls_all(summary) if c["error"]]  # the junk calls, on record
+
+
+def _records(summary: RunSummary, stage: str) -> list[dict[str, Any]]:
+    return stage_store(summary.run_dir, stage).latest().to_pylist()
 
 
 def _memory_calls_all(summary: RunSummary) -> list[dict[str, Any]]:

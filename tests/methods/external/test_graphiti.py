@@ -16,12 +16,18 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.hashed_embedder import HashEmbedder
 from tmem_core.llm import AccountingEndpoint, ChatRequest, ChatResponse, Usage, get_backbone
-from tmem_core.schema import Message
+from tmem_core.methods import MethodEnv
+from tmem_core.methods._registry import build_method
+from tmem_core.methods.external._method import ExternalMemory, IncompleteMemory
+from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
+from tmem_core.schema import Message, Question
 
 pytest.importorskip("graphiti_core")
 from tmem_core.methods.external._graphiti import (
     EpisodesFailed,
+    GraphitiMemory,
     GraphitiParams,
     episodes,
     open_graphiti,
@@ -153,3 +159,86 @@ def test_junk_output_fails_every_episode_on_record(endpoint: AccountingEndpoint,
     with endpoint.bind(SchemaLLM(junk=True)), pytest.raises(EpisodesFailed, match="1 of 1"):
         memory.add(_messages()[:2])  # one episode: Graphiti retries each call with backoff
     assert memory.search("support group", 4) == []
+
+
+class Contradicting(SchemaLLM):
+    """One fact per episode between its first and last speaker (what the first said, valid
+    from the episode's time); a new fact contradicts every fact Graphiti offers against it."""
+
+    def _answer(self, request: ChatRequest) -> ChatResponse:
+        title = str((request.schema or {}).get("title", ""))
+        prompt = request.messages[-1].content
+        if title == "ExtractedEdges":
+            current = prompt.split("<CURRENT_MESSAGE>")[1].split("</CURRENT_MESSAGE>")[0]
+            lines = _SPEAKER.findall(current)
+            day, clock = _WHEN.findall(current)[0]
+            names = list(dict.fromkeys(s for s, _ in lines))
+            body: Any = {"edges": [{"source_entity_name": names[0],
+                                    "target_entity_name": names[-1], "relation_type": "PLANS",
+                                    "fact": f"{names[0]} plans: {lines[0][1]}",
+                                    "valid_at": f"{day}T{clock}:00Z", "invalid_at": None}]}
+        elif title == "EdgeDuplicate":
+            offered = re.findall(r"<(?:EXISTING FACTS|FACT INVALIDATION CANDIDATES)>(.*?)</",
+                                 prompt, re.S)
+            body = {"duplicate_facts": [], "contradicted_facts": [
+                int(i) for block in offered for i in re.findall(r"'idx': (\d+)", block)]}
+        else:
+            return super()._answer(request)
+        self.schemas.append(title)
+        return ChatResponse(text=json.dumps(body), usage=Usage(10, 10))
+
+
+_WHEN = re.compile(r"\] (\d{4}-\d\d-\d\d) (\d\d:\d\d)")
+ASKED = Question("conv-26", "q1", "What does Caroline plan now?", "knowledge_update",
+                 asking_user="Melanie")
+
+
+def _graphiti(endpoint: AccountingEndpoint, tmp_path: Path) -> ExternalMemory:
+    store = IndexStore({"conv-26": Conversation("conv-26", tuple(_messages()))},
+                       HashEmbedder(), tmp_path)
+    method = build_method("graphiti", MethodEnv(store.conversations, 4, 512, store),
+                          {"episode_messages": 2})
+    assert isinstance(method, ExternalMemory)
+    method.cache = tmp_path / "memories"
+    method.__dict__["endpoint"] = endpoint  # the test's hashed-word embedder
+    return method
+
+
+def test_a_superseded_fact_is_marked_and_the_query_names_the_asker(
+        endpoint: AccountingEndpoint, tmp_path: Path) -> None:
+    method, llm = _graphiti(endpoint, tmp_path), Contradicting()
+    method.prepare("conv-26", llm)
+    system = method._memories["conv-26"].system
+    queries: list[str] = []
+    search = system.search
+    system.search = lambda query, k: queries.append(query) or search(query, k)  # type: ignore[method-assign]
+    context = method.construct(ASKED, method.retrieve(ASKED), llm, cl100k_tokens)
+    assert "EdgeDuplicate" in llm.schemas
+    assert queries == ["Melanie: What does Caroline plan now?"]  # the one query rule
+    old = "Caroline plans: I went to the LGBTQ support group on Sunday."
+    new = "Caroline plans: I am researching adoption agencies."
+    lines = context.text.splitlines()
+    assert f"[memory] 2023-05-08 13:56 (superseded: no longer true from 2023-05-28 13:58): " \
+           f"{old}" in lines  # kept, marked: Graphiti's invalid_at (conversation time)
+    assert f"[memory] 2023-05-28 13:58: {new}" in lines  # the fact that replaced it, unmarked
+    recalled = {r["text"]: r for r in context.trace["recalled"]}
+    assert recalled[old]["superseded"] and recalled[old]["valid_until"].startswith("2023-05-28")
+    assert not recalled[new]["superseded"] and recalled[new]["valid_until"] is None
+
+
+def test_a_build_that_stopped_part_way_fails_its_questions(
+        endpoint: AccountingEndpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    added = GraphitiMemory._add
+
+    def first_episode_only(memory: GraphitiMemory, chunk: Sequence[Message]) -> None:
+        if chunk[0].msg_id != "D1:1":  # Graphiti gave up on the second (its retries take 15 s+)
+            raise RuntimeError("the graph store went away")
+        added(memory, chunk)
+
+    monkeypatch.setattr(GraphitiMemory, "_add", first_episode_only)
+    method, llm = _graphiti(endpoint, tmp_path), SchemaLLM()
+    build = method.prepare("conv-26", llm)
+    assert "ExtractedEdges" in llm.schemas  # the first episode was built ...
+    assert build.failed and "1 of 2 episodes failed" in build.failed[-1]
+    with pytest.raises(IncompleteMemory, match="memory of conv-26 is incomplete"):
+        method.construct(ASKED, method.retrieve(ASKED), llm, cl100k_tokens)  # ... unused

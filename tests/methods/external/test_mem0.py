@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pytest
 
 from tests.conftest import scripted_backbones
+from tests.hashed_embedder import HashEmbedder
 from tests.methods.external.conftest import SystemServer, external_sweep
 from tmem_core.llm import (
     AccountingEndpoint,
@@ -26,11 +27,14 @@ from tmem_core.llm import (
     Usage,
     get_backbone,
 )
+from tmem_core.methods import MethodEnv
+from tmem_core.methods._registry import build_method
 from tmem_core.methods.external._mem0 import Mem0, Mem0Failed, Mem0Params
-from tmem_core.methods.external._method import DONE
+from tmem_core.methods.external._method import DONE, ExternalMemory, IncompleteMemory
 from tmem_core.pipeline import RunSummary
 from tmem_core.results import MEMORY_STAGE, calls_store, stage_store
-from tmem_core.schema import Message
+from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
+from tmem_core.schema import Message, Question
 
 # find_spec, not importorskip: mem0 must first be imported by the adapter (telemetry off)
 pytestmark = pytest.mark.skipif(find_spec("mem0") is None,
@@ -178,3 +182,48 @@ def test_a_sweep_records_mem0s_calls_in_every_stage_and_reuses_its_memory(
     assert {t["memory"]["directory"] for t in again} == directories
     assert not any(t["memory"]["built_here"] for t in again)
     assert server.calls - engine_calls <= 2 * 2  # answers and judgements only, at most
+
+
+class HalfJunk(MemoryExtractor):
+    """Mem0's first extraction answered, every later one junk."""
+
+    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        self.junk = "Sure, no JSON here" if self.prompts else None
+        return super().generate(requests)
+
+
+ASKED = Question("conv-26", "q1", "What is Caroline researching?", "single_hop",
+                 asking_user="Melanie")
+
+
+def _mem0(endpoint: AccountingEndpoint, tmp_path: Path) -> ExternalMemory:
+    store = IndexStore({"conv-26": Conversation("conv-26", tuple(conversation()))},
+                       HashEmbedder(), tmp_path)
+    method = build_method("mem0", MethodEnv(store.conversations, 4, 512, store), {"batch": 2})
+    assert isinstance(method, ExternalMemory)
+    method.cache = tmp_path / "memories"
+    method.__dict__["endpoint"] = endpoint  # the module's MiniLM endpoint
+    return method
+
+
+def test_mem0_is_searched_with_the_query_every_method_uses(endpoint: AccountingEndpoint,
+                                                            tmp_path: Path) -> None:
+    method, llm = _mem0(endpoint, tmp_path), MemoryExtractor()
+    assert not method.prepare("conv-26", llm).failed
+    system = method._memories["conv-26"].system
+    queries: list[str] = []
+    search = system.search
+    system.search = lambda query, k: queries.append(query) or search(query, k)  # type: ignore[method-assign]
+    context = method.construct(ASKED, method.retrieve(ASKED), llm, cl100k_tokens)
+    assert queries == ["Melanie: What is Caroline researching?"]
+    assert context.trace["query"] == queries[0] and "adoption agencies" in context.text
+
+
+def test_a_mem0_build_that_failed_half_way_fails_its_questions(endpoint: AccountingEndpoint,
+                                                               tmp_path: Path) -> None:
+    method, llm = _mem0(endpoint, tmp_path), HalfJunk()
+    build = method.prepare("conv-26", llm)
+    assert len(llm.prompts) == 2 and build.failed  # the first session went in, not the second
+    assert not (Path(build.directory) / DONE).exists()
+    with pytest.raises(IncompleteMemory, match="memory of conv-26 is incomplete"):
+        method.construct(ASKED, method.retrieve(ASKED), llm, cl100k_tokens)

@@ -8,13 +8,14 @@ from tmem_core.methods._base import Evidence, evidence
 from tmem_core.methods._context import ContextMethod
 from tmem_core.methods._flat import ranked
 from tmem_core.methods._registry import MethodEnv, method
-from tmem_core.retrieval import Conversation, DenseIndex, IndexStore, content_key
+from tmem_core.retrieval import Conversation, DenseIndex, IndexStore, content_key, query_text
 from tmem_core.schema import Message, Question
 
 
 @dataclass
 class NaiveRag:
-    """Chunks of `chunk_size` consecutive messages, ranked by MiniLM similarity to the question.
+    """Chunks of `chunk_size` consecutive messages, ranked by MiniLM similarity to the query
+    (the question after its asking user: version 2; version 1 embedded the question alone).
 
     Whole chunks are taken in rank order while they hold at most `top_k` messages (a chunk
     that would exceed it ends the selection). A message counts as selected when its chunk is.
@@ -28,7 +29,7 @@ class NaiveRag:
 
     def __call__(self, question: Question, top_k: int) -> Evidence:
         chunks, index = self._index(question.conv_id)
-        query = self.store.embeddings.embed([question.question], persist=False)[0]
+        query = self.store.embeddings.embed([query_text(question)], persist=False)[0]
         taken: list[Message] = []
         for c in index.search(query, len(chunks)):
             if len(taken) + len(chunks[c]) > top_k:
@@ -65,7 +66,7 @@ class NaiveRagParams:
             raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
 
 
-@method("naive_rag", config=NaiveRagParams, ranked=True,
+@method("naive_rag", config=NaiveRagParams, ranked=True, version=2,
         description="dense retrieval over fixed-size chunks, whole chunks up to Top-k messages")
 def _naive_rag(env: MethodEnv, params: NaiveRagParams, _name: str) -> ContextMethod:
     return ranked(NaiveRag(env.index_store, chunk_size=params.chunk_size), env)

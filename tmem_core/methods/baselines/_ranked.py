@@ -1,4 +1,8 @@
-"""Ranked retrieval baselines: full context, BM25, dense, hybrid (RRF), BM25 (Expand)."""
+"""Ranked retrieval baselines: full context, BM25, dense, hybrid (RRF), BM25 (Expand).
+
+Version 2 of the ranked family (one factory, so its `*_meta` variants too, whose query
+already named the asker): the query carries the asking user, as every method's does
+(`query_text`); `*_meta` index messages with their metadata."""
 
 from __future__ import annotations
 
@@ -42,7 +46,7 @@ class RankedRetrieval:
 
     def __call__(self, question: Question, top_k: int) -> Evidence:
         index = self.store.index(question.conv_id, self.metadata)
-        ranked = index.ranking(query_text(question, self.metadata), self.kind, top_k)
+        ranked = index.ranking(query_text(question), self.kind, top_k)
         return evidence(self.name, question,
                         [index.conversation.messages[p].msg_id for p in ranked[:top_k]])
 
@@ -63,7 +67,7 @@ class Bm25Expand:
     def __call__(self, question: Question, top_k: int) -> Evidence:
         index = self.store.index(question.conv_id, self.metadata)
         size = len(index.conversation)
-        ranked = index.ranking(query_text(question, self.metadata), "bm25", size)
+        ranked = index.ranking(query_text(question), "bm25", size)
         order: dict[int, None] = {}
         for anchor in ranked:
             block = range(max(0, anchor - self.window), min(size, anchor + self.window + 1))
@@ -82,10 +86,10 @@ def _full_context(env: MethodEnv, _params: NoParams, _name: str) -> ContextMetho
 @dataclass(frozen=True)
 class RankedParams:
     kind: Kind = "bm25"  # the retriever: bm25, dense (MiniLM + faiss) or hybrid (RRF of both)
-    metadata: bool = False  # metadata-expanded messages and query
+    metadata: bool = False  # metadata-expanded messages
 
 
-@method("bm25", config=RankedParams, ranked=True, variants={
+@method("bm25", config=RankedParams, ranked=True, version=2, variants={
     "dense": {"kind": "dense"},
     "hybrid": {"kind": "hybrid"},
     "bm25_meta": {"metadata": True},
@@ -106,7 +110,7 @@ class ExpandParams:
             raise ValueError(f"window must be 0 or more, got {self.window}")
 
 
-@method("bm25_expand", config=ExpandParams, ranked=True,
+@method("bm25_expand", config=ExpandParams, ranked=True, version=2,
         description="BM25 anchors with their neighbours, Top-k messages")
 def _bm25_expand(env: MethodEnv, params: ExpandParams, _name: str) -> ContextMethod:
     return ranked(Bm25Expand(env.index_store, window=params.window), env)

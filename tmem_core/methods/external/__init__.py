@@ -4,8 +4,9 @@ A system implements `MemorySystem` (one conversation: `add`, `search`) and regis
 factory with `@memory_system(...)`; `ExternalMemory` builds each conversation's memory once
 (on disk, across processes and runs) and points the system at an `AccountingEndpoint`, so
 every LLM call it makes is recorded by the pipeline (stage `memory` while building, stage
-`construct` while searching). Bundled: `mem0` (Mem0, extra `mem0`) and `graphiti` (Graphiti
-on embedded Kuzu, extra `graphiti`).
+`construct` while searching). A conversation whose build failed part-way fails its
+questions (`IncompleteMemory`: error records, never answers). Bundled: `mem0` (Mem0, extra
+`mem0`) and `graphiti` (Graphiti on embedded Kuzu, extra `graphiti`).
 """
 
 from tmem_core.methods.external._registry import memory_system

@@ -3,7 +3,10 @@
 Each episode is up to `episode_messages` consecutive messages of one session, added at its
 first message's time (`reference_time`), so Graphiti dates its facts by the conversation's
 clock. Search is Graphiti's hybrid (BM25 + cosine, reciprocal rank fusion) over facts, then
-over episodes; it makes no LLM call. Telemetry is off and every call goes to the endpoint.
+over episodes; it makes no LLM call. A fact Graphiti invalidated keeps its place in the
+results, marked: `invalid_at` (the conversation time from which it no longer holds) as its
+`valid_until`, `expired_at` (the wall-clock time Graphiti learnt it, never shown) as
+`superseded`. Telemetry is off and every call goes to the endpoint.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from tmem_core.schema import Message
 
 if TYPE_CHECKING:
     from graphiti_core import Graphiti
+    from graphiti_core.edges import EntityEdge
 
 T = TypeVar("T")
 _EMBEDDING_DIM = 384  # the endpoint's MiniLM
@@ -97,7 +101,7 @@ class GraphitiMemory:
         config = SearchConfig(edge_config=EDGE_HYBRID_SEARCH_RRF.edge_config,
                               episode_config=COMBINED_HYBRID_SEARCH_RRF.episode_config, limit=k)
         found = self._run(self.graphiti.search_(query, config=config))
-        facts = [self._fact(e.fact, e.episodes, e.valid_at, s)
+        facts = [self._fact(e, s)
                  for e, s in zip(found.edges, found.edge_reranker_scores, strict=False)]
         raw = [self._episode(n.uuid, n.content, s)
                for n, s in zip(found.episodes, found.episode_reranker_scores, strict=False)]
@@ -121,12 +125,14 @@ class GraphitiMemory:
             reference_time=at, source=EpisodeType.message))
         self._episodes[result.episode.uuid] = _Episode(tuple(m.msg_id for m in chunk), at)
 
-    def _fact(self, text: str, uuids: list[str], valid_at: datetime | None,
-              score: float) -> Recalled:
-        sources = [self._episodes[u] for u in uuids if u in self._episodes]
-        when = min((e.timestamp for e in sources), default=valid_at)
+    def _fact(self, edge: EntityEdge, score: float) -> Recalled:
+        """A fact dated by its episodes (else its `valid_at`), with its validity."""
+        sources = [self._episodes[u] for u in edge.episodes if u in self._episodes]
+        when = min((e.timestamp for e in sources), default=edge.valid_at)
         ids = tuple(dict.fromkeys(i for e in sources for i in e.msg_ids))
-        return Recalled(text, when, ids, score)
+        until = _aware(edge.invalid_at) if edge.invalid_at else None
+        return Recalled(edge.fact, when, ids, score, valid_until=until,
+                        superseded=edge.expired_at is not None)
 
     def _episode(self, uuid: str, content: str, score: float) -> Recalled:
         known = self._episodes.get(uuid)

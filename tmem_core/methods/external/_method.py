@@ -6,7 +6,13 @@ parameters) and, unless an earlier build finished there, adds the conversation t
 `llm` bound to the accounting endpoint. A finished build writes `done.json` (its call records
 and the endpoint's counters); later prepares, in any process or run, only open the memory and
 return those calls as reused (no new spend). A failed build (the system raised, or a call of
-the LLM failed) writes no marker: the next process builds again.
+the LLM failed) writes no marker: the next process builds again, and meanwhile each question
+on that conversation is an error record (`IncompleteMemory`), never answered from a part of
+the memory.
+
+Version 2 (`EXTERNAL_VERSION`, in every external method's run identity): the query names the
+asking user (`query_text`, one rule for every method); superseded items are marked; a failed
+build fails its questions (version 1 answered them from what was built, flagged).
 """
 
 from __future__ import annotations
@@ -33,7 +39,12 @@ from tmem_core.retrieval import Conversation, IndexStore, cache_root, query_text
 from tmem_core.schema import Message, Question
 
 DONE = "done.json"
+EXTERNAL_VERSION = 2  # of what an external method does; see the module docstring
 _LAYOUT = 1  # bump when what a memory directory holds changes
+
+
+class IncompleteMemory(RuntimeError):
+    """A question on a conversation whose memory build failed or stopped part-way."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +115,7 @@ class ExternalMemory:
 
     def retrieve(self, question: Question) -> Evidence:
         """Nothing on the CPU: the system searches in `construct`."""
-        return evidence(self.name, question, (), {"query": query_text(question, False)})
+        return evidence(self.name, question, (), {"query": query_text(question)})
 
     def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
                   count_tokens: TokenCounter) -> Context:
@@ -114,7 +125,12 @@ class ExternalMemory:
             raise ValueError(f"{self.name} answers its system's LLM calls with an LLM; none "
                              f"was given")
         memory = self._memory(question.conv_id)
-        query = query_text(question, False)
+        if memory.build.failed:
+            raise IncompleteMemory(
+                f"{self.name}: the memory of {question.conv_id} is incomplete "
+                f"({len(memory.build.failed)} build errors; first: {memory.build.failed[0]}); "
+                f"its questions are not answered from part of it")
+        query = query_text(question)
         error = None
         with self.endpoint.bind(llm) as binding:
             try:
@@ -175,8 +191,7 @@ class ExternalMemory:
                        "endpoint": dataclasses.asdict(build.endpoint)},
             "search": {"endpoint": dataclasses.asdict(binding.stats),
                        "errors": [*binding.errors, *([error] if error else [])]},
-            "degradation": {"memory_failed": int(bool(build.failed)),
-                            "search_failed": int(bool(error or binding.errors)),
+            "degradation": {"search_failed": int(bool(error or binding.errors)),
                             "nothing_recalled": int(not recalled)},
         }
 
@@ -194,11 +209,20 @@ def show_recalled(_evidence: Evidence, context: Context, _messages: Mapping[str,
 
 
 def _render(item: Recalled, conversation: Conversation) -> str:
-    """A raw message as `render_message` shows it; a memory with its time."""
+    """A raw message as `render_message` shows it; a memory with its time, and whether the
+    system holds it superseded (kept, marked: a knowledge-update question needs both the old
+    state and the new, and the mark says which one stands)."""
     if item.raw and len(item.source_ids) == 1 and item.source_ids[0] in conversation.position:
         return render_message(conversation.messages[conversation.position[item.source_ids[0]]])
     when = f"{item.timestamp:%Y-%m-%d %H:%M}" if item.timestamp else "(time unknown)"
-    return f"[memory] {when}: {item.text}"
+    return f"[memory] {when}{_validity(item)}: {item.text}"
+
+
+def _validity(item: Recalled) -> str:
+    marks = ["superseded"] if item.superseded else []
+    if item.valid_until is not None:
+        marks.append(f"no longer true from {item.valid_until:%Y-%m-%d %H:%M}")
+    return f" ({': '.join(marks)})" if marks else ""
 
 
 def _message_json(message: Message) -> dict[str, Any]:

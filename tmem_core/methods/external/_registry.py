@@ -9,7 +9,7 @@ from typing import Any
 from tmem_core._typed import ConfigError
 from tmem_core.methods._context import ContextMethod
 from tmem_core.methods._registry import MethodEnv, NoParams, method
-from tmem_core.methods.external._method import ExternalMemory, show_recalled
+from tmem_core.methods.external._method import EXTERNAL_VERSION, ExternalMemory, show_recalled
 from tmem_core.methods.external._system import P, SystemFactory, SystemSpec
 
 
@@ -26,7 +26,7 @@ def memory_system(name: str, *, description: str, config: type[Any] = NoParams,
             return ExternalMemory(spec, params, env.index_store, env.top_k, env.budget,
                                   method_name)
 
-        method(name, config=config, show=show_recalled,
+        method(name, config=config, show=show_recalled, version=EXTERNAL_VERSION,
                description=f"{description} (external system; Top-k items recalled)")(build)
         return factory
 

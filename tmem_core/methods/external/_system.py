@@ -30,18 +30,27 @@ P = TypeVar("P")
 class Recalled:
     """One item a system recalled: a raw message (`raw`: `text` is that message's own text,
     `source_ids` its id) or a memory derived from messages (`source_ids`: those messages,
-    when the system knows them). `timestamp` is the conversation time the item refers to."""
+    when the system knows them). `timestamp` is the conversation time the item refers to;
+    `valid_until` the conversation time from which the system holds it no longer true, and
+    `superseded` whether the system marked it replaced (Graphiti's `invalid_at` and
+    `expired_at`)."""
 
     text: str
     timestamp: datetime | None
     source_ids: tuple[str, ...]
     score: float
     raw: bool = False
+    valid_until: datetime | None = None
+    superseded: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"text": self.text, "timestamp": self.timestamp.isoformat()
-                if self.timestamp else None, "source_ids": list(self.source_ids),
-                "score": self.score, "raw": self.raw}
+        return {"text": self.text, "timestamp": _iso(self.timestamp),
+                "source_ids": list(self.source_ids), "score": self.score, "raw": self.raw,
+                "valid_until": _iso(self.valid_until), "superseded": self.superseded}
+
+
+def _iso(at: datetime | None) -> str | None:
+    return at.isoformat() if at else None
 
 
 class MemorySystem(Protocol):

@@ -26,7 +26,10 @@ class T2MemConfig:
     topic's messages (channel when there is no topic) and breaks where the gap exceeds
     `topic_gap_hours`. An episode longer than `episode_tokens` (or than the extraction prompt
     leaves of the backbone's context) is cut into balanced parts, each its own episode.
-    A ReadRaw excerpt holds at most `raw_tokens` tokens of rendered messages.
+    A ReadRaw page holds at most `raw_tokens` tokens of rendered messages (less where a step
+    prompt leaves less of the backbone's context); a part longer than a page is read page by
+    page, so with the default (`raw_tokens` = `episode_tokens`) one read shows a whole part
+    wherever the context allows.
     """
 
     episodes: EpisodeMode = "auto"
@@ -37,7 +40,7 @@ class T2MemConfig:
     k_search: int = 1
     max_steps: int = 5
     episode_tokens: int = 2048
-    raw_tokens: int = 1536
+    raw_tokens: int = 2048
     topic_gap_hours: float = 24.0
     max_entries: int = 6  # metadata entries per episode
     max_triples: int = 12  # graph triples per episode

@@ -1,15 +1,26 @@
 """The test-time loop (paper §3.2): reasoning, a memory cache and one action per step.
 
-Repairs (each recorded in the step): an empty search query searches the question; ReadRaw of
-an unknown or already read episode reads the episode of the best-ranked entry shown so far
-whose episode is unread, else that of the best unseen entry for the question. The loop ends
-on Answer, at Tmax, on malformed output (or an LLM error), on an action that is not allowed,
-or when nothing is left to read; `stop` says which.
+ReadRaw reads an episode part page by page: a page holds as many of its messages as the step's
+raw budget allows, the agent names the page (`E3 page 2`; the first unread one when it names
+none), so every message of every part is reachable whatever the budget. Repairs (each
+recorded in the step): an empty search query searches the question; a read of a page already
+read, or past the last, reads that episode's first unread page; a read of an unknown or fully
+read episode reads the first unread page of the best-ranked entry's episode shown so far, else
+of the best unseen entry's for the question. The loop ends on Answer, at Tmax, on malformed
+output (or an LLM error), on an action that is not allowed, or when nothing is left to read;
+`stop` says which.
+
+`step_record` is what a run keeps per question: the steps taken out of Tmax, whether the
+answer was forced (the loop reached its last step, where Answer is the only action: under
+constrained decoding the model cannot but answer there, so a counter of non-answers at Tmax
+never fires; the step the answer came at is what tells), its tool calls, and the share of
+each episode part its reads showed.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +46,8 @@ STEP_STAGE = "construct"
 """Stage of the loop's LLM calls: test-time memory construction, per question."""
 
 _ALIASES = {"searchmeta": "search", "readraw": "read"}
+_PAGE = re.compile(r"^(?P<episode>.*?)[\s,:;/#(-]*(?:page|pg|p)\.?\s*(?P<page>\d+)\)?\s*$",
+                   re.IGNORECASE)
 _LIMITS = {"reasoning": 300, "memory": 400, "argument": 100}  # characters
 
 
@@ -75,7 +88,9 @@ class Decision:
 class Loop:
     """One question's construction: entries shown, episodes read, memory caches, step trace.
 
-    A ReadRaw excerpt holds at most `raw_tokens` tokens as `count` (the backbone's) counts.
+    A ReadRaw page holds at most `raw_tokens` tokens as `count` (the backbone's) counts;
+    `pages_read` holds each read episode's pages (from 1), `read` the episodes in the order
+    first read.
     """
 
     question: Question
@@ -89,6 +104,8 @@ class Loop:
     steps: list[dict[str, Any]] = field(default_factory=list)
     stop: str = ""
     read_ids: list[str] = field(default_factory=list)  # messages whose lines ReadRaw showed
+    pages_read: dict[str, set[int]] = field(default_factory=dict)
+    _pages: dict[str, list[tuple[int, int]]] = field(default_factory=dict, repr=False)
 
     def run(self, initial: Sequence[Entry], llm: LLM) -> None:
         new = self._show(initial)
@@ -117,11 +134,31 @@ class Loop:
         """What fell back or was repaired (`steps_total`: the steps they are out of)."""
         return {
             "malformed_steps": int(self.stop.startswith(MALFORMED)),
-            "tmax_without_answer": int(self.stop == "max_steps"),
             "repaired_actions": sum("repair" in s for s in self.steps),
             "fallback_context": int(not self.memory),
             "steps_total": len(self.steps),
         }
+
+    @property
+    def forced(self) -> bool:
+        """The loop reached its last step, where Answer is the only action (never for the
+        one-step no-rollout ablation, whose single Answer step is its design)."""
+        return (self.config.steps > 1 and len(self.steps) == self.config.steps
+                and not self.stop.startswith(MALFORMED))
+
+    def step_record(self) -> dict[str, Any]:
+        """Steps taken of the budget, a forced answer, tool calls, and per episode part read
+        the share of its messages shown (`shown`)."""
+        shown = {eid: sum(b - a for a, b in (self._pages[eid][p - 1] for p in pages))
+                 / len(self.index.by_episode[eid].lines)
+                 for eid, pages in self.pages_read.items()}
+        searches = sum("found" in s for s in self.steps)
+        reads = sum("read" in s for s in self.steps)
+        return {"steps": len(self.steps), "max_steps": self.config.steps,
+                "forced": self.forced, "tool_calls": searches + reads, "searches": searches,
+                "reads": reads, "parts_read": len(shown),
+                "parts_read_in_full": sum(f >= 1 for f in shown.values()),
+                "shown": {eid: round(f, 4) for eid, f in shown.items()}}
 
     def shown_ids(self) -> tuple[str, ...]:
         """Messages whose own text the loop showed: the lines of its ReadRaw excerpts, then
@@ -147,9 +184,31 @@ class Loop:
     def _episode_list(self, allowed: Sequence[Action]) -> str:
         if "read" not in allowed:
             return ""
-        items = [self.index.by_episode[eid].header + (" [read]" if eid in self.read else "")
-                 for eid in self.linked_episodes()]
+        items = [self._listed(self.index.by_episode[eid]) for eid in self.linked_episodes()]
         return "Episodes you can read: " + ", ".join(items) if items else ""
+
+    def _listed(self, episode: Episode) -> str:
+        """`E3 (source, date)`, with its pages when it has more than one, and what was read."""
+        pages = len(self.pages(episode))
+        read = sorted(self.pages_read.get(episode.episode_id, ()))
+        notes = [f"{pages} pages"] if pages > 1 else []
+        if read:
+            notes.append("read" if len(read) == pages else
+                         f"read page {', '.join(map(str, read))}")
+        return episode.header + (f" [{'; '.join(notes)}]" if notes else "")
+
+    def pages(self, episode: Episode) -> list[tuple[int, int]]:
+        """The episode's pages as (first, end) line positions: consecutive runs of its lines,
+        each within the raw budget (a line too long for a page alone is clipped)."""
+        if episode.episode_id not in self._pages:
+            bounds, start = [], 0
+            while start < len(episode.lines):
+                taken = max(1, len(fit_lines(episode.lines[start:], self.raw_tokens,
+                                             self.count)))
+                bounds.append((start, start + taken))
+                start += taken
+            self._pages[episode.episode_id] = bounds
+        return self._pages[episode.episode_id]
 
     def _show(self, entries: Sequence[Entry]) -> str:
         self.seen.update((e.entry_id, e) for e in entries)
@@ -164,30 +223,55 @@ class Loop:
         return self._show(found) or "No unseen entry matches that query."
 
     def _read(self, argument: str, record: dict[str, Any]) -> str | None:
-        episode = self.index.find_episode(argument)
-        if episode is None or episode.episode_id in self.read:
+        named, asked = _page_of(argument)
+        episode = self.index.find_episode(named)
+        page = None if episode is None else self._page(episode, asked)
+        if episode is None or page is None:
             why = "unknown episode" if episode is None else "already read"
             episode = self._unread()
             if episode is None:
                 self.stop = f"read {argument!r}: {why}, and no unread episode is linked"
                 return None
+            page = self._page(episode, None)
+            assert page is not None  # an unread episode has an unread page
             record["repair"] = f"read {argument!r}: {why}; read {episode.episode_id} instead"
-        self.read.append(episode.episode_id)
-        lines = fit_lines(episode.lines, self.raw_tokens, self.count)
-        self.read_ids += [m.msg_id for m in episode.messages[:len(lines)]]
+        elif asked is not None and page != asked:
+            why = "already read" if asked <= len(self.pages(episode)) else "does not exist"
+            record["repair"] = f"read {argument!r}: page {asked} {why}; read page {page} instead"
+        return self._show_page(episode, page, record)
+
+    def _page(self, episode: Episode, asked: int | None) -> int | None:
+        """The page to read: the one asked for if it exists and is unread, else the
+        episode's first unread page (None: every page is read)."""
+        done = self.pages_read.get(episode.episode_id, set())
+        pages = range(1, len(self.pages(episode)) + 1)
+        if asked in pages and asked not in done:
+            return asked
+        return next((p for p in pages if p not in done), None)
+
+    def _show_page(self, episode: Episode, page: int, record: dict[str, Any]) -> str:
+        pages = self.pages(episode)
+        first, end = pages[page - 1]
+        lines = fit_lines(episode.lines[first:end], self.raw_tokens, self.count)
+        if episode.episode_id not in self.pages_read:
+            self.read.append(episode.episode_id)
+        self.pages_read.setdefault(episode.episode_id, set()).add(page)
+        self.read_ids += [m.msg_id for m in episode.messages[first:end]]
         record["read"] = {"episode": episode.episode_id, "source": episode.source,
-                          "messages": len(lines), "of": len(episode.lines),
+                          "page": page, "pages": len(pages), "messages": end - first,
+                          "of": len(episode.lines),
                           "tokens": sum(self.count(line) + 1 for line in lines)}
-        return f"Raw messages of episode {episode.header}:\n" + "\n".join(lines)
+        where = (f", page {page} of {len(pages)} (messages {first + 1}-{end} of "
+                 f"{len(episode.lines)})" if len(pages) > 1 else "")
+        return f"Raw messages of episode {episode.header}{where}:\n" + "\n".join(lines)
 
     def _unread(self) -> Episode | None:
-        """The episode of the best-ranked entry shown whose episode is unread, else that of
-        the best unseen entry for the question."""
+        """The episode of the best-ranked entry shown with a page unread, else that of the
+        best unseen entry for the question."""
         shown = [e.episode_id for e in self.seen.values()]
         unseen = self.index.search(self.question.question, len(self.index.entries), self.seen)
-        candidates = shown + [e.episode_id for e in unseen]
-        return next((self.index.by_episode[eid] for eid in candidates if eid not in self.read),
-                    None)
+        candidates = [self.index.by_episode[eid] for eid in shown + [e.episode_id for e in unseen]]
+        return next((e for e in candidates if self._page(e, None) is not None), None)
 
 
 def describe(entry: Entry, index: MemoryIndex) -> str:
@@ -214,6 +298,16 @@ def _decision(response: ChatResponse) -> Decision | str:
     values = {k: str(parsed.get(k) or "").strip() for k in ("reasoning", "memory", "argument")}
     action = parsed["action"].strip().lower()
     return Decision(action=_ALIASES.get(action, action), **values)
+
+
+def _page_of(argument: str) -> tuple[str, int | None]:
+    """The episode an argument names and the page it asks for (`E3 page 2`, `E3 p2`,
+    `E3:2`, `[E3] (page 2)`), None when it asks for none."""
+    match = _PAGE.match(argument.strip())
+    if match and match["episode"].strip():
+        return match["episode"], int(match["page"])
+    short = re.fullmatch(r"\s*(\[?E?\d+\]?)\s*[:/#]\s*(\d+)\s*", argument, re.IGNORECASE)
+    return (short[1], int(short[2])) if short else (argument, None)
 
 
 def _stop_reason(action: str, last: bool) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from tmem_core.llm import BackboneConfig, TokenCounter, counter_for
 from tmem_core.methods._base import Evidence, evidence, prepared
-from tmem_core.methods._context import LLM, Context, ContextMethod
+from tmem_core.methods._context import LLM, STEP_RECORD, Context, ContextMethod
 from tmem_core.methods._registry import MethodEnv, View, method
 from tmem_core.methods.t2mem._config import T2MemConfig
 from tmem_core.methods.t2mem._episodes import Mode, episode_mode, fit_lines, segment
@@ -74,8 +74,13 @@ class T2Mem:
     trace's degradation (`degraded_memory`), per question that uses it.
 
     `Context.ids` (evidence recall) are the messages whose own text the loop saw: the lines of
-    its ReadRaw excerpts (as cut to `raw_tokens`), and raw-message entries (the no-metadata
-    ablation); an episode merely linked by a metadata entry counts for none of its messages.
+    the ReadRaw pages it read, and raw-message entries (the no-metadata ablation); an episode
+    merely linked by a metadata entry counts for none of its messages. The trace's
+    `step_record` is the loop's (`Loop.step_record`): steps, a forced answer, tool calls, the
+    share of each part read.
+
+    Version 2: ReadRaw pages through a whole episode part (version 1 showed the part's first
+    `raw_tokens` only), the step record, the query rule of every method.
     `Context.text` is the
     accumulated memory caches, cut to the budget; when the LLM wrote none (malformed first
     step, LLM error) it is the entries shown instead, and the trace says `fallback`.
@@ -115,7 +120,7 @@ class T2Mem:
     def retrieve(self, question: Question) -> Evidence:
         """The initial SearchMeta: the `k_initial` entries nearest to the question."""
         index = self._memory(question.conv_id).index
-        query = query_text(question, metadata=True)
+        query = query_text(question)
         found = index.search(query, self.config.k_initial)
         ids = index.linked_ids([e.episode_id for e in found])
         entries = [e.entry_id for e in found]
@@ -155,6 +160,7 @@ class T2Mem:
                          "entries": len(index.entries), "complete": memory.complete,
                          "dropped": memory.dropped},
             "initial": initial, "steps": loop.steps, "stop": loop.stop, "read": loop.read,
+            STEP_RECORD: loop.step_record(),
             "memory": loop.memory, "fallback": not loop.memory,
             "degradation": {**loop.degradation(),
                             "degraded_memory": int(not memory.complete or memory.dropped > 0)},
@@ -170,7 +176,7 @@ def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Me
 
 
 @method("t2mem", config=T2MemConfig, show=show_trace, evidence=Initial, context=LoopRecord,
-        view=View("timeline", timeline), variants={
+        view=View("timeline", timeline), version=2, variants={
     "t2mem_no_metadata": {"units": "raw"},
     "t2mem_no_raw": {"read_raw": False},
     "t2mem_no_rollout": {"rollout": False},

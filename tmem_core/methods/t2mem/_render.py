@@ -31,8 +31,10 @@ def render_trace(context: Context) -> str:
     for step in trace["steps"]:
         lines += _step(step)
     usage = trace["usage"]
+    record = trace.get("step_record", {})
     lines += [
-        f"stop: {trace['stop']} after {usage['calls']} step(s); "
+        f"stop: {trace['stop']} after {usage['calls']} step(s)"
+        f"{' (answer forced at Tmax)' if record.get('forced') else ''}; "
         f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens, "
         f"{usage['latency_s']:.1f} s",
         f"memory for the answer ({context.tokens} tokens"
@@ -59,7 +61,8 @@ def _step(step: dict[str, Any]) -> list[str]:
         lines += _entries(step["found"]) or ["  found nothing unseen"]
     if "read" in step:
         read = step["read"]
-        lines.append(f"  read {read['episode']} ({read['source']}): {read['messages']} of "
+        page = f" page {read['page']}/{read['pages']}" if read.get("pages", 1) > 1 else ""
+        lines.append(f"  read {read['episode']}{page} ({read['source']}): {read['messages']} of "
                      f"{read['of']} messages, {read['tokens']} tokens")
     return lines
 

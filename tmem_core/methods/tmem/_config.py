@@ -47,7 +47,7 @@ class DiscoveryConfig:
     """
 
     max_candidates: int = 100
-    metadata: bool = True  # metadata-expanded indexes and query (asking user)
+    metadata: bool = True  # metadata-expanded message indexes (every query names the asker)
     scope: Scope = "interval"  # "global": whole anchor groups instead of intervals (ablation)
     max_gap_seconds: float = 2 * HOUR
     min_duration_seconds: float = 2 * HOUR

@@ -71,7 +71,7 @@ class Seeding:
 
 def seed(question: Question, index: ConversationIndex, config: DiscoveryConfig,
          depth: int) -> Seeding:
-    query = query_text(question, config.metadata)
+    query = query_text(question)
     return Seeding(query, tuple(index.ranking(query, "hybrid", depth)),
                    query_relevance(index.dense_scores(query), index.bm25_scores(query),
                                    config.lexical_weight))
