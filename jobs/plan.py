@@ -20,7 +20,7 @@ from pathlib import Path
 from jobs._cli import run_main
 from tmem_core import ConfigError
 from tmem_core.llm import SimEngineConfig, load_backbones
-from tmem_core.pipeline import check_sweep_gpus, load_sweep, plan_sweep
+from tmem_core.pipeline import check_sources, check_sweep_gpus, load_sweep, plan_sweep
 
 
 def main() -> int:
@@ -33,7 +33,7 @@ def main() -> int:
     parser.add_argument("--timing", help="a sim backbone whose engine settings time all calls")
     args = parser.parse_args()
     try:
-        config = load_sweep(args.config)
+        config = load_sweep(args.config, sources=False)  # the engines' fit needs no data
         timing = _timing(args.timing, config.backbones_file)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -43,7 +43,8 @@ def main() -> int:
         return 2
     try:
         check_sweep_gpus(config, args.replicas)
-    except ConfigError as exc:  # engines that do not fit the GPUs the config states
+        check_sources(config)  # the plan runs a few questions of each run
+    except ConfigError as exc:  # engines that do not fit the GPUs the config states, or data
         print(f"error: {exc}", file=sys.stderr)
         return 2
     plan = plan_sweep(config, args.replicas or config.resources.engine_replicas, args.sample,

@@ -67,8 +67,11 @@ def test_a_serve_backbone_counts_at_its_most_replicas() -> None:
         check_gpus([serve, _sharded("q", 2, 4)], CLUSTER)
 
 
-def test_jobs_plan_refuses_a_plan_that_does_not_fit_with_one_line(tmp_path: Path) -> None:
-    config = bundled_sweep(GPU_SWEEP, tmp_path)
+@pytest.mark.parametrize("data", ["on the cluster", "nowhere here"])
+def test_jobs_plan_refuses_a_plan_that_does_not_fit_with_one_line(tmp_path: Path,
+                                                                   data: str) -> None:
+    """Refused on the engines' fit whether or not this machine has the sweep's data."""
+    config = bundled_sweep(GPU_SWEEP, tmp_path) if data == "on the cluster" else GPU_SWEEP
     done = subprocess.run([sys.executable, "-m", "jobs.plan", str(config), "--replicas", "8"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 2 and done.stdout == ""

@@ -37,7 +37,11 @@ def test_plan_counts_calls_and_prices_them(tmp_path: Path) -> None:
                                      extra=f'backbones_file = "{backbones}"'))
     plan = plan_sweep(config, replicas=2, sample=2, timing=TIMING)
     (run,) = plan.runs
-    assert run.questions == 6 and run.calls == 24  # answer, judgement, two judge controls
+    assert run.questions == 6 and len(run.chains) == 6
+    assert run.calls == sum(len(chain) for chain in run.chains)
+    # per question: its answer, its judgement, and a judge control of each kind that applies
+    # (a positive and at least one negative)
+    assert all(len(chain) >= 4 for chain in run.chains)
     assert run.cost_usd == pytest.approx((run.prompt_tokens + 2 * run.completion_tokens)
                                          * 1000 / 1e6)
     assert plan.wall_s > 0 and not (tmp_path / "results" / "plan").exists()  # nothing written

@@ -210,13 +210,16 @@ def registered() -> Allowed:
                    backbones=lambda path: load_backbones(path).keys())
 
 
-def load_sweep(path: Path, allowed: Allowed | None = None) -> SweepConfig:
-    return parse_sweep(read_config(path), allowed, default_name=path.stem)
+def load_sweep(path: Path, allowed: Allowed | None = None, sources: bool = True
+               ) -> SweepConfig:
+    return parse_sweep(read_config(path), allowed, default_name=path.stem, sources=sources)
 
 
 def parse_sweep(raw: Mapping[str, Any], allowed: Allowed | None = None,
-                default_name: str = "sweep") -> SweepConfig:
-    """The sweep of a config mapping, every table typed and every name and file checked."""
+                default_name: str = "sweep", sources: bool = True) -> SweepConfig:
+    """The sweep of a config mapping, every table typed and every name and file checked;
+    `sources=False` leaves the benchmarks' data to `check_sources` (a check of the engines'
+    fit needs none)."""
     import_plugins(_plugins(raw.get("plugins", [])))  # first: they add names to registries
     config = build_config(SweepConfig, {"name": default_name, **raw}, "")
     allowed = allowed or registered()
@@ -224,7 +227,9 @@ def parse_sweep(raw: Mapping[str, Any], allowed: Allowed | None = None,
     _known("grid.backbones", (*config.grid.backbones, *(config.grid.judges or ())),
            _backbones(allowed, config.backbones_file))
     for index, bench in enumerate(config.benchmarks):
-        _check_benchmark(bench, f"benchmarks[{index}]", allowed)
+        _known(f"benchmarks[{index}].name", [bench.name], allowed.benchmarks)
+    if sources:
+        check_sources(config)
     check_params(config.methods, config.grid.methods)
     for name, path in config.judge_prompts.items():
         _check_judge_prompt(name, path)
@@ -263,8 +268,13 @@ def _backbones(allowed: Allowed, backbones_file: str | None) -> Iterable[str]:
             f"{backbones_file}: ")) from None
 
 
-def _check_benchmark(bench: BenchmarkConfig, where: str, allowed: Allowed) -> None:
-    _known(f"{where}.name", [bench.name], allowed.benchmarks)
+def check_sources(config: SweepConfig) -> None:
+    """Every benchmark's data is where the sweep says (`ConfigError` naming the key)."""
+    for index, bench in enumerate(config.benchmarks):
+        _check_source(bench, f"benchmarks[{index}]")
+
+
+def _check_source(bench: BenchmarkConfig, where: str) -> None:
     if bench.prepared is not None:
         if not (Path(bench.prepared) / "manifest.json").is_file():
             raise ConfigError(f"{where}.prepared", f"not a folder written by jobs.prepare: "
