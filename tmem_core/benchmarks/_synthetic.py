@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
-from tmem_core.evaluation import Protocol, one_judge
+from tmem_core.evaluation import SUPERSEDED_KEY, Protocol, one_judge
 from tmem_core.schema import DataError, Gold, Message, Question
 
 VARIANT_FLAGS = ("base", "native-revisions", "no-metadata", "interleaved")
@@ -396,7 +396,7 @@ def _superseded(topic: _Topic, current: str) -> str | None:
     once, oldest first by its last time in force), for judge calibration."""
     old = [value for _, value in topic.chain if value != current]
     latest_last = list(reversed(dict.fromkeys(reversed(old))))
-    return json.dumps({"superseded_answers": latest_last}) if old else None
+    return json.dumps({SUPERSEDED_KEY: latest_last}) if old else None
 
 
 _Made = tuple[str, str, list[_Event], str | None, str, str]

@@ -1,7 +1,7 @@
 """Evaluation: deterministic metrics, answer prompts, judges and evidence recall."""
 
 from tmem_core.evaluation._answer import answer_prompt, question_block
-from tmem_core.evaluation._controls import KINDS, Control, ControlPool, Rules
+from tmem_core.evaluation._controls import KINDS, SUPERSEDED_KEY, Control, ControlPool, Rules
 from tmem_core.evaluation._leaks import GUARDED_STAGES, gold_leaks, gold_strings, ids_in
 from tmem_core.evaluation._metrics import (
     choice_correct,
@@ -18,6 +18,7 @@ from tmem_core.evaluation._verdict import parse_verdict
 __all__ = [
     "GUARDED_STAGES",
     "KINDS",
+    "SUPERSEDED_KEY",
     "Control",
     "ControlPool",
     "Protocol",
