@@ -33,7 +33,7 @@ from tmem_core.methods.tmem._discovery import (
     padded_members,
     temporal_clusters,
 )
-from tmem_core.methods.tmem._timeline import Timeline, group_key
+from tmem_core.methods.tmem._forest import Timeline, group_key
 from tmem_core.retrieval import Conversation, IndexStore, MiniLMEmbedder
 from tmem_core.retrieval import conversations_from_table as conversations
 from tmem_core.schema import Gold, Message, Question, gold_from_table, questions_from_table

@@ -8,8 +8,8 @@ from test_tmem_fakes import ScriptedLLM, asked_ids, label_all, message, shown_li
 
 from tmem_core.llm import ChatRequest
 from tmem_core.methods.tmem._discovery import Candidate, Interval
-from tmem_core.methods.tmem._labels import LLMSelector, interval_batches
 from tmem_core.methods.tmem._rerank import Selector
+from tmem_core.methods.tmem._steps import LLMSelector, interval_batches
 from tmem_core.schema import Question
 
 QUESTION = Question("c", "q1", "What is the retry limit for Atlas checkout?", "ku")

@@ -10,8 +10,8 @@ from tmem_core.methods._flat import ranked
 from tmem_core.methods._registry import MethodEnv, method
 from tmem_core.methods.tmem._config import DiscoveryConfig
 from tmem_core.methods.tmem._discovery import discover
+from tmem_core.methods.tmem._forest import Timeline
 from tmem_core.methods.tmem._rerank import ContextReranker, Selector
-from tmem_core.methods.tmem._timeline import Timeline
 from tmem_core.retrieval import IndexStore
 from tmem_core.schema import Question
 

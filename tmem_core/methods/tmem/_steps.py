@@ -1,35 +1,49 @@
-"""What T-MEM's LLM steps share: short local ids, list schemas, batched calls with usage."""
+"""T-MEM's two LLM steps and what they share (short local ids, list schemas, batched calls
+with usage).
+
+Evidence selection (paper §4.2): each candidate labelled KEY, SUPPORT or DROP. Candidates are
+grouped by interval (anchors outside every kept interval by their discovery group), in time
+order; whole intervals are packed into requests of at most `batch_size` messages (a larger
+interval is split), and every request goes out in one `generate` call. A request whose output
+is unusable (an error, or labels for fewer than `min_coverage` of its messages) keeps all its
+candidates, labelled FALLBACK, and its failure is recorded. The kept messages are ranked KEY
+first, then SUPPORT and FALLBACK, each tier in the no-LLM reranker's order.
+
+Structuring, its LLM half (Temporal Memory Structuring): a parent and a relation proposed per
+message. Messages are grouped by topic (one group when there are none), in time order, and
+chunked to `batch_size` per request; each request also shows up to `context` earlier messages
+of the group as possible parents. All requests go out in one `generate` call. A failed request
+leaves its messages without proposals: `build_forest` repairs them.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
+from tmem_core.evaluation import question_block
 from tmem_core.llm import ChatRequest, ChatResponse, object_schema
-from tmem_core.methods._context import LLM, render_message
-from tmem_core.prompts import Prompt
-from tmem_core.schema import Message
-
-
-def chronological(message: Message) -> tuple[datetime, int]:
-    """Sort key of messages in time order (ties broken by conversation order)."""
-    return message.timestamp, message.seq
+from tmem_core.methods._context import LLM
+from tmem_core.methods.tmem._discovery import Candidate, Interval
+from tmem_core.methods.tmem._forest import (
+    PROPOSABLE,
+    Proposal,
+    chronological,
+    group_key,
+    message_line,
+)
+from tmem_core.methods.tmem._rerank import ContextReranker
+from tmem_core.prompts import Prompt, load_prompt
+from tmem_core.schema import Message, Question
 
 
 def local_ids(messages: Iterable[Message]) -> dict[str, str]:
     """Message id -> short prompt id ("m1", "m2", ...) in time order."""
     ordered = sorted(messages, key=chronological)
     return {m.msg_id: f"m{k}" for k, m in enumerate(ordered, 1)}
-
-
-def message_line(message: Message, text: str | None = None) -> str:
-    """A message as every T-MEM step shows it: `render_message`, its text replaced by `text`
-    when given (the forest's compressed text)."""
-    return render_message(message if text is None else dataclasses.replace(message, text=text))
 
 
 def local_lines(messages: Sequence[Message], ids: Mapping[str, str]) -> str:
@@ -99,3 +113,199 @@ def entries(response: ChatResponse, key: str) -> dict[str, Any] | None:
 
 def prompt_hashes(*prompts: Prompt) -> dict[str, str]:
     return {p.name: p.sha256 for p in prompts}
+
+
+Label = Literal["KEY", "SUPPORT", "DROP", "FALLBACK"]
+LABELS: tuple[Label, ...] = ("KEY", "SUPPORT", "DROP")
+_LABEL_OF: dict[str, Label] = {label: label for label in LABELS}
+TIER: dict[str, int] = {"KEY": 0, "SUPPORT": 1, "FALLBACK": 1}
+SELECT_PROMPT = "tmem/select"
+TOKENS_PER_LABEL = 14  # `\n    "m12": "SUPPORT",` (about 12) and some slack
+
+
+@dataclass(frozen=True)
+class Section:
+    """Candidates of one interval (or one group), in time order."""
+
+    name: str
+    candidates: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The sections of one request."""
+
+    sections: tuple[Section, ...]
+
+    @property
+    def name(self) -> str:
+        return "; ".join(s.name for s in self.sections)
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return [c for s in self.sections for c in s.candidates]
+
+    def lines(self, ids: dict[str, str]) -> str:
+        return "\n\n".join(f"{s.name}:\n" + local_lines([c.message for c in s.candidates], ids)
+                           for s in self.sections)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Labels by message id, the kept ids best first, the batches that fell back."""
+
+    labels: dict[str, Label]
+    ranked: tuple[str, ...]
+    failures: tuple[dict[str, str], ...] = ()
+    stats: StepStats = field(default_factory=StepStats)
+
+
+@dataclass(frozen=True)
+class LLMSelector:
+    """The query-conditioned LLM selector behind the `Selector` seam."""
+
+    llm: LLM
+    batch_size: int = 20
+    min_coverage: float = 0.5
+    reranker: ContextReranker = field(default_factory=ContextReranker)
+
+    def select(self, question: Question, candidates: Sequence[Candidate],
+               top_k: int | None) -> list[str]:
+        return list(self.label(question, candidates).ranked[:top_k])
+
+    def label(self, question: Question, candidates: Sequence[Candidate],
+              intervals: Sequence[Interval] = ()) -> Selection:
+        batches = interval_batches(candidates, intervals, self.batch_size)
+        ids = local_ids(c.message for c in candidates)
+        responses, stats = generate(self.llm, [self._request(question, b, ids) for b in batches])
+        labels: dict[str, Label] = {}
+        failures = []
+        for batch, response in zip(batches, responses, strict=True):
+            found, problem = self._parse(batch, entries(response, "labels"), ids)
+            if problem:
+                found = dict.fromkeys((c.message.msg_id for c in batch.candidates), "FALLBACK")
+                failures.append({"batch": batch.name, "error": response.error or problem})
+            labels.update(found)
+        order = self.reranker.select(question, candidates, None)
+        ranked = sorted((i for i in order if labels[i] in TIER), key=lambda i: TIER[labels[i]])
+        return Selection(labels, tuple(ranked), tuple(failures), stats)
+
+    def _request(self, question: Question, batch: Batch, ids: dict[str, str]) -> ChatRequest:
+        chat = load_prompt(SELECT_PROMPT).chat(question_block=question_block(question),
+                                               messages=batch.lines(ids))
+        schema = keyed_schema("labels", {ids[c.message.msg_id]: one_of(LABELS)
+                                         for c in batch.candidates})
+        return request(self.llm, chat, schema, TOKENS_PER_LABEL * len(batch.candidates) + 16,
+                       "tmem.select", question.qid)
+
+    def _parse(self, batch: Batch, given: dict[str, Any] | None,
+               ids: dict[str, str]) -> tuple[dict[str, Label], str]:
+        """The batch's labels (unlabelled messages are DROP), or a problem when unusable."""
+        if given is None:
+            return {}, "no usable output"
+        labels = {c.message.msg_id: _label(given.get(ids[c.message.msg_id]))
+                  for c in batch.candidates}
+        valid = sum(label is not None for label in labels.values())
+        if valid < self.min_coverage * len(batch.candidates):
+            return {}, f"labels for {valid} of {len(batch.candidates)} messages"
+        return {m: label or "DROP" for m, label in labels.items()}, ""
+
+
+def interval_batches(candidates: Iterable[Candidate], intervals: Sequence[Interval],
+                     size: int) -> list[Batch]:
+    """Sections by kept interval (else by group) in time order, packed `size` messages a batch."""
+    batches: list[list[Section]] = [[]]
+    for section in interval_sections(candidates, intervals, size):
+        if sum(len(s.candidates) for s in batches[-1]) + len(section.candidates) > size:
+            batches.append([])
+        batches[-1].append(section)
+    return [Batch(tuple(b)) for b in batches if b]
+
+
+def interval_sections(candidates: Iterable[Candidate], intervals: Sequence[Interval],
+                      size: int) -> list[Section]:
+    """Candidates by kept interval (else by group), in time order, split to `size`."""
+    owner: dict[str, str] = {}
+    for n, interval in enumerate(intervals, 1):
+        for msg_id in interval.members if interval.kept else ():
+            owner.setdefault(msg_id, f"Interval {n} ({interval.group})")
+    groups: dict[str, list[Candidate]] = {}
+    for c in sorted(candidates, key=lambda c: chronological(c.message)):
+        key = owner.get(c.message.msg_id) or f"Anchors of {group_key(c.message)}"
+        groups.setdefault(key, []).append(c)
+    return [Section(name if len(members) <= size else f"{name}, part {k // size + 1}",
+                    tuple(members[k:k + size]))
+            for name, members in groups.items() for k in range(0, len(members), size)]
+
+
+def _label(value: object) -> Label | None:
+    return _LABEL_OF.get(value) if isinstance(value, str) else None
+
+
+STRUCTURE_PROMPT = "tmem/structure"
+NO_PARENT = "none"
+TOKENS_PER_LINK = 28  # `"m12": {"parent": "m9", "relation": "EXPAND"},` with line breaks
+
+
+@dataclass(frozen=True)
+class Chunk:
+    earlier: tuple[Message, ...]
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True)
+class Proposals:
+    edges: dict[str, Proposal]
+    failures: tuple[dict[str, str], ...] = ()
+    stats: StepStats = field(default_factory=StepStats)
+
+
+@dataclass(frozen=True)
+class Structurer:
+    """Proposes each message's parent and relation, per topic, in one `generate` call."""
+
+    llm: LLM
+    batch_size: int = 12
+    context: int = 8
+
+    def propose(self, question: Question, messages: Sequence[Message]) -> Proposals:
+        ids = local_ids(messages)
+        chunks = topic_chunks(messages, self.batch_size, self.context)
+        responses, stats = generate(self.llm, [self._request(question, c, ids) for c in chunks])
+        back = {local: msg_id for msg_id, local in ids.items()}
+        edges: dict[str, Proposal] = {}
+        failures = []
+        for chunk, response in zip(chunks, responses, strict=True):
+            given = entries(response, "links")
+            if given is None:
+                failures.append({"first": chunk.messages[0].msg_id,
+                                 "error": response.error or "no usable output"})
+                continue
+            for m in chunk.messages:
+                if isinstance(link := given.get(ids[m.msg_id]), dict):
+                    edges[m.msg_id] = Proposal(back.get(str(link.get("parent"))),
+                                               str(link.get("relation")))
+        return Proposals(edges, tuple(failures), stats)
+
+    def _request(self, question: Question, chunk: Chunk, ids: dict[str, str]) -> ChatRequest:
+        """Each message may name an earlier message of the request as its parent, or none."""
+        shown = [ids[m.msg_id] for m in (*chunk.earlier, *chunk.messages)]
+        first = len(chunk.earlier)
+        links = {shown[k]: object_schema({"parent": one_of([*shown[:k], NO_PARENT]),
+                                          "relation": one_of(PROPOSABLE)})
+                 for k in range(first, len(shown))}
+        chat = load_prompt(STRUCTURE_PROMPT).chat(
+            question_block=question_block(question),
+            earlier=local_lines(chunk.earlier, ids) or "(none)",
+            messages=local_lines(chunk.messages, ids))
+        return request(self.llm, chat, keyed_schema("links", links),
+                       TOKENS_PER_LINK * len(links) + 16, "tmem.structure", question.qid)
+
+
+def topic_chunks(messages: Sequence[Message], size: int, context: int) -> list[Chunk]:
+    """Per topic, in time order: chunks of `size` with up to `context` earlier messages."""
+    groups: dict[str | None, list[Message]] = {}
+    for m in sorted(messages, key=chronological):
+        groups.setdefault(m.topic, []).append(m)
+    return [Chunk(tuple(members[max(0, k - context):k]), tuple(members[k:k + size]))
+            for members in groups.values() for k in range(0, len(members), size)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,37 +20,44 @@ from tmem_core.llm import TokenCounter
 from tmem_core.methods._base import Evidence, evidence
 from tmem_core.methods._context import LLM, Context, ContextKind, ContextMethod
 from tmem_core.methods._registry import MethodEnv, View, method
-from tmem_core.methods.tmem._compress import Compression, Item, QueryTerms, compress, mandatory_text
 from tmem_core.methods.tmem._config import DiscoveryConfig
 from tmem_core.methods.tmem._discovery import Candidate, Discovery, Interval, discover
 from tmem_core.methods.tmem._forest import (
-    Constraints,
     Forest,
-    Node,
     PhaseRanks,
+    QueryTerms,
+    Rendered,
+    Rendering,
     Repair,
+    Timeline,
+    admit,
     build_forest,
+    check_withheld,
+    fit,
     flat_forest,
-    phase_order,
+    phase_constraints,
+    withheld,
+    withheld_conversation,
 )
-from tmem_core.methods.tmem._labels import SELECT_PROMPT, LLMSelector, Selection
-from tmem_core.methods.tmem._linearise import Linearised, linearise, node_line
 from tmem_core.methods.tmem._payload import Built, Found
 from tmem_core.methods.tmem._rerank import ContextReranker
 from tmem_core.methods.tmem._show import describe
-from tmem_core.methods.tmem._steps import prompt_hashes
-from tmem_core.methods.tmem._structure import STRUCTURE_PROMPT, Proposals, Structurer
-from tmem_core.methods.tmem._timeline import Timeline
+from tmem_core.methods.tmem._steps import (
+    SELECT_PROMPT,
+    STRUCTURE_PROMPT,
+    LLMSelector,
+    Proposals,
+    Selection,
+    Structurer,
+    prompt_hashes,
+)
 from tmem_core.methods.tmem._validate import forest_structure
 from tmem_core.methods.tmem._view import forest_view
-from tmem_core.methods.tmem._withhold import check_withheld, withheld, withheld_conversation
 from tmem_core.prompts import load_prompt
 from tmem_core.retrieval import Conversation, IndexStore
 from tmem_core.schema import Message, Question
 
 SelectionMode = Literal["llm", "reranked"]
-ADMIT_SLACK = 2  # tokens per admitted node for line breaks and deeper indentation
-MAX_CORRECTIONS = 3  # re-compressions with a tighter target when the estimate was short
 STEPS = ("select", "structure", "render")  # timed in the trace
 
 
@@ -108,15 +115,6 @@ class Structured:
     repairs: tuple[Repair, ...] = ()
 
 
-@dataclass(frozen=True)
-class Rendered:
-    forest: Forest
-    linearised: Linearised
-    tokens: int
-    compression: Compression | None
-    trimmed: tuple[str, ...]
-
-
 @dataclass
 class TMem:
     """T-MEM (paper §4): `retrieve` runs discovery from `top_k` anchors (paper §5.3),
@@ -154,12 +152,13 @@ class TMem:
         terms = QueryTerms.of(question)
         by_id = {c.message.msg_id: conversation.messages[conversation.position[c.message.msg_id]]
                  for c in candidates}
-        admitted = self._admit([by_id[i] for i in selection.ranked], terms, self.budget,
-                               count_tokens)
+        admitted = admit([by_id[i] for i in selection.ranked], terms, self.budget, count_tokens,
+                         self._rendering())
         structured = self._structure(question, admitted, llm, conversation)
         marks.append(time.perf_counter())
         rank = {i: k for k, i in enumerate(selection.ranked)}
-        rendered = self._fit(structured.forest, by_id, rank, terms, self.budget, count_tokens)
+        rendered = fit(structured.forest, by_id, rank, terms, self.budget, count_tokens,
+                       self._rendering())
         marks.append(time.perf_counter())
         trace = {"config": self.config.switches(), "prompts": self._prompts(),
                  **_trace(selection, admitted, structured, rendered),
@@ -181,19 +180,6 @@ class TMem:
         selector = LLMSelector(_need(llm), self.config.select_batch, self.config.min_coverage)
         return selector.label(question, candidates, intervals)
 
-    def _admit(self, ranked: Sequence[Message], terms: QueryTerms, budget: int,
-               count: TokenCounter) -> list[Message]:
-        """Best first, each message whose estimated cost still fits (others are skipped)."""
-        admitted, used = [], 0
-        for m in ranked:
-            text = mandatory_text(m.text, terms, count) if self.config.compression else m.text
-            probe = Node(m.msg_id, m.msg_id, "EXPAND", 1, m.timestamp, m.seq)
-            cost = count(node_line(probe, m, text, not self.config.structuring)) + ADMIT_SLACK
-            if used + cost <= budget:
-                admitted.append(m)
-                used += cost
-        return admitted
-
     def _structure(self, question: Question, admitted: Sequence[Message], llm: LLM | None,
                    conversation: Conversation) -> Structured:
         if not self.config.structuring:
@@ -201,48 +187,14 @@ class TMem:
         structurer = Structurer(_need(llm), self.config.link_batch, self.config.link_context)
         seen = withheld(admitted, self.config.structuring_withheld)
         proposals = structurer.propose(question, seen)
-        forest, repairs = build_forest(seen, proposals.edges, self._constraints(conversation),
+        constraints = phase_constraints(conversation, self.config.structuring_withheld,
+                                        self._phases)
+        forest, repairs = build_forest(seen, proposals.edges, constraints,
                                        self.config.typed_relations)
         return Structured(forest, proposals, tuple(repairs))
 
-    def _fit(self, forest: Forest, messages: Mapping[str, Message], rank: Mapping[str, int],
-             terms: QueryTerms, budget: int, count: TokenCounter) -> Rendered:
-        """Compress and linearise; tighten the target, then trim leaves, until within budget."""
-        trimmed: list[str] = []
-        target, corrections = budget, 0
-        while True:
-            texts, compression = self._texts(forest, messages, terms, target, count)
-            out = linearise(forest, messages, texts, flat=not self.config.structuring)
-            tokens = count(out.text)
-            if tokens <= budget or not forest.nodes:
-                return Rendered(forest, out, tokens, compression, tuple(trimmed))
-            if (compression is not None and not compression.over_budget
-                    and corrections < MAX_CORRECTIONS):
-                target, corrections = target - (tokens - budget), corrections + 1
-                continue
-            leaf = max(forest.leaves(), key=rank.__getitem__)
-            forest = forest.without(leaf)
-            trimmed.append(leaf)
-            target, corrections = budget, 0
-
-    def _texts(self, forest: Forest, messages: Mapping[str, Message], terms: QueryTerms,
-               target: int, count: TokenCounter) -> tuple[dict[str, str], Compression | None]:
-        if not self.config.compression:
-            return {i: messages[i].text for i in forest.nodes}, None
-        flat = not self.config.structuring
-        items = [Item(n.id, messages[n.id].text,
-                      messages[n.parent].text if n.parent else "",
-                      count(node_line(n, messages[n.id], "", flat)) + 1)
-                 for n in forest.nodes.values()]
-        compression = compress(items, target, terms, count)
-        return compression.texts, compression
-
-    def _constraints(self, conversation: Conversation) -> Constraints:
-        """Phase ranks of the conversation as structuring sees it (its withheld fields null)."""
-        if conversation.conv_id not in self._phases:
-            self._phases[conversation.conv_id] = phase_order(
-                withheld(conversation.messages, self.config.structuring_withheld))
-        return Constraints(self._phases[conversation.conv_id])
+    def _rendering(self) -> Rendering:
+        return Rendering(self.config.compression, flat=not self.config.structuring)
 
     def _seen_by_discovery(self) -> IndexStore:
         """The indexes discovery searches: the run's own, or (with withheld fields) indexes of

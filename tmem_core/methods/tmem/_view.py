@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tmem_core.methods._context import MESSAGE_ID, render_message
-from tmem_core.methods.tmem._compress import split_spans
-from tmem_core.methods.tmem._forest import Forest, Node, Repair
+from tmem_core.methods.tmem._forest import Forest, Node, Repair, split_spans
 from tmem_core.methods.tmem._payload import Built
 from tmem_core.schema import Message
 
