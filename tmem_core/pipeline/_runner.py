@@ -232,7 +232,8 @@ def start_engines(plans: list[RunPlan], config: SweepConfig, replicas: dict[str,
     for backbone in backbones.values():
         if backbone.backend == SERVE_BACKEND:
             served.append(backbone)  # deleted when the sweep ends, even if it never ran
-            deploy_serve(backbone, resources.placement_timeout_s)
+            deploy_serve(backbone, resources.placement_timeout_s,
+                         resources.engine_start_attempts)
         replicas[backbone.name] = engine_handles(
             backbone, resources.gpus_per_engine, config.plugins,
             (resources.engine_start_attempts, resources.engine_start_backoff_s))

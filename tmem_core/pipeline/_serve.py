@@ -16,10 +16,12 @@ from tmem_core.llm import (
 from tmem_core.pipeline._engine import node_gpus
 
 
-def serve_options(backbone: BackboneConfig) -> dict[str, Any]:
+def serve_options(backbone: BackboneConfig, start_attempts: int = 3) -> dict[str, Any]:
     """The backbone's Ray Serve LLM `LLMConfig` fields: model, autoscaling range, router,
-    one placement group per replica (its shards packed on one node) and vLLM's engine
-    arguments (as the in-process `vllm` backend's)."""
+    one placement group per replica (its shards packed on one node), vLLM's engine
+    arguments (as the in-process `vllm` backend's) and how many replica starts fail before
+    Serve gives the application up (`resources.engine_start_attempts`, as for the
+    in-process engines)."""
     engine: ServeLLMEngineConfig = backbone.engine
     deployment: dict[str, Any] = {
         "autoscaling_config": {"min_replicas": engine.min_replicas,
@@ -27,6 +29,7 @@ def serve_options(backbone: BackboneConfig) -> dict[str, Any]:
                                "max_replicas": engine.max_replicas,
                                "target_ongoing_requests": engine.target_ongoing_requests},
         "max_ongoing_requests": max(engine.max_num_seqs, engine.target_ongoing_requests),
+        "max_constructor_retry_count": start_attempts,
     }
     if engine.prefix_routing:
         deployment["request_router_config"] = {"request_router_class": PREFIX_ROUTER}
@@ -51,17 +54,18 @@ def serve_options(backbone: BackboneConfig) -> dict[str, Any]:
 POLL_S = 2.0
 
 
-def deploy(backbone: BackboneConfig, timeout_s: float) -> None:
+def deploy(backbone: BackboneConfig, timeout_s: float, start_attempts: int) -> None:
     """Deploy (or update) the backbone's application and wait until it runs; one that
-    failed, or is not running after `timeout_s` (replicas not placed, engines not started),
-    raises `EngineUnavailable` saying what it waited for."""
+    failed (`start_attempts` replica starts failed), or is not running after `timeout_s`
+    (replicas not placed, engines not started), raises `EngineUnavailable` saying what it
+    waited for."""
     from ray import serve
     from ray.serve.llm import LLMConfig, build_openai_app
 
     engine: ServeLLMEngineConfig = backbone.engine
     serve.start(http_options={"host": "127.0.0.1", "port": engine.http_port})
     app = build_openai_app({
-        "llm_configs": [LLMConfig(**serve_options(backbone))],
+        "llm_configs": [LLMConfig(**serve_options(backbone, start_attempts))],
         "ingress_deployment_config": {"ray_actor_options": {"num_cpus": 0}},
     })
     name = app_name(backbone)
