@@ -105,7 +105,8 @@ class Report:
             ("Paired differences", paired_lines(self.summary, self.labels)),
             ("Degradation", self.degradation()), ("Test-time steps", self.steps()),
             ("Tokens per question by stage", self.tokens()),
-            ("Time per stage", self.timing()), ("Errors", self.errors()),
+            ("Time per stage", self.timing()), ("Engine utilisation", self.utilisation()),
+            ("Errors", self.errors()),
             ("Validators", self.validators()), ("Revision chains (Exp-5)", self.chains()),
             ("Paper figures", self.paper()),
             *self.comparisons(comparisons),
@@ -282,6 +283,15 @@ class Report:
                 "Busy time per stage: summed per-question `latency_s` of the stage's records, "
                 "and summed LLM call latency (concurrent work overlaps, so sums can exceed "
                 "wall time):", "", *markdown_table(busy)]
+
+    def utilisation(self) -> list[str]:
+        table = self.summary.utilisation
+        if table.is_empty():
+            return ["No call reached an engine replica (all cached, or no LLM calls)."]
+        return ["Per backbone and replica: the time it held at least one call over the time "
+                "its backbone held any (busy fraction), and the calls it held on average and "
+                "at most over that time (figure `requests_in_flight`):", "",
+                *markdown_table(table)]
 
     def errors(self) -> list[str]:
         counts = self.summary.error_counts.with_columns(pl.format(

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from tmem_core.reports._metrics import LLM_STAGES, left_join
 from tmem_core.reports._summary import Summary
+from tmem_core.reports._utilisation import in_flight
 from tmem_core.results import ALL_JUDGES, OVERALL
 
 LABEL_FIELDS = ("benchmark", "method", "backbone", "top_k", "budget", "params", "judges")
@@ -153,12 +154,28 @@ def accuracy_by_category(ax: Axes, summary: Summary) -> None:
     _legend(ax)
 
 
+def requests_in_flight(ax: Axes, summary: Summary) -> None:
+    calls = summary.engine_calls
+    if calls.is_empty():
+        _no_data(ax)
+        return
+    first = float(calls.get_column("start").min())  # type: ignore[arg-type]
+    for (backbone, replica), one in calls.sort("backbone", "replica").group_by(
+            "backbone", "replica", maintain_order=True):
+        times, counts = in_flight(one["start"].to_list(), one["end"].to_list())
+        ax.step(times - first, counts, where="post", label=f"{backbone} #{replica}")
+    ax.set(title="Requests in flight per engine replica", xlabel="seconds since the first call",
+           ylabel="requests in flight")
+    _legend(ax)
+
+
 FIGURES: dict[str, Callable[[Axes, Summary], None]] = {
     "accuracy_vs_top_k": accuracy_vs_top_k,
     "accuracy_vs_budget": accuracy_vs_budget,
     "tokens_by_stage": tokens_by_stage,
     "accuracy_by_category": accuracy_by_category,
     "recall_vs_k": recall_vs_k,
+    "requests_in_flight": requests_in_flight,
 }
 
 

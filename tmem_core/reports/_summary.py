@@ -12,9 +12,11 @@ from tmem_core.reports._attribution import attribution, gold_context, with_cause
 from tmem_core.reports._chains import revision_chains
 from tmem_core.reports._paired import paired_differences
 from tmem_core.reports._paper import paper_table, run_intervals
+from tmem_core.reports._utilisation import engine_calls, utilisation
 from tmem_core.results import (
     ALL_JUDGES,
     CALIBRATION,
+    CALLS,
     OVERALL,
     SweepResults,
     calibration,
@@ -47,6 +49,8 @@ class Summary:
     validators: pl.DataFrame
     paper: pl.DataFrame  # the paper's figures beside the runs that match them
     revision_chains: pl.DataFrame  # Exp-5: complete-chain recovery, revision-only contexts
+    utilisation: pl.DataFrame  # per backbone and replica: busy fraction, requests in flight
+    engine_calls: pl.DataFrame  # every call an engine replica answered: sent, answered
 
     def tables(self) -> dict[str, pl.DataFrame]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -79,7 +83,9 @@ def summarise(results: SweepResults) -> Summary:
         timing=m.timing(results, tokens), error_counts=error_counts,
         errors=results.failures.sort("run_id", "store", "written_at"),
         validators=results.validators, paper=paper_table(runs, run_intervals(runs)),
-        revision_chains=revision_chains(results))
+        revision_chains=revision_chains(results),
+        utilisation=utilisation(results.records[CALLS]),
+        engine_calls=engine_calls(results.records[CALLS]))
 
 
 def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,
