@@ -162,3 +162,10 @@ def test_an_axis_and_its_parameter_together_are_refused() -> None:
                               "steps": [2]},
                      "methods": {"search_o1": {"max_steps": 4}}})
     assert caught.value.key == "methods.search_o1.max_steps"
+
+
+def test_the_memory_quality_judge_is_outside_the_leak_guard_and_methods_stay_in() -> None:
+    from tmem_core.evaluation import GUARDED_STAGES
+    from tmem_core.results import MEMORY_QUALITY_STAGE
+    assert MEMORY_QUALITY_STAGE not in GUARDED_STAGES  # it must show the gold to grade
+    assert {"memory", "retrieve", "construct", "answer"} <= GUARDED_STAGES

@@ -25,7 +25,8 @@ AXIS_LABELS = {"reasoning_budget": "reasoning budget N (tokens; max_tokens = N +
 def run_labels(runs: pl.DataFrame, leave_out: Sequence[str] = ()) -> pl.Series:
     """A short label per run: its method plus every config field that varies in `runs`
     (parameters only when one method runs with several: each method has its own)."""
-    shown = [_column(runs, f) for f in LABEL_FIELDS if f not in leave_out and _varies(runs, f)]
+    shown = [_column(runs, f) for f in LABEL_FIELDS
+             if f in runs.columns and f not in leave_out and _varies(runs, f)]
     parts = [pl.lit(_PREFIX.get(f, "")) + pl.col(f).cast(pl.String) for f in shown]
     return runs.select(pl.concat_str(parts, separator=" ").alias("label")).to_series()
 
