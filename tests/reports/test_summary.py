@@ -47,7 +47,8 @@ def test_failed_question_is_listed_as_an_error(summary: Summary) -> None:
     counts = {r["store"]: (r["failed_attempts"], r["unresolved"])
               for r in summary.error_counts.to_dicts()}
     assert counts == {"retrieve": (1, 0), "construct": (0, 0), "answer": (1, 1),
-                      "judge": (0, 0), "calibration": (0, 0), "calls": (1, 1)}
+                      "judge": (0, 0), "calibration": (0, 0), "memory_quality": (0, 0),
+                      "calls": (1, 1)}
     errors = summary.errors.select("store", "stage", "qid", "resolved", "error_kind").rows()
     assert sorted(errors, key=str) == sorted([("retrieve", "retrieve", "q1", True, None),
                                               ("answer", "answer", "q5", False, None),
@@ -70,7 +71,7 @@ def test_f1_and_recall(summary: Summary) -> None:
 def test_tokens_cost_and_time(summary: Summary) -> None:
     by_stage = {r["stage"]: r["tokens"] for r in summary.tokens.to_dicts()}
     assert by_stage == {"memory": 1100, "retrieve": 0, "construct": 0, "answer": 4 * 110,
-                        "judge": 8 * 55, "calibration": 0}
+                        "judge": 8 * 55, "calibration": 0, "memory_quality": 0}
     run = summary.runs.row(0, named=True)
     assert run["tokens"] == 1980 and run["tokens_per_question"] == pytest.approx(1980 / 5)
     assert (run["tokens_memory"], run["tokens_answer_judge"]) == (1100, 880)

@@ -17,6 +17,7 @@ from tmem_core.methods._context import (
     step_record_json,
 )
 from tmem_core.methods._flat import ranked
+from tmem_core.methods._reasoning import ReasoningBudget, final_answer, reasoning_budget
 from tmem_core.methods._recall import evidence_recall_at_k
 from tmem_core.methods._registry import (
     Check,
@@ -43,15 +44,18 @@ __all__ = [
     "MethodEnv",
     "MethodSpec",
     "NoParams",
+    "ReasoningBudget",
     "Show",
     "View",
     "check_params",
     "evidence",
     "evidence_recall_at_k",
+    "final_answer",
     "get_method",
     "method",
     "method_names",
     "ranked",
+    "reasoning_budget",
     "render_message",
     "step_record_json",
 ]

@@ -16,6 +16,10 @@ variant sets is refused in its table. The hooks:
 - `show`: how `jobs.inspect` prints the method's evidence and context;
 - `ranked`: its `retrieve` ranks messages without an LLM and keeps `env.top_k` (scored by
   evidence recall@k);
+- `axes`: the grid's test-time axes that apply (`reasoning_budget`, `steps`), each to the
+  parameter it sets (None: the axis acts in the shared answer stage only); `variant_axes`
+  narrows them for a variant (a one-step ablation has no step axis). A sweep varying an axis
+  refuses a method it does not apply to;
 - `version`: counts revisions of what the method (and its variants) does: a run's identity
   carries it from 2 on, so records an earlier definition wrote are never resumed as its own.
 """
@@ -93,6 +97,7 @@ class MethodSpec(Generic[P]):
     checks: Mapping[str, Check] = field(default_factory=dict)
     view: View | None = None
     version: int = 1
+    axes: Mapping[str, str | None] = field(default_factory=dict)
 
     def parse(self, raw: Mapping[str, Any], where: str = "") -> P:
         """The method's parameters from a config table, with the variant's changes (a key
@@ -117,7 +122,9 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
            variants: Mapping[str, Mapping[str, Any]] | None = None, show: Show | None = None,
            ranked: bool = False, evidence: type[Any] | None = None,
            context: type[Any] | None = None, checks: Mapping[str, Check] | None = None,
-           view: View | None = None, version: int = 1
+           view: View | None = None, version: int = 1,
+           axes: Mapping[str, str | None] | None = None,
+           variant_axes: Mapping[str, Sequence[str]] | None = None
            ) -> Callable[[Callable[[MethodEnv, P, str], ContextMethod]],
                          Callable[[MethodEnv, P, str], ContextMethod]]:
     """Register a method factory under `name` (and its ablations under `variants`), with its
@@ -130,9 +137,13 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
                  ) -> Callable[[MethodEnv, P, str], ContextMethod]:
         base = MethodSpec(name, build, config, description, show=show or show_context,
                           ranked=ranked, evidence=evidence, context=context,
-                          checks=checks or {}, view=view, version=version)
-        for spec in (base, *(dataclasses.replace(base, name=variant, overrides=changes,
-                                                 variant_of=name)
+                          checks=checks or {}, view=view, version=version,
+                          axes=dict(axes or {}))
+        narrowed = variant_axes or {}
+        for spec in (base, *(dataclasses.replace(
+                base, name=variant, overrides=changes, variant_of=name,
+                axes={a: p for a, p in base.axes.items()
+                      if variant not in narrowed or a in narrowed[variant]})
                              for variant, changes in (variants or {}).items())):
             _apply(build_config(config, {}, f"methods.{spec.name}"), spec.overrides)
             METHODS.add(spec.name, spec)

@@ -1,4 +1,8 @@
-"""The answer stage: the question and its context in the benchmark's answer prompt."""
+"""The answer stage: the question and its context in the benchmark's answer prompt.
+
+Under a run's reasoning budget N (`grid.reasoning_budget`) the prompt also asks for at most N
+reasoning tokens before an `Answer:` line, `max_tokens` is N + 64 (paper A.3), and the
+prediction is what follows the marker."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 from tmem_core.benchmarks import get_protocol
 from tmem_core.evaluation import answer_prompt
 from tmem_core.llm import ChatRequest
+from tmem_core.methods import final_answer, reasoning_budget
 from tmem_core.pipeline._stage import GoldStage, Output, Row
 from tmem_core.prompts import as_chat
 
@@ -24,13 +29,19 @@ class AnswerStage(GoldStage):
         messages, prompt = answer_prompt(
             question, row["kind"], row["context"], get_protocol(self.job.run.benchmark.name),
             gold.options if gold.answer_kind == "choice" else None)
+        chat, sampling = as_chat(messages), None
+        budget = reasoning_budget(self.job.run.reasoning_budget)
+        if budget is not None:
+            chat, sampling = budget.ask(chat, "budget/answer"), budget.sampling(
+                self.job.backbone.sampling)
         llm = self.proxy(self.job.backbone, question.qid)
-        (response,) = llm.generate([ChatRequest(as_chat(messages))])
+        (response,) = llm.generate([ChatRequest(chat, sampling)])
         values: dict[str, Any] = {"prompt_name": prompt.name, "prompt_sha256": prompt.sha256,
-                                  "prompt": json.dumps(messages),
+                                  "prompt": json.dumps([m.to_dict() for m in chat]),
                                   "latency_s": response.latency_s}
         if not response.ok:
             return Output([self.record(row, ok=False, error=response.error, prediction=None,
                                        **values)], llm.records)
-        return Output([self.record(row, prediction=response.text.strip(), **values)],
-                      llm.records)
+        text = response.text.strip()
+        prediction = text if budget is None else final_answer(text)
+        return Output([self.record(row, prediction=prediction, **values)], llm.records)

@@ -88,7 +88,15 @@ class GridConfig:
 
     `top_k` is every method's retrieval depth, `budget` the context's token budget (the
     README's evidence contract says what each method does with them); `judges` default to
-    the first backbone."""
+    the first backbone.
+
+    Test-time computation (T2Mem paper Figure 2, A.3, A.5), absent unless given:
+    `reasoning_budget` N (each reasoning call asks for at most N reasoning tokens, its
+    `max_tokens` is N + 64, the answer stage reasons within N too) and `steps` (the
+    construction steps, Tmax). Each applies to the methods that declare it (`axes` of the
+    method registry: T2Mem and Search-o1 both, Naive RAG the reasoning budget); a sweep
+    varying an axis refuses any other method. `memory_quality` asks the first judge to score
+    each question's constructed memory (paper §5.3)."""
 
     methods: tuple[str, ...]
     backbones: tuple[str, ...]
@@ -96,6 +104,9 @@ class GridConfig:
     top_k: tuple[int, ...] = (36,)
     budget: tuple[int, ...] = (8192,)
     judge_repeats: int = 1
+    reasoning_budget: tuple[int, ...] = ()
+    steps: tuple[int, ...] = ()
+    memory_quality: bool = False
 
     def __post_init__(self) -> None:
         for key in ("methods", "backbones"):
@@ -105,7 +116,7 @@ class GridConfig:
             raise ConfigError("grid.judges", "an empty list judges no answer; name at least "
                                              "one backbone, or leave judges out to judge "
                                              "with the first backbone")
-        for key in ("top_k", "budget"):
+        for key in ("top_k", "budget", *AXES):
             for value in getattr(self, key):
                 if value <= 0:
                     raise ConfigError(f"grid.{key}", f"expected positive integers, got "
@@ -115,9 +126,14 @@ class GridConfig:
                                                     f"{self.judge_repeats!r}")
 
 
+AXES = ("reasoning_budget", "steps")
+"""The grid's test-time computation axes; a run's identity holds one only when it is set."""
+
+
 @dataclass(frozen=True)
 class RunSpec:
-    """One run of the grid: benchmark x method (+params) x backbone x judges x k x budget."""
+    """One run of the grid: benchmark x method (+params) x backbone x judges x k x budget
+    (x reasoning budget x steps, where the grid varies them)."""
 
     sweep: str
     benchmark: BenchmarkConfig
@@ -130,13 +146,31 @@ class RunSpec:
     judge_repeats: int = 1
     judge_prompts: Mapping[str, str] = field(default_factory=dict)  # bundled name -> file
     plugins: tuple[str, ...] = ()  # modules that register methods, benchmarks or backends
+    reasoning_budget: int | None = None
+    steps: int | None = None
+    memory_quality: bool = False
 
     @cached_property
     def run_id(self) -> str:
         digest = hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()
+        axes = "".join(f"_{tag}{value}" for tag, value in (("r", self.reasoning_budget),
+                                                           ("s", self.steps)) if value)
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{self.benchmark.name}_{self.method}_"
-                                                   f"{self.backbone}_k{self.top_k}_b{self.budget}")
+                                                   f"{self.backbone}_k{self.top_k}_b{self.budget}"
+                                                   f"{axes}")
         return f"{slug}_{digest[:8]}"
+
+    @property
+    def axes(self) -> dict[str, int]:
+        """The test-time axes this run sets."""
+        return {a: v for a in AXES if (v := getattr(self, a)) is not None}
+
+    @property
+    def method_params(self) -> dict[str, Any]:
+        """The method's parameter table with the parameters its axes set."""
+        declared = get_method(self.method).axes if self.method in method_names() else {}
+        return {**self.params, **{param: self.axes[a] for a, param in declared.items()
+                                  if a in self.axes and param is not None}}
 
     def identity(self) -> dict[str, Any]:
         """Everything that changes a run's results (and so its id): a method revised since
@@ -148,7 +182,8 @@ class RunSpec:
                 "judges": list(self.judges), "top_k": self.top_k, "budget": self.budget,
                 "judge_repeats": self.judge_repeats,
                 "judge_prompts": {name: prompt_file_identity(path)
-                                  for name, path in self.judge_prompts.items()}}
+                                  for name, path in self.judge_prompts.items()},
+                **self.axes, **({"memory_quality": True} if self.memory_quality else {})}
 
 
 def method_version(name: str) -> dict[str, int]:
@@ -190,9 +225,11 @@ class SweepConfig:
         return [
             RunSpec(self.name, bench, method, dict(self.methods.get(method, {})),
                     backbone, self.judges, k, budget, grid.judge_repeats,
-                    dict(self.judge_prompts), self.plugins)
-            for bench, method, backbone, k, budget in itertools.product(
-                self.benchmarks, grid.methods, grid.backbones, grid.top_k, grid.budget)
+                    dict(self.judge_prompts), self.plugins, reasoning, steps,
+                    grid.memory_quality)
+            for bench, method, backbone, k, budget, reasoning, steps in itertools.product(
+                self.benchmarks, grid.methods, grid.backbones, grid.top_k, grid.budget,
+                grid.reasoning_budget or (None,), grid.steps or (None,))
         ]
 
 
@@ -232,10 +269,32 @@ def parse_sweep(raw: Mapping[str, Any], allowed: Allowed | None = None,
     if sources:
         check_sources(config)
     check_params(config.methods, config.grid.methods)
+    check_axes(config)
     for name, path in config.judge_prompts.items():
         _check_judge_prompt(name, path)
     _check_results_dir(Path(config.results_dir))
     return config
+
+
+def check_axes(config: SweepConfig) -> None:
+    """Every method of a grid varying a test-time axis declares it, and its table does not
+    set the parameter the axis sets (`ConfigError` naming the key)."""
+    for axis in AXES:
+        if not getattr(config.grid, axis):
+            continue
+        for name in config.grid.methods:
+            if name not in method_names():
+                continue
+            declared = get_method(name).axes
+            if axis not in declared:
+                takers = sorted(m for m in method_names() if axis in get_method(m).axes)
+                raise ConfigError(f"grid.{axis}", f"does not apply to method {name!r}, so it "
+                                                  f"would only repeat its runs; it applies to "
+                                                  f"{', '.join(takers)}")
+            param = declared[axis]
+            if param is not None and param in config.methods.get(name, {}):
+                raise ConfigError(f"methods.{name}.{param}", f"set by grid.{axis}; leave it "
+                                                             f"to the grid")
 
 
 def import_plugins(modules: Iterable[str]) -> None:

@@ -60,7 +60,7 @@ def method_in_effect(run: RunSpec) -> dict[str, Any]:
         return {}
     spec = get_method(run.method)
     return {"name": run.method, "version": spec.version,
-            "params": dataclasses.asdict(spec.parse(run.params))}
+            "params": dataclasses.asdict(spec.parse(run.method_params))}
 
 
 def _sha(value: Any) -> str:

@@ -23,10 +23,16 @@ from tmem_core.evaluation import (
 )
 from tmem_core.llm import BackboneConfig, ChatRequest, Sampling
 from tmem_core.pipeline._engine import EngineProxy
+from tmem_core.pipeline._memory_quality import score_memory
 from tmem_core.pipeline._stage import GoldStage, Output, Row, StageJob, StageResult
 from tmem_core.prompts import Prompt, load_prompt
-from tmem_core.results import CALIBRATION_STAGE, calibration_store
-from tmem_core.schema import Gold, Question
+from tmem_core.results import (
+    CALIBRATION_STAGE,
+    MEMORY_QUALITY_STAGE,
+    calibration_store,
+    memory_quality_store,
+)
+from tmem_core.schema import Gold, Message, Question, messages_from_table
 
 JUDGE_RETRIES = 1  # an unparseable verdict is asked once more, then becomes an error record
 FREE_VERDICT_TOKENS = 256  # a judge prompt without labels: a reason, then the verdict
@@ -43,14 +49,17 @@ class Verdict:
 
 
 class JudgeStage(GoldStage):
-    """A question's records: one per judge and repeat (`<qid>|<judge>|<repeat>`), and in the
-    calibration store one per judge and control kind (`<qid>|<judge>|<kind>`)."""
+    """A question's records: one per judge and repeat (`<qid>|<judge>|<repeat>`), in the
+    calibration store one per judge and control kind (`<qid>|<judge>|<kind>`), and with
+    `memory_quality` the first judge's scores of the question's memory in its own store
+    (`<qid>|<judge>|memory_quality`)."""
 
     name = "judge"
-    reads = ("prediction",)
+    reads = ("prediction", "context")
 
     def __init__(self, job: StageJob) -> None:
         self.calibration = calibration_store(Path(job.run_dir))
+        self.quality = memory_quality_store(Path(job.run_dir))
         super().__init__(job)
 
     def warm_up(self) -> None:
@@ -58,17 +67,30 @@ class JudgeStage(GoldStage):
 
     def stored(self) -> dict[str, Row]:
         controls = {r["key"]: r for r in self.calibration.latest().to_pylist()}
-        return {**super().stored(), **controls}
+        scores = {r["key"]: r for r in self.quality.latest().to_pylist()}
+        return {**super().stored(), **controls, **scores}
 
     def keys(self, qid: str) -> list[str]:
         verdicts = [f"{qid}|{judge.name}|{repeat}" for judge in self.job.judges
                     for repeat in range(self.job.run.judge_repeats)]
         return verdicts + [key for judge in self.job.judges
-                           for key, *_ in self._controls_of(qid, judge)]
+                           for key, *_ in self._controls_of(qid, judge)] + self._quality_keys(qid)
 
     def write(self, results: list[StageResult]) -> None:
         super().write(results)
         self.calibration.append([c for result in results for c in result.output.controls])
+        self.quality.append([q for result in results for q in result.output.quality])
+
+    def _quality_keys(self, qid: str) -> list[str]:
+        run = self.job.run
+        return [f"{qid}|{self.job.judges[0].name}|memory_quality"] if run.memory_quality else []
+
+    @cached_property
+    def evidence_messages(self) -> dict[str, Message]:
+        """The gold evidence messages, which the memory-quality judge is shown."""
+        wanted = {e for g in self.gold.values() for e in g.evidence_ids}
+        return {m.msg_id: m for m in messages_from_table(self.prepared.messages)
+                if m.msg_id in wanted}
 
     @cached_property
     def protocol(self) -> Protocol:
@@ -97,6 +119,15 @@ class JudgeStage(GoldStage):
                         category=question.category, expected=control.expected,
                         prediction=control.prediction, score=verdict.score, raw=verdict.raw,
                         prompt_name=verdict.prompt_name, prompt_sha256=verdict.prompt_sha256))
+        for key in self._quality_keys(question.qid):
+            if key not in stored:
+                judge = self.job.judges[0]
+                llm = self.proxy(judge, question.qid, MEMORY_QUALITY_STAGE)
+                values = score_memory(question, gold, row["context"] or "",
+                                      self.evidence_messages, llm)
+                output.calls.extend(llm.records)
+                output.quality.append(self.record(row, key=key, judge=judge.name,
+                                                  method=self.job.run.method, **values))
         return output
 
     def _judge(self, row: Row, key: str, question: Question, gold: Gold, judge: str,

@@ -67,7 +67,7 @@ class MethodStage(Stage):
         run = self.job.run
         env = MethodEnv(conversations_from_table(self.prepared.messages), run.top_k,
                         run.budget)
-        return self.spec.create(env, run.params)
+        return self.spec.create(env, run.method_params)
 
     def warm_up(self) -> None:
         self.method  # noqa: B018 (builds the method)

@@ -67,6 +67,7 @@ class Output:
     records: list[Row] = field(default_factory=list)
     calls: list[CallRecord] = field(default_factory=list)
     controls: list[Row] = field(default_factory=list)  # the judge's calibration
+    quality: list[Row] = field(default_factory=list)  # the judge's memory-quality scores
 
 
 @dataclass

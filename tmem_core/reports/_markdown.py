@@ -104,6 +104,7 @@ class Report:
             ("Failure attribution", attribution_lines(self.summary, self._with_run)),
             ("Paired differences", paired_lines(self.summary, self.labels)),
             ("Degradation", self.degradation()), ("Test-time steps", self.steps()),
+            ("Memory quality", self.memory_quality()),
             ("Tokens per question by stage", self.tokens()),
             ("Time per stage", self.timing()), ("Engine utilisation", self.utilisation()),
             ("Errors", self.errors()),
@@ -176,6 +177,15 @@ class Report:
                 "budget (`max_steps`, the initial retrieval not counted), answers **forced** "
                 "at the last step (where Answer is the only action), tool calls (searches and "
                 "reads) per question, and T2Mem's episode parts read, in full or in part.")
+        return [note, "", *markdown_table(self._with_run(table))]
+
+    def memory_quality(self) -> list[str]:
+        table = self.summary.memory_quality
+        if table.is_empty():
+            return ["Not asked (`grid.memory_quality`)."]
+        note = ("Per run (its method), the judge's mean score of each question's constructed "
+                "memory on the five dimensions of the T2Mem paper (§5.3); the rubric and its "
+                "1-5 scale are this project's, not the paper's (`quality/memory`).")
         return [note, "", *markdown_table(self._with_run(table))]
 
     def _degraded(self, table: pl.DataFrame, counters: list[str]

@@ -12,6 +12,9 @@ from tmem_core.reports._intervals import VALUES, per_question, score_intervals, 
 from tmem_core.results import (
     CALIBRATION_STAGE,
     CORRECT_AT,
+    MEMORY_QUALITY,
+    MEMORY_QUALITY_DIMENSIONS,
+    MEMORY_QUALITY_STAGE,
     MEMORY_STAGE,
     RECORD_STAGES,
     SCOPE,
@@ -26,11 +29,12 @@ from tmem_core.results import (
 )
 
 LLM_STAGES = (MEMORY_STAGE, *RECORD_STAGES)  # `calls.stage` values of a method's calls
-COUNTED_STAGES = (*LLM_STAGES, CALIBRATION_STAGE)  # and of the judges' controls
+COUNTED_STAGES = (*LLM_STAGES, CALIBRATION_STAGE, MEMORY_QUALITY_STAGE)  # and the judges'
+# controls and memory-quality scores
 MEMORY_PROCESSING, ANSWER_JUDGE = "memory processing", "answer+judge"
 PHASE = {MEMORY_STAGE: MEMORY_PROCESSING, "retrieve": MEMORY_PROCESSING,
          "construct": MEMORY_PROCESSING, "answer": ANSWER_JUDGE, "judge": ANSWER_JUDGE,
-         CALIBRATION_STAGE: CALIBRATION_STAGE}
+         CALIBRATION_STAGE: CALIBRATION_STAGE, MEMORY_QUALITY_STAGE: MEMORY_QUALITY_STAGE}
 ALL_GOLD, PART_GOLD, NO_GOLD = "all", "partial", "none"  # of the gold evidence in a context
 _ID = ["run_id", "qid"]
 
@@ -241,3 +245,21 @@ def error_counts(results: SweepResults) -> pl.DataFrame:
         pl.len().alias("failed_attempts"), unresolved.sum().alias("unresolved"),
         pl.col("qid").filter(unresolved).n_unique().alias("questions"))
     return _grid(results.runs, "store", STORES, counts).fill_null(0)
+
+
+def memory_quality(results: SweepResults) -> pl.DataFrame:
+    """Per run (its method) and judge: questions scored, the mean of each memory-quality
+    dimension (1-5, the project's rubric) and of their mean."""
+    scores = results.records[MEMORY_QUALITY]
+    if scores.is_empty():
+        return pl.DataFrame(schema=MEMORY_QUALITY_TABLE)
+    return scores.group_by("run_id", "method", "judge", maintain_order=True).agg(
+        pl.len().alias("questions"),
+        *[pl.col(d).mean() for d in (*MEMORY_QUALITY_DIMENSIONS, "mean")]).sort(
+        "method", "run_id").select(list(MEMORY_QUALITY_TABLE))
+
+
+MEMORY_QUALITY_TABLE = pl.Schema({"run_id": pl.String, "method": pl.String, "judge": pl.String,
+                                  "questions": pl.UInt32,
+                                  **dict.fromkeys((*MEMORY_QUALITY_DIMENSIONS, "mean"),
+                                                  pl.Float64)})

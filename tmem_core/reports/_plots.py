@@ -15,14 +15,19 @@ from tmem_core.reports._summary import Summary
 from tmem_core.reports._utilisation import in_flight
 from tmem_core.results import ALL_JUDGES, OVERALL
 
-LABEL_FIELDS = ("benchmark", "method", "backbone", "top_k", "budget", "params", "judges")
-_PREFIX = {"top_k": "k", "budget": "b"}
+LABEL_FIELDS = ("benchmark", "method", "backbone", "top_k", "budget", "reasoning_budget",
+                "steps", "params", "judges")
+_PREFIX = {"top_k": "k", "budget": "b", "reasoning_budget": "r", "steps": "s"}
+AXIS_LABELS = {"reasoning_budget": "reasoning budget N (tokens; max_tokens = N + 64)",
+               "steps": "construction steps (Tmax)"}
+"""The test-time axes a sweep may vary, each drawn against accuracy and tokens when it does."""
 
 
 def run_labels(runs: pl.DataFrame, leave_out: Sequence[str] = ()) -> pl.Series:
     """A short label per run: its method plus every config field that varies in `runs`
     (parameters only when one method runs with several: each method has its own)."""
-    shown = [_column(runs, f) for f in LABEL_FIELDS if f not in leave_out and _varies(runs, f)]
+    shown = [_column(runs, f) for f in LABEL_FIELDS
+             if f in runs.columns and f not in leave_out and _varies(runs, f)]
     parts = [pl.lit(_PREFIX.get(f, "")) + pl.col(f).cast(pl.String) for f in shown]
     return runs.select(pl.concat_str(parts, separator=" ").alias("label")).to_series()
 
@@ -72,17 +77,47 @@ def error_bars(frame: pl.DataFrame, value: str = "value") -> list[list[float]]:
 
 def _lines(ax: Axes, summary: Summary, metric: str, x: str) -> None:
     """One line per run series (every config field but `x`), `metric` against `x`."""
-    runs = _overall(summary, metric)
+    _series(ax, _overall(summary, metric), x)
+    ax.set_ylim(-0.05, 1.05)
+
+
+def _series(ax: Axes, runs: pl.DataFrame, x: str) -> None:
+    """One line per run series of `runs` (every config field but `x`), `value` against `x`
+    (with its interval where `runs` has one)."""
+    runs = runs.drop_nulls(x)
     if runs.is_empty():
         _no_data(ax)
         return
     runs = runs.with_columns(run_labels(runs, leave_out=[x]).alias("series"))
     ordered = runs.sort(x, maintain_order=True)  # series in the runs' config order
     for (series,), points in ordered.group_by("series", maintain_order=True):
+        bars = error_bars(points) if "ci_low" in points.columns else None
         ax.errorbar(points.get_column(x).to_list(), points.get_column("value").to_list(),
-                    yerr=error_bars(points), marker="o", capsize=3, label=str(series))
-    ax.set_ylim(-0.05, 1.05)
+                    yerr=bars, marker="o", capsize=3, label=str(series))
     _legend(ax)
+
+
+def varied_axes(summary: Summary) -> list[str]:
+    """The test-time axes the sweep's runs take several values of."""
+    runs = summary.runs
+    return [a for a in AXIS_LABELS if runs.get_column(a).drop_nulls().n_unique() > 1]
+
+
+def accuracy_vs(axis: str) -> Callable[[Axes, Summary], None]:
+    def draw(ax: Axes, summary: Summary) -> None:
+        _lines(ax, summary, "accuracy", axis)
+        ax.set(title=f"Accuracy vs {axis.replace('_', ' ')}", xlabel=AXIS_LABELS[axis],
+               ylabel="accuracy (judge mean, 95% interval)")
+    return draw
+
+
+def tokens_vs(axis: str) -> Callable[[Axes, Summary], None]:
+    def draw(ax: Axes, summary: Summary) -> None:
+        _series(ax, summary.runs.select(
+            *summary.runs.columns, pl.col("tokens_per_question").alias("value")), axis)
+        ax.set(title=f"Tokens vs {axis.replace('_', ' ')}", xlabel=AXIS_LABELS[axis],
+               ylabel="LLM tokens per question (the method's)")
+    return draw
 
 
 def _legend(ax: Axes) -> None:
@@ -180,10 +215,13 @@ FIGURES: dict[str, Callable[[Axes, Summary], None]] = {
 
 
 def write_figures(summary: Summary, out: Path) -> dict[str, Path]:
-    """Every figure of FIGURES as `<out>/<name>.png`."""
+    """Every figure of FIGURES as `<out>/<name>.png`, and accuracy and tokens against each
+    test-time axis the runs vary (`accuracy_vs_steps`, `tokens_vs_reasoning_budget`)."""
     out.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for name, draw in FIGURES.items():
+    axes = {f"{kind}_vs_{axis}": make(axis) for axis in varied_axes(summary)
+            for kind, make in (("accuracy", accuracy_vs), ("tokens", tokens_vs))}
+    for name, draw in {**FIGURES, **axes}.items():
         figure = Figure(figsize=(8, 5), layout="constrained")
         FigureCanvasAgg(figure)
         draw(figure.add_subplot(), summary)

@@ -38,6 +38,7 @@ class Summary:
     agreement: pl.DataFrame
     degradation: pl.DataFrame
     steps: pl.DataFrame
+    memory_quality: pl.DataFrame
     recall: pl.DataFrame
     attribution: pl.DataFrame
     gold_context: pl.DataFrame
@@ -77,7 +78,8 @@ def summarise(results: SweepResults) -> Summary:
     return Summary(
         runs=runs, questions=questions, accuracy=accuracy, f1=f1, exact_match=exact_match,
         calibration=judge_calibration, agreement=m.agreement(results),
-        degradation=m.degradation(results), steps=m.step_records(results), recall=recall,
+        degradation=m.degradation(results), steps=m.step_records(results),
+        memory_quality=m.memory_quality(results), recall=recall,
         attribution=attribution(questions), gold_context=gold_context(questions),
         paired=paired_differences(results, runs, questions), tokens=tokens,
         timing=m.timing(results, tokens), error_counts=error_counts,

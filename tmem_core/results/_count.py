@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-from tmem_core.results._layout import CALIBRATION_STAGE
+from tmem_core.results._layout import CALIBRATION_STAGE, MEMORY_QUALITY_STAGE
 
 HISTORY_COLUMNS = ("run_id", "key", "stage", "qid", "ok", "written_at", "prompt_tokens",
                    "completion_tokens", "cached", "reused", "cost_usd", "method_cost_usd",
@@ -60,13 +60,15 @@ def counted_calls(history: pl.DataFrame) -> pl.DataFrame:
 def call_totals(counted: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:
     """`counted_calls` summed per `by` (e.g. run, or run and question): the method's calls in
     `SUMMED`, the judges' controls apart in `calibration_tokens`, `calibration_cost_usd`
-    (spent now) and `calibration_method_cost_usd` (as if run)."""
-    method = pl.col("stage") != CALIBRATION_STAGE
+    (spent now) and `calibration_method_cost_usd` (as if run); the memory-quality judge's
+    calls are in neither (the tokens table has them under their stage)."""
+    method = ~pl.col("stage").is_in([CALIBRATION_STAGE, MEMORY_QUALITY_STAGE])
+    controls = pl.col("stage") == CALIBRATION_STAGE
     return counted.group_by(*by).agg(
         *[pl.col(c).filter(method).sum() for c in SUMMED],
-        pl.col("tokens").filter(~method).sum().alias("calibration_tokens"),
-        pl.col("cost_usd").filter(~method).sum().alias("calibration_cost_usd"),
-        pl.col("method_cost_usd").filter(~method).sum().alias("calibration_method_cost_usd"))
+        pl.col("tokens").filter(controls).sum().alias("calibration_tokens"),
+        pl.col("cost_usd").filter(controls).sum().alias("calibration_cost_usd"),
+        pl.col("method_cost_usd").filter(controls).sum().alias("calibration_method_cost_usd"))
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,11 @@ CONTRACT_FILE = "contract.json"
 CALLS = "calls"
 CALIBRATION = "calibration"  # each judge's verdicts on control answers (see _calibration)
 CALIBRATION_STAGE = "calibration"  # `calls.stage` of those verdicts: not the method's cost
+MEMORY_QUALITY = "memory_quality"  # the judge's scores of each question's memory
+MEMORY_QUALITY_STAGE = "memory_quality"  # `calls.stage` of those scores: a judge's, unguarded
+MEMORY_QUALITY_DIMENSIONS = ("temporal_accuracy", "entity_coverage", "completeness",
+                             "factual_correctness", "detail_preservation")
+"""T2Mem paper §5.3's dimensions (the rubric and its 1-5 scale are the project's)."""
 MEMORY_STAGE = "memory"  # `calls.stage` of a conversation's offline memory (T2Mem extraction)
 _MEMORY_PREFIX = "memory:"
 
@@ -69,9 +74,15 @@ CALIBRATION_SCHEMA = stage_schema(
     pa.field("expected", pa.float64()), pa.field("score", pa.float64()),
     pa.field("raw", pa.string()), pa.field("prompt_name", pa.string()),
     pa.field("prompt_sha256", pa.string()), pa.field("prediction", pa.string()))
+MEMORY_QUALITY_SCHEMA = stage_schema(
+    pa.field("judge", pa.string()), pa.field("method", pa.string()),
+    *(pa.field(d, pa.float64()) for d in MEMORY_QUALITY_DIMENSIONS),
+    pa.field("mean", pa.float64()), pa.field("evidence", pa.int64()),
+    pa.field("raw", pa.string()), pa.field("prompt_name", pa.string()),
+    pa.field("prompt_sha256", pa.string()))
 CALLS_STORE_SCHEMA = pa.schema([*RECORD_COLUMNS, *[
     f for f in CALLS_SCHEMA if f.name not in {c.name for c in RECORD_COLUMNS}]])
-STORES = (*RECORD_STAGES, CALIBRATION, CALLS)
+STORES = (*RECORD_STAGES, CALIBRATION, MEMORY_QUALITY, CALLS)
 
 
 def stage_store(run_dir: Path, stage: str) -> StageStore:
@@ -82,6 +93,11 @@ def stage_store(run_dir: Path, stage: str) -> StageStore:
 def calibration_store(run_dir: Path) -> StageStore:
     """A run's judge verdicts on control answers (gold as prediction, another's gold)."""
     return StageStore(run_dir, CALIBRATION, CALIBRATION_SCHEMA)
+
+
+def memory_quality_store(run_dir: Path) -> StageStore:
+    """A run's memory-quality scores, one record per question and judge."""
+    return StageStore(run_dir, MEMORY_QUALITY, MEMORY_QUALITY_SCHEMA)
 
 
 def calls_store(run_dir: Path) -> StageStore:

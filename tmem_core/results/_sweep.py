@@ -20,11 +20,13 @@ from tmem_core.results._layout import (
     CALIBRATION,
     CALLS,
     CONTRACT_FILE,
+    MEMORY_QUALITY,
     RECORD_STAGES,
     STORES,
     SWEEP_FILE,
     calibration_store,
     calls_store,
+    memory_quality_store,
     run_dirs,
     stage_store,
 )
@@ -41,7 +43,8 @@ RUN_SCHEMA = pl.Schema({
     "question_set": pl.String, "method": pl.String,
     "params": pl.String,
     "backbone": pl.String, "judges": pl.String, "top_k": pl.Int64, "budget": pl.Int64,
-    "judge_repeats": pl.Int64, "config_sha256": pl.String, "git_commit": pl.String,
+    "reasoning_budget": pl.Int64, "steps": pl.Int64, "judge_repeats": pl.Int64,
+    "config_sha256": pl.String, "git_commit": pl.String,
     "started_at": pl.Float64, "ended_at": pl.Float64, "wall_s": pl.Float64,
     "data_dir": pl.String})
 VALIDATOR_SCHEMA = pl.Schema({"run_id": pl.String(), "validator": pl.String(),
@@ -124,7 +127,8 @@ def _read_run(run_dir: Path, root: Path) -> _Run:
     contract = json.loads((run_dir / CONTRACT_FILE).read_text())
     run_id = pl.lit(contract["run_id"]).alias("run_id")  # the contract's id names the run
     stores = {**{s: stage_store(run_dir, s) for s in RECORD_STAGES},
-              CALIBRATION: calibration_store(run_dir), CALLS: calls_store(run_dir)}
+              CALIBRATION: calibration_store(run_dir),
+              MEMORY_QUALITY: memory_quality_store(run_dir), CALLS: calls_store(run_dir)}
     tables = {name: store.read_all() for name, store in stores.items()}  # read once
     histories = {name: _history(t).with_columns(run_id) for name, t in tables.items()}
     qids = pl.concat([histories[s].select("qid", "conv_id") for s in RECORD_STAGES])
@@ -187,6 +191,7 @@ def _run_row(run: _Run) -> dict[str, Any]:
         "method": config["method"], "params": json.dumps(config["params"], sort_keys=True),
         "backbone": config["backbone"], "judges": ",".join(config["judges"]),
         "top_k": config["top_k"], "budget": config["budget"],
+        "reasoning_budget": config.get("reasoning_budget"), "steps": config.get("steps"),
         "judge_repeats": config["judge_repeats"], "config_sha256": c["config_sha256"],
         "git_commit": c.get("git_commit"), "started_at": c["started_at"], "ended_at": ended,
         "wall_s": None if ended is None else ended - c["started_at"],

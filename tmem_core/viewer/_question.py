@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from tmem_core.methods import render_message
 from tmem_core.results import (
     CALIBRATION_STAGE,
+    MEMORY_QUALITY_STAGE,
     MEMORY_STAGE,
     RECORD_STAGES,
     UNTRACEABLE,
@@ -27,7 +28,8 @@ from tmem_core.viewer._data import (
 from tmem_core.viewer._evidence import ContextLine, context_lines, panels
 from tmem_core.viewer._views import QuestionRow, data_dir, question_rows, run_rows, verdict
 
-CALL_STAGES = (MEMORY_STAGE, *RECORD_STAGES, CALIBRATION_STAGE)  # a call's `stage`, in order
+CALL_STAGES = (MEMORY_STAGE, *RECORD_STAGES, CALIBRATION_STAGE,  # a call's `stage`, in order
+               MEMORY_QUALITY_STAGE)
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ class NaiveRagParams:
 
 
 @method("naive_rag", config=NaiveRagParams, ranked=True, version=2,
+        axes={"reasoning_budget": None},  # no LLM of its own: the answer reasons
         description="dense retrieval over fixed-size chunks, whole chunks up to Top-k messages")
 def _naive_rag(env: MethodEnv, params: NaiveRagParams, _name: str) -> ContextMethod:
     return ranked(NaiveRag(env.index_store, chunk_size=params.chunk_size), env)

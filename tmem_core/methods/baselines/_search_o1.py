@@ -31,6 +31,7 @@ from typing import Any
 from tmem_core.evaluation import question_block
 from tmem_core.llm import (
     BackboneConfig,
+    ChatMessage,
     ChatRequest,
     ChatResponse,
     TokenCounter,
@@ -46,6 +47,7 @@ from tmem_core.methods._context import (
     ContextMethod,
     render_message,
 )
+from tmem_core.methods._reasoning import ReasoningBudget, reasoning_budget
 from tmem_core.methods._registry import MethodEnv, method
 from tmem_core.methods.t2mem import CONTEXT_MARGIN, fit_lines
 from tmem_core.prompts import load_prompt
@@ -69,7 +71,12 @@ class SearchO1Params:
     """`k_initial` messages for the question's initial search, at most `max_steps` reasoning
     steps (the last may only answer), the `k` best messages per search ranked by `ranking`;
     `step_max_tokens` caps the output of every call, `doc_max_tokens` the rendered documents
-    of one search (less where the backbone's request context is smaller)."""
+    of one search (less where the backbone's request context is smaller).
+
+    `reasoning_tokens` N (the grid's `reasoning_budget`, paper A.3): each reasoning step's
+    prompt asks for at most N reasoning tokens and its output is cut at N + 64 tokens;
+    Reason-in-Documents, a condensation rather than the chain's reasoning, keeps
+    `step_max_tokens`. None: no budget asked."""
 
     k_initial: int = 5
     max_steps: int = 5
@@ -77,11 +84,22 @@ class SearchO1Params:
     ranking: Kind = "hybrid"
     step_max_tokens: int = 512
     doc_max_tokens: int = 1536
+    reasoning_tokens: int | None = None
 
     def __post_init__(self) -> None:
+        reasoning_budget(self.reasoning_tokens)  # positive when given
         for name in ("k_initial", "max_steps", "k", "step_max_tokens", "doc_max_tokens"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+    @property
+    def budget(self) -> ReasoningBudget | None:
+        return reasoning_budget(self.reasoning_tokens)
+
+    @property
+    def step_tokens(self) -> int:
+        """`max_tokens` of a reasoning step: N + 64 under a budget, else `step_max_tokens`."""
+        return self.step_max_tokens if self.budget is None else self.budget.max_tokens
 
     @property
     def searches(self) -> int:
@@ -197,9 +215,10 @@ class Search:
         prompt = load_prompt("search_o1/step")
         values = {"question": question_block(self.question), "searches_left": left,
                   "max_searches": str(self.params.searches)}
-        chain = self._fit(prompt.chat(**values, reasoning=""))
-        response = self._call(llm, prompt.chat(**values, reasoning=chain), None, step,
-                              "reason_step")
+        chain = self._fit(self._asked(prompt.chat(**values, reasoning="")),
+                          self.params.step_tokens)
+        response = self._call(llm, self._asked(prompt.chat(**values, reasoning=chain)), None,
+                              step, "reason_step", self.params.step_tokens)
         if not response.ok or not response.text.strip():
             self.stop = f"{MALFORMED}: {response.error or 'empty continuation'}"
             return None
@@ -216,9 +235,9 @@ class Search:
         prompt = load_prompt("search_o1/reason")
         values = {"question": question_block(self.question), "query": query,
                   "documents": "\n".join(lines)}
-        chain = self._fit(prompt.chat(**values, reasoning=""))
+        chain = self._fit(prompt.chat(**values, reasoning=""), self.params.step_max_tokens)
         response = self._call(llm, prompt.chat(**values, reasoning=chain), reason_schema(),
-                              step, "reason_in_documents")
+                              step, "reason_in_documents", self.params.step_max_tokens)
         self.calls[-1].update(query=query, ids=[m.msg_id for m in docs])
         parsed = response.parsed if response.ok else None
         if not isinstance(parsed, dict) or not isinstance(parsed.get("information"), str):
@@ -232,11 +251,16 @@ class Search:
         self.chain.append(f"{BEGIN_RESULT}{info}{END_RESULT}")
         return True
 
-    def _fit(self, empty: Sequence[Any]) -> str:
+    def _asked(self, messages: Sequence[ChatMessage]) -> Sequence[ChatMessage]:
+        """A reasoning step's messages, with the budget's instruction when there is one."""
+        budget = self.params.budget
+        return messages if budget is None else budget.ask(messages)
+
+    def _fit(self, empty: Sequence[Any], output_tokens: int) -> str:
         """The chain as a prompt shows it: its newest segments within what the prompt
-        (`empty`: without the chain) leaves of the context, after a note when older
-        segments are left out (as Search-o1 shortens earlier reasoning)."""
-        room = int((self.backbone.request_context - self.params.step_max_tokens)
+        (`empty`: without the chain) leaves of the context after `output_tokens`, after a
+        note when older segments are left out (as Search-o1 shortens earlier reasoning)."""
+        room = int((self.backbone.request_context - output_tokens)
                    * CONTEXT_MARGIN) - count_chat_tokens(self.backbone, empty)
         kept: list[str] = []
         for segment in reversed(self.chain):
@@ -248,9 +272,8 @@ class Search:
                          + kept) or "(nothing yet)"
 
     def _call(self, llm: LLM, messages: Sequence[Any], schema: dict[str, Any] | None,
-              step: int, kind: str) -> ChatResponse:
-        sampling = dataclasses.replace(llm.backbone.sampling,
-                                       max_tokens=self.params.step_max_tokens)
+              step: int, kind: str, max_tokens: int) -> ChatResponse:
+        sampling = dataclasses.replace(llm.backbone.sampling, max_tokens=max_tokens)
         request = ChatRequest(messages, sampling, schema, stage=STAGE, qid=self.question.qid)
         (response,) = llm.generate([request])
         self.calls.append(_call_record(step, kind, response))
@@ -360,6 +383,7 @@ def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Me
 
 
 @method("search_o1", config=SearchO1Params, show=show_trace, version=2,
+        axes={"reasoning_budget": "reasoning_tokens", "steps": "max_steps"},
         description="Search-o1: search queries inside the reasoning, each search's documents "
                     "condensed by Reason-in-Documents and spliced back")
 def _search_o1(env: MethodEnv, params: SearchO1Params, name: str) -> ContextMethod:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tmem_core.methods._reasoning import ReasoningBudget, reasoning_budget
+
 EpisodeMode = Literal["auto", "session", "channel_day", "topic_window"]
 Units = Literal["metadata", "summary", "graph", "raw"]
 Action = Literal["search", "read", "answer"]
@@ -30,6 +32,11 @@ class T2MemConfig:
     prompt leaves less of the backbone's context); a part longer than a page is read page by
     page, so with the default (`raw_tokens` = `episode_tokens`) one read shows a whole part
     wherever the context allows.
+
+    `reasoning_tokens` N (the grid's `reasoning_budget`, paper A.3): each step's prompt asks
+    for at most N tokens of reasoning and memory note, its output is cut at N + 64 tokens
+    (instead of `step_max_tokens`), and the schema's reasoning and memory limits scale with
+    N (3 characters a token, shared as in the defaults, 3 to 4). None: no budget asked.
     """
 
     episodes: EpisodeMode = "auto"
@@ -46,14 +53,25 @@ class T2MemConfig:
     max_triples: int = 12  # graph triples per episode
     extract_max_tokens: int = 1024
     step_max_tokens: int = 512
+    reasoning_tokens: int | None = None
 
     def __post_init__(self) -> None:
+        reasoning_budget(self.reasoning_tokens)  # positive when given
         for name in ("k_initial", "k_search", "max_steps", "episode_tokens", "raw_tokens",
                      "max_entries", "max_triples", "extract_max_tokens", "step_max_tokens"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"T2MemConfig.{name} must be positive, got {getattr(self, name)}")
         if self.topic_gap_hours <= 0:
             raise ValueError("T2MemConfig.topic_gap_hours must be positive")
+
+    @property
+    def budget(self) -> ReasoningBudget | None:
+        return reasoning_budget(self.reasoning_tokens)
+
+    @property
+    def output_tokens(self) -> int:
+        """`max_tokens` of a step: N + 64 under a reasoning budget, else `step_max_tokens`."""
+        return self.step_max_tokens if self.budget is None else self.budget.max_tokens
 
     @property
     def steps(self) -> int:

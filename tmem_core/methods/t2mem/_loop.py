@@ -51,24 +51,38 @@ _PAGE = re.compile(r"^(?P<episode>.*?)[\s,:;/#(-]*(?:page|pg|p)\.?\s*(?P<page>\d
 _LIMITS = {"reasoning": 300, "memory": 400, "argument": 100}  # characters
 
 
+def limits(config: T2MemConfig) -> dict[str, int]:
+    """Characters of a step's text fields: the defaults, or under a reasoning budget N its
+    reasoning and memory sharing N tokens' characters as the defaults share theirs."""
+    budget = config.budget
+    if budget is None:
+        return _LIMITS
+    shared = _LIMITS["reasoning"] + _LIMITS["memory"]
+    return {"reasoning": budget.chars(_LIMITS["reasoning"] / shared),
+            "memory": budget.chars(_LIMITS["memory"] / shared),
+            "argument": _LIMITS["argument"]}
+
+
 def raw_budget(config: T2MemConfig, backbone: BackboneConfig) -> int:
     """Tokens of a ReadRaw excerpt such that a step prompt (instructions, question, a full
     memory) and its output fit the backbone's context; at most `config.raw_tokens`."""
     prompt = load_prompt("t2mem/step")
     empty = dict.fromkeys(prompt.placeholders, "")
     overhead = count_chat_tokens(backbone, prompt.chat(**empty))
-    memory = config.steps * _LIMITS["memory"] // 3  # three characters a token, at worst
+    memory = config.steps * limits(config)["memory"] // 3  # three characters a token, at worst
     context = backbone.request_context
-    room = int((context - config.step_max_tokens) * CONTEXT_MARGIN) - overhead - memory
+    room = int((context - config.output_tokens) * CONTEXT_MARGIN) - overhead - memory
     if room < 64:
         raise ValueError(f"backbone {backbone.name}: a context of {context} tokens leaves no "
                          f"room for a T2Mem step of {config.steps} steps")
     return min(config.raw_tokens, room)
 
 
-def step_schema(allowed: Sequence[Action]) -> dict[str, Any]:
-    """Reasoning, memory update, action and argument, generated in this order."""
-    text = {k: {"type": "string", "maxLength": n} for k, n in _LIMITS.items()}
+def step_schema(allowed: Sequence[Action], lengths: dict[str, int] = _LIMITS
+                ) -> dict[str, Any]:
+    """Reasoning, memory update, action and argument, generated in this order, each text
+    within its `lengths` (characters)."""
+    text = {k: {"type": "string", "maxLength": n} for k, n in lengths.items()}
     properties = {"reasoning": text["reasoning"], "memory": text["memory"],
                   "action": {"enum": list(allowed)}, "argument": text["argument"]}
     return object_schema(properties)
@@ -176,10 +190,13 @@ class Loop:
             question=question_block(self.question), memory=memory, new=new or "(nothing new)",
             episodes=self._episode_list(allowed), allowed=", ".join(allowed),
             steps_left=str(self.config.steps - step + 1))
+        budget = self.config.budget
+        if budget is not None:
+            messages = budget.ask(messages)
         sampling = dataclasses.replace(llm.backbone.sampling,
-                                       max_tokens=self.config.step_max_tokens)
-        return ChatRequest(messages, sampling, step_schema(allowed), stage=STEP_STAGE,
-                           qid=self.question.qid)
+                                       max_tokens=self.config.output_tokens)
+        return ChatRequest(messages, sampling, step_schema(allowed, limits(self.config)),
+                           stage=STEP_STAGE, qid=self.question.qid)
 
     def _episode_list(self, allowed: Sequence[Action]) -> str:
         if "read" not in allowed:

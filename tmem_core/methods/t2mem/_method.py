@@ -176,7 +176,9 @@ def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Me
 
 
 @method("t2mem", config=T2MemConfig, show=show_trace, evidence=Initial, context=LoopRecord,
-        view=View("timeline", timeline), version=2, variants={
+        view=View("timeline", timeline), version=2,
+        axes={"reasoning_budget": "reasoning_tokens", "steps": "max_steps"},
+        variant_axes={"t2mem_no_rollout": ("reasoning_budget",)}, variants={
     "t2mem_no_metadata": {"units": "raw"},
     "t2mem_no_raw": {"read_raw": False},
     "t2mem_no_rollout": {"rollout": False},
