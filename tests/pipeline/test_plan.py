@@ -47,6 +47,10 @@ def test_plan_counts_calls_and_prices_them(tmp_path: Path) -> None:
     assert plan.wall_s > 0 and not (tmp_path / "results" / "plan").exists()  # nothing written
     slower = plan_sweep(config, replicas=1, sample=2, timing=TIMING)
     assert slower.runs[0].calls == run.calls and slower.wall_s >= plan.wall_s
+    # sweep_config's 1 actor x batch 2: two questions in flight, half of one replica's 4 seqs
+    (capacity,) = [line for line in plan.lines() if "questions in flight" in line]
+    assert capacity.startswith("priced: 2 questions in flight") and "fill 0.50 of its 2" in capacity
+    assert capacity.endswith("max_num_seqs 4; up to 2 have work")
 
 
 def test_bad_input_is_one_error_line(tmp_path: Path) -> None:

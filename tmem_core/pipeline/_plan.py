@@ -57,6 +57,8 @@ class Plan:
     replicas: int
     wall_s: float
     busy_s: dict[str, float]  # engine busy seconds by backbone, all its replicas
+    in_flight: int = 0  # questions the stages hold at once (batch size x actors)
+    max_num_seqs: dict[str, int] = field(default_factory=dict)  # per backbone, one replica
 
     def lines(self) -> list[str]:
         calls = sum(r.calls for r in self.runs)
@@ -67,7 +69,15 @@ class Plan:
         return [*(r.line() for r in self.runs),
                 f"total: {calls} calls, {tokens} tokens, ${usd:.2f}; wall time on "
                 f"{self.replicas} replicas per backbone: {self.wall_s / 60:.1f} min "
-                f"(engine utilisation {busy})"]
+                f"(engine utilisation {busy})", *self._capacity()]
+
+    def _capacity(self) -> list[str]:
+        """How many replicas the questions in flight can keep busy: one call in flight per
+        question at a time, a replica full at its `max_num_seqs`."""
+        return [f"{name}: {self.in_flight} questions in flight (resources.batch_size x "
+                f"actors) fill {self.in_flight / seqs:.2f} of its {self.replicas} replicas at "
+                f"max_num_seqs {seqs}; up to {min(self.replicas, self.in_flight)} have work"
+                for name, seqs in sorted(self.max_num_seqs.items())]
 
 
 def plan_sweep(config: SweepConfig, replicas: int, sample: int = 4,
@@ -86,7 +96,8 @@ def plan_sweep(config: SweepConfig, replicas: int, sample: int = 4,
                                               config.resources.llm_actors)
     wall = simulate(models, (chain for run in runs for chain in run.chains), slots)
     busy = {name: sum(m.counters.busy_s for m in ms) for name, ms in models.items()}
-    return Plan(runs, replicas, wall, busy)
+    seqs = {name: ms[0].config.max_num_seqs for name, ms in models.items() if ms}
+    return Plan(runs, replicas, wall, busy, slots, seqs)
 
 
 def _timing(backbone: BackboneConfig, timing: SimEngineConfig | None) -> SimEngineConfig:
