@@ -17,7 +17,11 @@ variant sets is refused in its table. The hooks:
 - `ranked`: its `retrieve` ranks messages without an LLM and keeps `env.top_k` (scored by
   evidence recall@k);
 - `version`: counts revisions of what the method (and its variants) does: a run's identity
-  carries it from 2 on, so records an earlier definition wrote are never resumed as its own.
+  carries it from 2 on, so records an earlier definition wrote are never resumed as its own;
+  bump it whenever the method's definition changes (stage records carry it, and a re-run
+  redoes those an earlier version wrote);
+- `prompts`: the bundled prompts the method's LLM steps use (`kind/name`): a stage record
+  carries their hashes, so a changed prompt file redoes the records it produced.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from tmem_core._registry import Registry
 from tmem_core._typed import ConfigError, build_config
 from tmem_core.methods._base import Evidence
 from tmem_core.methods._context import Context, ContextMethod
+from tmem_core.prompts import load_prompt
 from tmem_core.retrieval import Conversation, IndexStore
 from tmem_core.schema import Message
 
@@ -93,6 +98,7 @@ class MethodSpec(Generic[P]):
     checks: Mapping[str, Check] = field(default_factory=dict)
     view: View | None = None
     version: int = 1
+    prompts: tuple[str, ...] = ()
 
     def parse(self, raw: Mapping[str, Any], where: str = "") -> P:
         """The method's parameters from a config table, with the variant's changes (a key
@@ -117,7 +123,7 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
            variants: Mapping[str, Mapping[str, Any]] | None = None, show: Show | None = None,
            ranked: bool = False, evidence: type[Any] | None = None,
            context: type[Any] | None = None, checks: Mapping[str, Check] | None = None,
-           view: View | None = None, version: int = 1
+           view: View | None = None, version: int = 1, prompts: Sequence[str] = ()
            ) -> Callable[[Callable[[MethodEnv, P, str], ContextMethod]],
                          Callable[[MethodEnv, P, str], ContextMethod]]:
     """Register a method factory under `name` (and its ablations under `variants`), with its
@@ -125,12 +131,15 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
 
     if (checks or view) and context is None:
         raise ValueError(f"method {name!r}: checks and a view read a `context` payload type")
+    for ref in prompts:
+        load_prompt(ref)  # a prompt that does not exist fails the registration
 
     def register(build: Callable[[MethodEnv, P, str], ContextMethod]
                  ) -> Callable[[MethodEnv, P, str], ContextMethod]:
         base = MethodSpec(name, build, config, description, show=show or show_context,
                           ranked=ranked, evidence=evidence, context=context,
-                          checks=checks or {}, view=view, version=version)
+                          checks=checks or {}, view=view, version=version,
+                          prompts=tuple(prompts))
         for spec in (base, *(dataclasses.replace(base, name=variant, overrides=changes,
                                                  variant_of=name)
                              for variant, changes in (variants or {}).items())):

@@ -57,8 +57,7 @@ class JudgeStage(GoldStage):
         stemmer()
 
     def stored(self) -> dict[str, Row]:
-        controls = {r["key"]: r for r in self.calibration.latest().to_pylist()}
-        return {**super().stored(), **controls}
+        return {**super().stored(), **self.reusable(self.calibration)}
 
     def keys(self, qid: str) -> list[str]:
         verdicts = [f"{qid}|{judge.name}|{repeat}" for judge in self.job.judges

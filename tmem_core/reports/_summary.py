@@ -47,6 +47,7 @@ class Summary:
     validators: pl.DataFrame
     paper: pl.DataFrame  # the paper's figures beside the runs that match them
     revision_chains: pl.DataFrame  # Exp-5: complete-chain recovery, revision-only contexts
+    attempts: pl.DataFrame  # per run: drivers' passes, their commits, what they differ in
 
     def tables(self) -> dict[str, pl.DataFrame]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -79,7 +80,7 @@ def summarise(results: SweepResults) -> Summary:
         timing=m.timing(results, tokens), error_counts=error_counts,
         errors=results.failures.sort("run_id", "store", "written_at"),
         validators=results.validators, paper=paper_table(runs, run_intervals(runs)),
-        revision_chains=revision_chains(results))
+        revision_chains=revision_chains(results), attempts=results.attempts)
 
 
 def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,

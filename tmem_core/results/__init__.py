@@ -16,6 +16,7 @@ from tmem_core.results._accuracy import (
     score_accuracy,
     with_overall,
 )
+from tmem_core.results._attempts import Attempt, contract_attempts, mixed
 from tmem_core.results._calibration import (
     RELIABLE_RATE,
     UNRELIABLE,
@@ -77,6 +78,7 @@ __all__ = [
     "SWEEP_FILE",
     "UNRELIABLE",
     "UNTRACEABLE",
+    "Attempt",
     "JudgeCalibration",
     "Lease",
     "LeaseHeld",
@@ -87,6 +89,7 @@ __all__ = [
     "call_totals",
     "calls_store",
     "calls_window",
+    "contract_attempts",
     "conversation_of",
     "counted_calls",
     "degradation_counts",
@@ -99,6 +102,7 @@ __all__ = [
     "latest_of",
     "mean_exact_match",
     "memory_qid",
+    "mixed",
     "overall_accuracy",
     "read_parts",
     "read_sweep",

@@ -360,6 +360,7 @@ def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Me
 
 
 @method("search_o1", config=SearchO1Params, show=show_trace, version=2,
+        prompts=("search_o1/step", "search_o1/reason"),
         description="Search-o1: search queries inside the reasoning, each search's documents "
                     "condensed by Reason-in-Documents and spliced back")
 def _search_o1(env: MethodEnv, params: SearchO1Params, name: str) -> ContextMethod:

@@ -176,7 +176,8 @@ def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Me
 
 
 @method("t2mem", config=T2MemConfig, show=show_trace, evidence=Initial, context=LoopRecord,
-        view=View("timeline", timeline), version=2, variants={
+        view=View("timeline", timeline), version=2,
+        prompts=("t2mem/extract", "t2mem/summarize", "t2mem/graph", "t2mem/step"), variants={
     "t2mem_no_metadata": {"units": "raw"},
     "t2mem_no_raw": {"read_raw": False},
     "t2mem_no_rollout": {"rollout": False},
