@@ -163,6 +163,9 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
             held = True
             for path in remove_leftovers(root, lease.holder.since):
                 log(f"removed {path}: left over by an interrupted write")
+            runs = config.runs()
+            deps = {run.run_id: run_dependencies(run, backbones) for run in runs}
+            check_changed(runs, deps, root, config.on_changed, log)  # before anything changes
             # the data first: a source that cannot be read ends the sweep before anything
             # else is written
             bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
@@ -172,22 +175,18 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
                 init_ray(env=expected_tokenizers(
                     backbones[n] for n in {*config.grid.backbones, *config.judges}))
                 lease.note(_ray_job())
-            return _run_held(config, backbones, bench_dirs, root, log, local)
+            plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, local,
+                              deps[run.run_id]) for run in runs]
+            return _run_held(config, plans, log, local)
     finally:  # a sweep that wrote nothing leaves no folder behind (rmdir: only empty ones)
         for folder in missing if held else ():
             with contextlib.suppress(OSError):
                 folder.rmdir()
 
 
-def _run_held(config: SweepConfig, backbones: dict[str, BackboneConfig],
-              bench_dirs: dict[BenchmarkConfig, Path], root: Path, log: Log, local: bool
+def _run_held(config: SweepConfig, plans: list[RunPlan], log: Log, local: bool
               ) -> list[RunSummary]:
-    """`run_sweep` once its driver holds the sweep folder's lease."""
-    runs = config.runs()
-    deps = {run.run_id: run_dependencies(run, backbones) for run in runs}
-    check_changed(runs, deps, root, config.on_changed, log)  # before any contract changes
-    plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, local,
-                      deps[run.run_id]) for run in runs]
+    """`run_sweep` once its driver holds the sweep folder's lease and planned its runs."""
     summaries: list[RunSummary] = []
     started = 0.0  # when the stages start: each summary says when its run was done after it
 
