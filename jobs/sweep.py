@@ -4,14 +4,19 @@
     ray job submit --working-dir . -- python -m jobs.sweep jobs/configs/default.toml
 
 With no RAY_ADDRESS a local Ray starts; with one the sweep joins that cluster. A re-run of
-the same config skips what already succeeded and retries what failed. One driver writes a
-sweep at a time: a second one started while the first runs refuses (exit status 2). However
-the driver ends (its cluster lost, a signal), its last line says which questions landed.
+the same config skips what already succeeded and retries what failed; a stored record whose
+dependencies changed since (a backbone's definition, a prompt file, the method's version or
+parameters) is redone, or, with `--on-changed refuse` (or `on_changed = "refuse"` in the
+config), the sweep refuses to start (exit status 2) naming the run, stage and dependency.
+One driver writes a sweep at a time: a second one started while the first runs refuses (exit
+status 2). However the driver ends (its cluster lost, a signal), its last line says which
+questions landed.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -19,7 +24,7 @@ from pathlib import Path
 from jobs._cli import run_main
 from tmem_core import ConfigError
 from tmem_core.llm import EngineUnavailable
-from tmem_core.pipeline import STATUS_ENV, load_sweep, run_sweep, supervise
+from tmem_core.pipeline import STATUS_ENV, RecordsChanged, load_sweep, run_sweep, supervise
 from tmem_core.results import LeaseHeld
 
 
@@ -29,12 +34,17 @@ def main() -> int:
     parser.add_argument("config", type=Path, help="sweep config (TOML or YAML)")
     parser.add_argument("--local", action="store_true",
                         help="run the stages in this process, without Ray (debugging)")
+    parser.add_argument("--on-changed", choices=("redo", "refuse"),
+                        help="stored records whose dependencies changed: redo them, or refuse "
+                             "to run (default: the config's on_changed, else redo)")
     args = parser.parse_args()
     try:
         config = load_sweep(args.config)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.on_changed:
+        config = dataclasses.replace(config, on_changed=args.on_changed)
     if not args.local and STATUS_ENV not in os.environ:  # this process watches the driver
         return supervise([sys.executable, "-m", "jobs.sweep", *sys.argv[1:]])
     print(f"sweep {config.name}: {len(config.runs())} runs -> "
@@ -42,8 +52,9 @@ def main() -> int:
     try:
         summaries = run_sweep(config, log=lambda line: print(line, flush=True),
                               local=args.local)
-    except (EngineUnavailable, LeaseHeld, ConfigError) as exc:
-        # engines that do not fit, start or place, or another driver writing the sweep
+    except (EngineUnavailable, LeaseHeld, ConfigError, RecordsChanged) as exc:
+        # engines that do not fit, start or place, another driver writing the sweep, or
+        # stored records made otherwise that the sweep refuses to redo
         print(f"error: {exc}", file=sys.stderr)
         return 2
     failed = sum(sum(s.stage_errors.values()) for s in summaries)

@@ -14,8 +14,15 @@ import pyarrow as pa
 import pytest
 
 from tests.conftest import LOCOMO
-from tmem_core.benchmarks import LoadRequest, PreparedBenchmark, build, with_revisions
+from tmem_core.benchmarks import (
+    LoadRequest,
+    PreparedBenchmark,
+    build,
+    get_protocol,
+    with_revisions,
+)
 from tmem_core.benchmarks._revisions import LLMWriter, chain_of
+from tmem_core.evaluation import ControlPool, Rules
 from tmem_core.llm import ChatRequest, ChatResponse, Usage
 from tmem_core.schema import (
     DataError,
@@ -181,3 +188,33 @@ def test_chain_messages_carry_no_label_a_method_could_read(base: PreparedBenchma
     words = ("revision", "rollback", "injected", "exp5")
     assert injected and all(not any(w in str(getattr(m, f)).lower() for w in words
                                     for f in fields) for m in injected)
+
+
+def _superseded_controls(prepared: PreparedBenchmark, name: str) -> dict[str, str]:
+    """qid -> the prediction of its `superseded` control, for every question that has one."""
+    questions, gold = questions_from_table(prepared.questions), gold_from_table(prepared.questions)
+    pool = ControlPool([(q, gold[q.qid]) for q in questions], Rules.of(get_protocol(name)))
+    return {q.qid: c.prediction for q in questions for c in pool.controls(q, gold[q.qid])
+            if c.kind == "superseded"}
+
+
+@pytest.mark.parametrize("name", ["groupmembench", "synthetic"])
+def test_a_revisions_variant_yields_superseded_controls(base: PreparedBenchmark, fixtures: Path,
+                                                        name: str) -> None:
+    """Each chained question's `superseded` control is its chain's last revised value (the
+    value the rollback undid), as its revision message states it; GroupMemBench states no
+    superseded value of its own, so its chained questions gain the control."""
+    before = (_with_two_annotated_updates(build(name, LoadRequest(source=fixtures / name)))
+              if name == "groupmembench" else base)
+    copy = with_revisions(before, 3, seed=2)
+    texts = {m.msg_id: m.text for m in messages_from_table(copy.messages)}
+    gold = gold_from_table(copy.questions)
+    chains = {qid: chain for qid, g in gold.items() if (chain := chain_of(g))}
+    controls = _superseded_controls(copy, name)
+    assert chains and set(chains) <= set(controls)
+    if name == "groupmembench":
+        assert _superseded_controls(before, name) == {}
+    for qid, chain in chains.items():
+        value = controls[qid]
+        assert value != gold[qid].answer and value in texts[chain["revisions"][-1]]
+        assert gold[qid].answer in texts[chain["rollback"]]

@@ -1,15 +1,17 @@
 """Faults injected through the stages' probe (`TMEM_PROBE=tests.pipeline.faults:fault:SPEC`):
-`SPEC` is `stage=<name>,qid=<qid>,kind=exit|exit_before_records|llm_error[,once=<file>]`.
+`SPEC` is `stage=<name>,qid=<qid>,kind=<kind>[,once=<file>]`, the kinds:
 
-`exit` kills the stage's worker process when it reaches the question (once, if a marker file
-is given); `exit_before_records` kills it once the question's batch has its calls written and
-not yet its records; `llm_error` makes every LLM call of that question in that stage fail like
-a dead engine.
+- `exit` ends the stage's worker process when it reaches the question (once, if a marker
+  file is given), `kill` sends it SIGKILL there;
+- `exit_before_records` ends it once the question's batch has its calls written and not yet
+  its records;
+- `llm_error` makes every LLM call of that question in that stage fail like a dead engine.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +33,9 @@ class Fault(Probe):
     once: str = ""
 
     def question(self, stage: str, qid: str) -> None:
-        if self.kind == "exit" and self._hits(stage, qid):
+        if self.kind in ("exit", "kill") and self._hits(stage, qid):
+            if self.kind == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
             os._exit(1)  # a worker dying mid-batch
 
     def llm(self, proxy: EngineProxy) -> EngineProxy:

@@ -10,8 +10,10 @@ make room (the base's order unchanged). An injected message has an id of its own
 the base's numbering), the channel, topic, phase and session of the state's last evidence
 message, an author of the conversation with that author's role, no reply link and no meta.
 Which message is a revision and which the rollback is written only into the question's
-evaluation-only `gold_meta` (`revision_chain`), for scoring; the manifest's `revision_chains`
-records the condition, the writer, the counts and the mean per question.
+evaluation-only `gold_meta` (`revision_chain`), for scoring, and the revised values, which the
+rollback supersedes, join its superseded values (`superseded_answers`, latest last), which
+judge calibration's `superseded` control reads; the manifest's `revision_chains` records the
+condition, the writer, the counts and the mean per question.
 
 Texts come from templates (the default), or are written by a backbone (the paper's were
 LLM-written); a chain the backbone fails to write falls back to the templates, and is listed.
@@ -31,6 +33,7 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from tmem_core.benchmarks._synthetic import alternative_values
+from tmem_core.evaluation import SUPERSEDED_KEY
 from tmem_core.llm import ChatRequest, ChatResponse, object_schema
 from tmem_core.prompts import load_prompt
 from tmem_core.schema import (
@@ -221,7 +224,9 @@ def inject_revisions(name: str, messages_table: pa.Table, questions_table: pa.Ta
                                   alternatives)
     writer = writer or TemplateWriter(seed)
     injected, labels = _injected(messages, chains, writer.write(chains), seed)
-    items = [(q, _labelled(gold[q.qid], labels.get(q.qid))) for q in questions]
+    revised = {c.question.qid: c.values for c in chains}
+    items = [(q, _labelled(gold[q.qid], labels.get(q.qid), revised.get(q.qid, ())))
+             for q in questions]
     table = messages_to_table(_merged(messages, injected))
     question_table = questions_to_table(items)
     validate_tables(table, question_table, source=f"{name} with revision chains")
@@ -365,9 +370,15 @@ def chain_of(gold: Gold) -> dict[str, Any] | None:
     return chain if isinstance(chain, dict) else None
 
 
-def _labelled(gold: Gold, label: dict[str, Any] | None) -> Gold:
+def _labelled(gold: Gold, label: dict[str, Any] | None, revised: Sequence[str]) -> Gold:
+    """The gold with its chain's labels, and the chain's revised values after the values the
+    data already knew superseded (each once, where it was last in force, latest last)."""
     if label is None:
         return gold
     meta = json.loads(gold.gold_meta) if gold.gold_meta else {}
-    return dataclasses.replace(gold, gold_meta=json.dumps({**meta, CHAIN_KEY: label},
-                                                          sort_keys=True))
+    known = meta.get(SUPERSEDED_KEY)
+    held = [v for v in (*(known if isinstance(known, list) else ()), *revised)
+            if v != gold.answer]
+    superseded = list(reversed(dict.fromkeys(reversed(held))))
+    return dataclasses.replace(gold, gold_meta=json.dumps(
+        {**meta, CHAIN_KEY: label, SUPERSEDED_KEY: superseded}, sort_keys=True))

@@ -1,6 +1,6 @@
 """Evaluation: deterministic metrics, answer prompts, judges and evidence recall."""
 
-from tmem_core.evaluation._answer import answer_prompt, question_block
+from tmem_core.evaluation._answer import CONTEXT_PROMPTS, answer_prompt, question_block
 from tmem_core.evaluation._controls import KINDS, SUPERSEDED_KEY, Control, ControlPool, Rules
 from tmem_core.evaluation._leaks import GUARDED_STAGES, gold_leaks, gold_strings, ids_in
 from tmem_core.evaluation._metrics import (
@@ -16,6 +16,7 @@ from tmem_core.evaluation._recall import RecallTable, evidence_recall, recall_sc
 from tmem_core.evaluation._verdict import parse_verdict
 
 __all__ = [
+    "CONTEXT_PROMPTS",
     "GUARDED_STAGES",
     "KINDS",
     "SUPERSEDED_KEY",

@@ -109,6 +109,14 @@ class BackboneConfig:
         return {"sampling": asdict(self.sampling),
                 "chat_template_kwargs": dict(self.chat_template_kwargs)}
 
+    def definition(self) -> dict[str, Any]:
+        """What the backbone's outputs depend on, for the hash stage records carry: backend,
+        model, served weights, tokenizer, context per request and generation settings (not
+        where, how fast or at what price it runs)."""
+        return {"backend": self.backend, "model": self.model,
+                "weights": self.engine.weights_identity(), "tokenizer": self.tokenizer,
+                "context": self.request_context, **self.generation()}
+
     @property
     def request_context(self) -> int:
         """Tokens one request may use: less where the engine splits its context in slots."""

@@ -21,7 +21,11 @@ variant sets is refused in its table. The hooks:
   narrows them for a variant (a one-step ablation has no step axis). A sweep varying an axis
   refuses a method it does not apply to;
 - `version`: counts revisions of what the method (and its variants) does: a run's identity
-  carries it from 2 on, so records an earlier definition wrote are never resumed as its own.
+  carries it from 2 on, so records an earlier definition wrote are never resumed as its own;
+  bump it whenever the method's definition changes (stage records carry it, and a re-run
+  redoes those an earlier version wrote);
+- `prompts`: the bundled prompts the method's LLM steps use (`kind/name`): a stage record
+  carries their hashes, so a changed prompt file redoes the records it produced.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from tmem_core._registry import Registry
 from tmem_core._typed import ConfigError, build_config
 from tmem_core.methods._base import Evidence
 from tmem_core.methods._context import Context, ContextMethod
+from tmem_core.prompts import load_prompt
 from tmem_core.retrieval import Conversation, IndexStore
 from tmem_core.schema import Message
 
@@ -98,6 +103,7 @@ class MethodSpec(Generic[P]):
     view: View | None = None
     version: int = 1
     axes: Mapping[str, str | None] = field(default_factory=dict)
+    prompts: tuple[str, ...] = ()
 
     def parse(self, raw: Mapping[str, Any], where: str = "") -> P:
         """The method's parameters from a config table, with the variant's changes (a key
@@ -124,7 +130,8 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
            context: type[Any] | None = None, checks: Mapping[str, Check] | None = None,
            view: View | None = None, version: int = 1,
            axes: Mapping[str, str | None] | None = None,
-           variant_axes: Mapping[str, Sequence[str]] | None = None
+           variant_axes: Mapping[str, Sequence[str]] | None = None,
+           prompts: Sequence[str] = ()
            ) -> Callable[[Callable[[MethodEnv, P, str], ContextMethod]],
                          Callable[[MethodEnv, P, str], ContextMethod]]:
     """Register a method factory under `name` (and its ablations under `variants`), with its
@@ -132,13 +139,15 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
 
     if (checks or view) and context is None:
         raise ValueError(f"method {name!r}: checks and a view read a `context` payload type")
+    for ref in prompts:
+        load_prompt(ref)  # a prompt that does not exist fails the registration
 
     def register(build: Callable[[MethodEnv, P, str], ContextMethod]
                  ) -> Callable[[MethodEnv, P, str], ContextMethod]:
         base = MethodSpec(name, build, config, description, show=show or show_context,
                           ranked=ranked, evidence=evidence, context=context,
                           checks=checks or {}, view=view, version=version,
-                          axes=dict(axes or {}))
+                          axes=dict(axes or {}), prompts=tuple(prompts))
         narrowed = variant_axes or {}
         for spec in (base, *(dataclasses.replace(
                 base, name=variant, overrides=changes, variant_of=name,

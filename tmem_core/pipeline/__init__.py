@@ -16,6 +16,7 @@ from tmem_core.pipeline._config import (
     registered,
 )
 from tmem_core.pipeline._contract import Contract
+from tmem_core.pipeline._deps import RecordsChanged
 from tmem_core.pipeline._plan import plan_sweep
 from tmem_core.pipeline._runner import RunSummary, init_ray, run_sweep
 from tmem_core.pipeline._watch import STATUS_ENV, supervise
@@ -25,6 +26,7 @@ __all__ = [
     "STATUS_ENV",
     "BenchmarkConfig",
     "Contract",
+    "RecordsChanged",
     "RunSpec",
     "RunSummary",
     "SweepConfig",

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tmem_core._typed import ConfigError, build_config, read_config
 from tmem_core.benchmarks import benchmark_names, get_benchmark
@@ -200,7 +200,11 @@ def prompt_file_identity(path: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """A sweep file as loaded: `methods` holds each method's parameter table as given."""
+    """A sweep file as loaded: `methods` holds each method's parameter table as given.
+
+    `on_changed`: what a re-run does with stored records whose dependencies (backbone
+    definition, prompts, method version and parameters; `tmem_core.pipeline._deps`) changed
+    since they were written: "redo" them (saying which and why), or "refuse" to start."""
 
     name: str
     benchmarks: tuple[BenchmarkConfig, ...]
@@ -211,6 +215,7 @@ class SweepConfig:
     backbones_file: str | None = None
     judge_prompts: Mapping[str, str] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()
+    on_changed: Literal["redo", "refuse"] = "redo"
 
     def __post_init__(self) -> None:
         if not self.benchmarks:

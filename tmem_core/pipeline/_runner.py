@@ -32,6 +32,7 @@ from tmem_core.pipeline._answer_stage import AnswerStage
 from tmem_core.pipeline._capacity import check_sweep_gpus, with_replicas
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
 from tmem_core.pipeline._contract import Contract
+from tmem_core.pipeline._deps import Deps, RecordsChanged, changed_records, run_dependencies
 from tmem_core.pipeline._engine import (
     StartWatch,
     await_placement,
@@ -162,6 +163,9 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
             held = True
             for path in remove_leftovers(root, lease.holder.since):
                 log(f"removed {path}: left over by an interrupted write")
+            runs = config.runs()
+            deps = {run.run_id: run_dependencies(run, backbones) for run in runs}
+            check_changed(runs, deps, root, config.on_changed, log)  # before anything changes
             # the data first: a source that cannot be read ends the sweep before anything
             # else is written
             bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
@@ -171,19 +175,18 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
                 init_ray(env=expected_tokenizers(
                     backbones[n] for n in {*config.grid.backbones, *config.judges}))
                 lease.note(_ray_job())
-            return _run_held(config, backbones, bench_dirs, root, log, local)
+            plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, local,
+                              deps[run.run_id]) for run in runs]
+            return _run_held(config, plans, log, local)
     finally:  # a sweep that wrote nothing leaves no folder behind (rmdir: only empty ones)
         for folder in missing if held else ():
             with contextlib.suppress(OSError):
                 folder.rmdir()
 
 
-def _run_held(config: SweepConfig, backbones: dict[str, BackboneConfig],
-              bench_dirs: dict[BenchmarkConfig, Path], root: Path, log: Log, local: bool
+def _run_held(config: SweepConfig, plans: list[RunPlan], log: Log, local: bool
               ) -> list[RunSummary]:
-    """`run_sweep` once its driver holds the sweep folder's lease."""
-    plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, local)
-             for run in config.runs()]
+    """`run_sweep` once its driver holds the sweep folder's lease and planned its runs."""
     summaries: list[RunSummary] = []
     started = 0.0  # when the stages start: each summary says when its run was done after it
 
@@ -210,6 +213,20 @@ def _run_held(config: SweepConfig, backbones: dict[str, BackboneConfig],
         for backbone in served:
             undeploy_serve(backbone)
     return summaries
+
+
+def check_changed(runs: list[RunSpec], deps: Mapping[str, Mapping[str, Deps]], root: Path,
+                  on_changed: str, log: Log) -> None:
+    """Log the stored records each run redoes because what produced them changed, or raise
+    `RecordsChanged` (naming the first) when the sweep says to refuse them."""
+    changed = [c for run in runs
+               for c in changed_records(run.run_id, root / run.run_id, deps[run.run_id])]
+    if changed and on_changed == "refuse":
+        more = f" (and {len(changed) - 1} more stages)" if len(changed) > 1 else ""
+        raise RecordsChanged(f"{changed[0].describe()}{more}; on_changed = \"refuse\": "
+                             f"nothing run (on_changed = \"redo\" redoes them)")
+    for change in changed:
+        log(f"{change.describe()}: redone")
 
 
 def _ray_job() -> str:
@@ -314,19 +331,21 @@ class RunPlan:
 
 
 def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig], root: Path,
-             local: bool = False) -> RunPlan:
-    """A run's contract (written now), questions and stage job."""
+             local: bool = False, deps: Mapping[str, Deps] | None = None) -> RunPlan:
+    """A run's contract (written now, with its earlier attempts), questions and stage job
+    (`deps`: each stage's dependencies, `run_dependencies` by default)."""
     run_dir = root / run.run_id
     prepared = read_prepared(bench_dir)
     prompts = [*prompt_names(), *run.judge_prompts.values()]
     generation = {name: backbones[name].generation() for name in (run.backbone, *run.judges)}
     contract = Contract.start(run, _data_facts(prepared.manifest, bench_dir),
-                              {n: load_prompt(n).sha256 for n in prompts}, generation)
+                              {n: load_prompt(n).sha256 for n in prompts}, generation, run_dir)
     contract.write(run_dir)
     questions = select_questions(bench_dir, run.benchmark)
     job = StageJob(run, str(run_dir), str(bench_dir), backbones[run.backbone],
                    tuple(backbones[j] for j in run.judges), os.environ.get(PROBE_ENV, ""),
-                   local)
+                   local, deps if deps is not None else run_dependencies(run, backbones),
+                   contract.git_commit)
     return RunPlan(job, questions, contract, prepared)
 
 
@@ -337,7 +356,7 @@ def finish_run(plan: RunPlan, seconds: float) -> RunSummary:
     histories = {s.name: s.store_for(run_dir).read_all() for s in STAGES}  # read once
     qids = [q for q, _ in plan.questions]
     plan.contract.validators = _validate(plan.job, qids, plan.prepared, histories)
-    plan.contract.ended_at = time.time()
+    plan.contract.finish()
     plan.contract.write(run_dir)
     return summarise(plan.job.run, run_dir, len(qids), seconds, histories)
 

@@ -1,8 +1,9 @@
 """What every stage shares: its job, its stored records, resume, threads and error records.
 
 A stage's actor runs a batch of questions at once. For each question the base looks up the
-records the stage keeps for it (`keys`); when all are stored from an earlier attempt the
-question passes on with them, otherwise the stage's `process` makes what is missing. A failure
+records the stage keeps for it (`keys`); when all are stored from an earlier attempt with the
+run's dependency hashes (`_deps`: what produced them) the question passes on with them,
+otherwise the stage's `process` makes what is missing or changed. A failure
 becomes an error record; a question that failed upstream passes through untouched. A stage
 declares the flow columns it reads (`reads`) and those it sets from its record (`writes`):
 `process` sees only the columns it reads.
@@ -27,6 +28,7 @@ from tmem_core.benchmarks import read_prepared
 from tmem_core.evaluation import GUARDED_STAGES, gold_strings
 from tmem_core.llm import CALLS_SCHEMA, BackboneConfig, CallRecord, EngineCall, RequestCache
 from tmem_core.pipeline._config import RunSpec, import_plugins
+from tmem_core.pipeline._deps import deps_json
 from tmem_core.pipeline._engine import EngineProxy, local_engine, ray_engine
 from tmem_core.pipeline._probe import load_probe
 from tmem_core.results import STAGE_SCHEMAS, StageStore, calls_store, stage_store
@@ -58,6 +60,8 @@ class StageJob:
     judges: tuple[BackboneConfig, ...]
     probe: str = ""  # a test's probe (`_probe`); empty: none
     local: bool = False  # engines in this process instead of Ray actors (the plain loop)
+    deps: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # per stage (`_deps`)
+    code: str | None = None  # the driver's git commit, on every record
 
 
 @dataclass
@@ -85,6 +89,7 @@ class Stage:
 
     def __init__(self, job: StageJob) -> None:
         self.job = job
+        self.deps = deps_json(job.deps.get(self.name, {}))
         import_plugins(job.run.plugins)  # the run's own methods and benchmarks, in this actor
         run_dir = Path(job.run_dir)
         self.store = self.store_for(run_dir)
@@ -110,8 +115,12 @@ class Stage:
         return stage_store(run_dir, cls.name)
 
     def stored(self) -> dict[str, Row]:
-        """The records of earlier attempts, by key."""
-        return {r["key"]: r for r in self.store.latest().to_pylist()}
+        """The records of earlier attempts that this run may reuse, by key."""
+        return self.reusable(self.store)
+
+    def reusable(self, store: StageStore) -> dict[str, Row]:
+        """A store's latest record per key, where the run's dependencies made it."""
+        return {r["key"]: r for r in store.latest().to_pylist() if r["deps"] == self.deps}
 
     def keys(self, qid: str) -> list[str]:
         """The keys of the records this stage keeps for a question."""
@@ -200,7 +209,8 @@ class Stage:
 
     def record(self, row: Mapping[str, Any], key: str | None = None, **values: Any) -> Row:
         return {"run_id": self.job.run.run_id, "key": key or row["qid"], "qid": row["qid"],
-                "conv_id": row["conv_id"], "ok": True, **values}
+                "conv_id": row["conv_id"], "ok": True, "deps": self.deps, "code": self.job.code,
+                **values}
 
     def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
         """The question's records not in `stored` (the flow `row` holds what it `reads`)."""

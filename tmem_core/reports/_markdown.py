@@ -108,7 +108,8 @@ class Report:
             ("Tokens per question by stage", self.tokens()),
             ("Time per stage", self.timing()), ("Engine utilisation", self.utilisation()),
             ("Errors", self.errors()),
-            ("Validators", self.validators()), ("Revision chains (Exp-5)", self.chains()),
+            ("Validators", self.validators()), ("Attempts", self.attempts()),
+            ("Revision chains (Exp-5)", self.chains()),
             ("Paper figures", self.paper()),
             *self.comparisons(comparisons),
             ("Figures", [f"![{name}]({path.name})" for name, path in figures.items()]),
@@ -136,7 +137,23 @@ class Report:
             "wall_s"))
         ids = self.labels.select("run", "run_id")
         return [INTERVALS, "", *markdown_table(table), *self._unmatched_evidence(),
-                *markdown_table(ids)]
+                *self._mixed_attempts(), *markdown_table(ids)]
+
+    def _mixed_attempts(self) -> list[str]:
+        """A warning per run whose records come from attempts with different code or
+        packages (see Attempts)."""
+        mixed = self._with_run(self.summary.attempts.drop_nulls("mixed"))
+        lines = [f"**Mixed attempts in {row['run']}**: its {row['attempts']} attempts differ "
+                 f"in {row['mixed']}; its records may come from any of them."
+                 for row in mixed.iter_rows(named=True)]
+        return [*lines, ""] if lines else []
+
+    def attempts(self) -> list[str]:
+        table = self._with_run(self.summary.attempts)
+        return ["Each driver's pass over a run is an attempt (its contract keeps them all); a "
+                "run whose attempts differ in code (git commit) or package versions says so "
+                "under `mixed`, as its records may come from any of them.", "",
+                *markdown_table(table)]
 
     def _unmatched_evidence(self) -> list[str]:
         """A warning per benchmark whose runs' mean context tokens differ by more than

@@ -52,6 +52,7 @@ class Summary:
     revision_chains: pl.DataFrame  # Exp-5: complete-chain recovery, revision-only contexts
     utilisation: pl.DataFrame  # per backbone and replica: busy fraction, requests in flight
     engine_calls: pl.DataFrame  # every call an engine replica answered: sent, answered
+    attempts: pl.DataFrame  # per run: drivers' passes, their commits, what they differ in
 
     def tables(self) -> dict[str, pl.DataFrame]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -85,7 +86,7 @@ def summarise(results: SweepResults) -> Summary:
         timing=m.timing(results, tokens), error_counts=error_counts,
         errors=results.failures.sort("run_id", "store", "written_at"),
         validators=results.validators, paper=paper_table(runs, run_intervals(runs)),
-        revision_chains=revision_chains(results),
+        revision_chains=revision_chains(results), attempts=results.attempts,
         utilisation=utilisation(results.records[CALLS]),
         engine_calls=engine_calls(results.records[CALLS]))
 

@@ -16,6 +16,7 @@ from tmem_core.results._accuracy import (
     score_accuracy,
     with_overall,
 )
+from tmem_core.results._attempts import Attempt, contract_attempts, mixed
 from tmem_core.results._calibration import (
     RELIABLE_RATE,
     UNRELIABLE,
@@ -84,6 +85,7 @@ __all__ = [
     "SWEEP_FILE",
     "UNRELIABLE",
     "UNTRACEABLE",
+    "Attempt",
     "JudgeCalibration",
     "Lease",
     "LeaseHeld",
@@ -94,6 +96,7 @@ __all__ = [
     "call_totals",
     "calls_store",
     "calls_window",
+    "contract_attempts",
     "conversation_of",
     "counted_calls",
     "degradation_counts",
@@ -107,6 +110,7 @@ __all__ = [
     "mean_exact_match",
     "memory_qid",
     "memory_quality_store",
+    "mixed",
     "overall_accuracy",
     "read_parts",
     "read_sweep",

@@ -33,8 +33,16 @@ RECORD_COLUMNS = [
 ]
 
 
+PROVENANCE_COLUMNS = [
+    pa.field("deps", pa.string()),  # JSON: each dependency of the record's stage -> its hash
+    pa.field("code", pa.string()),  # the git commit of the driver that wrote it
+]
+"""What produced a stage record (`tmem_core.pipeline` compares `deps` before reusing it; a
+record written before they were recorded reads null)."""
+
+
 def stage_schema(*payload: pa.Field) -> pa.Schema:
-    return pa.schema([*RECORD_COLUMNS, *payload])
+    return pa.schema([*RECORD_COLUMNS, *PROVENANCE_COLUMNS, *payload])
 
 
 class StageStore:

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from tmem_core.benchmarks import get_protocol, read_prepared
 from tmem_core.evaluation import recall_scorable
+from tmem_core.results._attempts import contract_attempts, mixed
 from tmem_core.results._count import HISTORY_COLUMNS, counted_calls
 from tmem_core.results._evidence import basis_columns
 from tmem_core.results._layout import (
@@ -50,6 +51,8 @@ RUN_SCHEMA = pl.Schema({
 VALIDATOR_SCHEMA = pl.Schema({"run_id": pl.String(), "validator": pl.String(),
                               "passed": pl.Boolean(), "checked": pl.Int64(),
                               "problem_count": pl.Int64(), "problems": pl.List(pl.String)})
+ATTEMPTS_SCHEMA = pl.Schema({"run_id": pl.String, "attempts": pl.Int64, "commits": pl.String,
+                             "mixed": pl.String})
 CONSTRUCT = "construct"
 _HISTORY = ("run_id", "key", "qid", "conv_id", "ok", "error", "written_at")
 
@@ -65,6 +68,8 @@ class SweepResults:
     read it, not `records["calls"]`, for totals). `failures`: every
     failed attempt, `resolved` when its key has a successful record. `questions`: every
     question with a record in a run, with its gold facts. `gold[run_id]`: gold by qid.
+    `attempts`: per run, how many drivers' passes its contract records, their commits, and
+    what they differ in (`mixed`: code and package versions; null when nothing).
     """
 
     root: Path
@@ -76,6 +81,7 @@ class SweepResults:
     failures: pl.DataFrame
     questions: pl.DataFrame
     gold: Mapping[str, Mapping[str, Gold]]
+    attempts: pl.DataFrame
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,8 @@ def read_sweep(root: Path) -> SweepResults:
         calls=pl.concat([r.calls for r in runs]),
         failures=pl.concat([r.failures for r in runs]),
         questions=pl.concat([_questions(r, benchmarks[r.data_dir]) for r in runs]),
-        gold={r.contract["run_id"]: benchmarks[r.data_dir].gold for r in runs})
+        gold={r.contract["run_id"]: benchmarks[r.data_dir].gold for r in runs},
+        attempts=pl.DataFrame([_attempts_row(r.contract) for r in runs], schema=ATTEMPTS_SCHEMA))
 
 
 def _sweep_name(root: Path) -> str:
@@ -196,6 +203,14 @@ def _run_row(run: _Run) -> dict[str, Any]:
         "git_commit": c.get("git_commit"), "started_at": c["started_at"], "ended_at": ended,
         "wall_s": None if ended is None else ended - c["started_at"],
         "data_dir": str(run.data_dir)}
+
+
+def _attempts_row(contract: dict[str, Any]) -> dict[str, Any]:
+    attempts = contract_attempts(contract)
+    differ = mixed(attempts)
+    return {"run_id": contract["run_id"], "attempts": len(attempts),
+            "commits": ", ".join(dict.fromkeys(str(a.git_commit)[:8] for a in attempts)),
+            "mixed": "; ".join(differ) if differ else None}
 
 
 def question_set(benchmark: dict[str, Any]) -> str:

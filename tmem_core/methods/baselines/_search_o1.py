@@ -384,6 +384,7 @@ def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Me
 
 @method("search_o1", config=SearchO1Params, show=show_trace, version=2,
         axes={"reasoning_budget": "reasoning_tokens", "steps": "max_steps"},
+        prompts=("search_o1/step", "search_o1/reason"),
         description="Search-o1: search queries inside the reasoning, each search's documents "
                     "condensed by Reason-in-Documents and spliced back")
 def _search_o1(env: MethodEnv, params: SearchO1Params, name: str) -> ContextMethod:

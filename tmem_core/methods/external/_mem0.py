@@ -87,6 +87,7 @@ class Mem0:
 
 
 @memory_system("mem0", config=Mem0Params, extra="mem0", imports=("mem0",),
+               prompts=("mem0/observation",),
                description="Mem0: LLM-extracted facts in a local vector store")
 def open_mem0(endpoint: AccountingEndpoint, directory: Path, params: Mem0Params
               ) -> MemorySystem:

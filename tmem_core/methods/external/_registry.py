@@ -14,9 +14,11 @@ from tmem_core.methods.external._system import P, SystemFactory, SystemSpec
 
 
 def memory_system(name: str, *, description: str, config: type[Any] = NoParams,
-                  extra: str | None = None, imports: Sequence[str] = ()
+                  extra: str | None = None, imports: Sequence[str] = (),
+                  prompts: Sequence[str] = ()
                   ) -> Callable[[SystemFactory[P]], SystemFactory[P]]:
-    """Register `factory` as the external system `name`, and the method `name` using it."""
+    """Register `factory` as the external system `name`, and the method `name` using it
+    (`prompts`: the bundled prompts the system's adapter renders)."""
 
     def register(factory: SystemFactory[P]) -> SystemFactory[P]:
         spec = SystemSpec(name, factory, config, description, extra, tuple(imports))
@@ -27,6 +29,7 @@ def memory_system(name: str, *, description: str, config: type[Any] = NoParams,
                                   method_name)
 
         method(name, config=config, show=show_recalled, version=EXTERNAL_VERSION,
+               prompts=prompts,
                description=f"{description} (external system; Top-k items recalled)")(build)
         return factory
 

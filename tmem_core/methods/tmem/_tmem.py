@@ -216,7 +216,7 @@ class TMem:
 
 @method("tmem", config=TMemConfig, show=describe, evidence=Found, context=Built,
         checks={"forest_structure": forest_structure}, view=View("forest", forest_view),
-        version=2, variants={
+        version=2, prompts=(SELECT_PROMPT, STRUCTURE_PROMPT), variants={
     "tmem_wo_discovery": {"discovery": False},
     "tmem_wo_structuring": {"structuring": False},
     "tmem_wo_metadata": {"discovery_config": {"metadata": False}},

@@ -1,0 +1,173 @@
+"""Records that know what produced them: a re-run reuses a stored record only when the hashes
+it carries (backbone definition, prompts, method version and parameters) match the run's,
+redoes it otherwise (or refuses, exit 2), and the contract keeps every attempt."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.ray_head import ROOT, gcs, run_sweep, sweep_config, sweep_env
+from tmem_core import pipeline
+from tmem_core.prompts import _prompt
+from tmem_core.results import STORES, StageStore, calls_store, run_dirs, stage_store
+from tmem_core.results._layout import calibration_store
+
+pytestmark = pytest.mark.slow
+
+
+def _backbones(tmp: Path, model: str, seed: int) -> Path:
+    """A `sim` backbone named "writer" serving `model`, with no simulated delay to speak of."""
+    path = tmp / "backbones.toml"
+    path.write_text(f'[backbones.writer]\nbackend = "sim"\nmodel = "{model}"\nengine = {{ '
+                    f"seed = {seed}, ttft_s = 0.0, step_s = 0.00001, step_s_per_seq = 0.0, "
+                    "step_s_per_ktok = 0.0, prefill_tokens_per_s = 1e12, "
+                    "max_output_tokens = 16 }\n")
+    return path
+
+
+def _config(tmp: Path, name: str, seed: int, limit: int = 3) -> Path:
+    backbones = _backbones(tmp, "sim-a", seed)
+    return sweep_config(tmp, name, limit=limit, backbones='["writer"]',
+                        extra=f'backbones_file = "{backbones}"')
+
+
+def _store(run_dir: Path, name: str) -> StageStore:
+    if name == "calls":
+        return calls_store(run_dir)
+    return calibration_store(run_dir) if name == "calibration" else stage_store(run_dir, name)
+
+
+def _rows(run_dir: Path) -> dict[str, int]:
+    """Rows ever written, per store."""
+    return {name: _store(run_dir, name).read_all().num_rows for name in STORES}
+
+
+def _attempts(run_dir: Path) -> list[dict[str, object]]:
+    return list(json.loads((run_dir / "contract.json").read_text())["attempts"])
+
+
+def _cold(tmp: Path) -> dict[str, str]:
+    return {"TMEM_CACHE_DIR": str(tmp / "cache")}
+
+
+def test_an_unchanged_rerun_reuses_every_record_and_the_contract_keeps_both_attempts(
+        ray_address: str, tmp_path: Path) -> None:
+    config = _config(tmp_path, "same", uuid.uuid4().int % 10**6)
+    run_sweep(config, ray_address, **_cold(tmp_path))
+    (run_dir,) = run_dirs(tmp_path / "results" / "same")
+    first = _rows(run_dir)
+    assert first["answer"] == 3 and first["calls"] > 0
+    (only,) = _attempts(run_dir)
+    for row in stage_store(run_dir, "answer").read_all().to_pylist():
+        deps = json.loads(row["deps"])
+        assert {"backbone writer", "method version", "method parameters",
+                "prompt answer/flat"} <= set(deps) and row["code"] == only["git_commit"]
+
+    done = run_sweep(config, ray_address, **_cold(tmp_path))
+    assert _rows(run_dir) == first  # all reused: no record and no call written again
+    assert "redone" not in done.stdout
+    attempts = _attempts(run_dir)
+    assert len(attempts) == 2 and attempts[0] == only
+    assert all(a["ended_at"] is not None and a["git_commit"] for a in attempts)
+    assert attempts[1]["started_at"] > attempts[0]["ended_at"]  # type: ignore[operator]
+
+
+def test_a_backbone_model_changed_under_its_name_redoes_its_answers_or_refuses(
+        ray_address: str, tmp_path: Path) -> None:
+    seed = uuid.uuid4().int % 10**6
+    config = _config(tmp_path, "model", seed)
+    run_sweep(config, ray_address, **_cold(tmp_path))
+    (run_dir,) = run_dirs(tmp_path / "results" / "model")
+    before = _rows(run_dir)
+    _backbones(tmp_path, "sim-b", seed)  # the same name, another model
+
+    refused = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config), "--on-changed",
+                              "refuse"], cwd=ROOT, env=sweep_env(gcs(ray_address),
+                                                                 **_cold(tmp_path)),
+                             capture_output=True, text=True, timeout=600, check=False)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [line for line in refused.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1
+    assert (f"run {run_dir.name}: stage construct: 3 stored records were made with a "
+            f"different backbone writer") in errors[0] and 'on_changed = "refuse"' in errors[0]
+    assert _rows(run_dir) == before and len(_attempts(run_dir)) == 1  # nothing written
+
+    done = run_sweep(config, ray_address, **_cold(tmp_path))
+    assert (f"run {run_dir.name}: stage answer: 3 stored records were made with a different "
+            f"backbone writer: redone") in done.stdout
+    after = _rows(run_dir)
+    assert after["retrieve"] == before["retrieve"]  # BM25 retrieves without the backbone
+    for stage in ("construct", "answer"):
+        assert after[stage] == 2 * before[stage]
+    answers = Counter(r["qid"] for r in stage_store(run_dir, "answer").read_all().to_pylist())
+    assert len(answers) == 3 and set(answers.values()) == {2}  # once per backbone definition
+    models = Counter(c["model"] for c in calls_store(run_dir).read_all().to_pylist()
+                     if c["stage"] == "answer")
+    assert models == {"sim-a": 3, "sim-b": 3}
+    assert len(_attempts(run_dir)) == 2
+
+
+def _changed_prompt_dir(tmp: Path) -> Path:
+    """A copy of the bundled prompts whose synthetic judge prompt says one thing more."""
+    copy = tmp / "prompts"
+    shutil.copytree(_prompt.PROMPT_DIR, copy)
+    judge = copy / "judge" / "synthetic.v1.txt"
+    judge.write_text(judge.read_text().replace("[user]", "Be strict.\n[user]", 1))
+    return copy
+
+
+def _drop_provenance(store: StageStore) -> None:
+    """Rewrite a store's parts as a writer from before dependency hashes would have."""
+    for part in store.parts():
+        table = pq.read_table(part)
+        pq.write_table(table.drop_columns(["deps", "code"]), part)
+
+
+def test_a_changed_prompt_file_redoes_its_stage_and_records_without_hashes_are_redone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In one process (the stages' logic, not Ray): the bundled prompts are swapped for a
+    copy with the judge prompt changed."""
+    config = pipeline.load_sweep(_config(tmp_path, "prompt", uuid.uuid4().int % 10**6))
+    monkeypatch.setenv("TMEM_CACHE_DIR", str(tmp_path / "cache"))
+    pipeline.run_sweep(config, log=lambda _: None, local=True)
+    (run_dir,) = run_dirs(tmp_path / "results" / "prompt")
+    before = _rows(run_dir)
+
+    monkeypatch.setattr(_prompt, "PROMPT_DIR", _changed_prompt_dir(tmp_path))
+    _prompt.load_prompt.cache_clear()
+    try:
+        lines: list[str] = []
+        pipeline.run_sweep(config, log=lines.append, local=True)
+    finally:
+        _prompt.load_prompt.cache_clear()
+    redone = [line for line in lines if line.endswith(": redone")]
+    assert redone == [f"run {run_dir.name}: stage judge: {before['judge'] + before['calibration']}"
+                      f" stored records were made with a different prompt judge/synthetic: "
+                      f"redone"]
+    after = _rows(run_dir)
+    assert {s: after[s] for s in ("retrieve", "construct", "answer")} == {
+        s: before[s] for s in ("retrieve", "construct", "answer")}
+    assert after["judge"] == 2 * before["judge"]
+    assert after["calibration"] == 2 * before["calibration"]
+
+    _drop_provenance(stage_store(run_dir, "answer"))  # as if written before the hashes
+    lines = []
+    monkeypatch.setattr(_prompt, "PROMPT_DIR", _changed_prompt_dir(tmp_path / "again"))
+    _prompt.load_prompt.cache_clear()
+    try:
+        pipeline.run_sweep(config, log=lines.append, local=True)
+    finally:
+        _prompt.load_prompt.cache_clear()
+    assert (f"run {run_dir.name}: stage answer: 3 stored records carry no dependency hashes "
+            f"(written before they were recorded): redone") in lines
+    assert _rows(run_dir)["answer"] == 2 * before["answer"]
