@@ -18,7 +18,16 @@ import pytest
 from tests.ray_head import ROOT, gcs, run_sweep, sweep_config, sweep_env
 from tmem_core import pipeline
 from tmem_core.prompts import _prompt
-from tmem_core.results import STORES, StageStore, calls_store, run_dirs, stage_store
+from tmem_core.results import (
+    CALIBRATION_STAGE,
+    STORES,
+    StageStore,
+    calls_store,
+    memory_quality_store,
+    run_count,
+    run_dirs,
+    stage_store,
+)
 from tmem_core.results._layout import calibration_store
 
 pytestmark = pytest.mark.slow
@@ -41,9 +50,9 @@ def _config(tmp: Path, name: str, seed: int, limit: int = 3) -> Path:
 
 
 def _store(run_dir: Path, name: str) -> StageStore:
-    if name == "calls":
-        return calls_store(run_dir)
-    return calibration_store(run_dir) if name == "calibration" else stage_store(run_dir, name)
+    other = {"calls": calls_store, "calibration": calibration_store,
+             "memory_quality": memory_quality_store}
+    return other[name](run_dir) if name in other else stage_store(run_dir, name)
 
 
 def _rows(run_dir: Path) -> dict[str, int]:
@@ -115,6 +124,15 @@ def test_a_backbone_model_changed_under_its_name_redoes_its_answers_or_refuses(
                      if c["stage"] == "answer")
     assert models == {"sim-a": 3, "sim-b": 3}
     assert len(_attempts(run_dir)) == 2
+    # the count keeps the calls of the records in force, not those they replaced: every
+    # call of the first pass had the old model
+    calls = calls_store(run_dir).read_all()
+    current = [c for c in calls.to_pylist() if c["model"] == "sim-b" and c["ok"]]
+    count = run_count(calls)
+    assert count.tokens == sum(c["prompt_tokens"] + c["completion_tokens"] for c in current
+                               if c["stage"] != CALIBRATION_STAGE) > 0
+    assert count.calibration_tokens == sum(c["prompt_tokens"] + c["completion_tokens"]
+                                           for c in current if c["stage"] == CALIBRATION_STAGE)
 
 
 def _changed_prompt_dir(tmp: Path) -> Path:

@@ -48,7 +48,8 @@ class FusedStages:
 
     def __call__(self, rows: list[Row]) -> list[Row]:
         per_question = list(self._threads.map(self._through_all, rows))
-        self.calls.append(call_rows(self.run_id, [r for rs in per_question for r in rs]))
+        self.calls.append([row for index, stage in enumerate(self.stages) for row in call_rows(
+            self.run_id, [results[index] for results in per_question], stage.deps)])
         self.stages[0].probe.calls_written([
             (stage.name, results[0].flow["qid"]) for results in per_question
             for stage in self.stages])

@@ -167,7 +167,7 @@ class Stage:
         results = list(self._threads.map(self.step, rows))
         # calls first: a record on disk always has its calls (a kill in between redoes the
         # question, whose calls then count once, by identity)
-        self.calls.append(call_rows(self.job.run.run_id, results))
+        self.calls.append(call_rows(self.job.run.run_id, results, self.deps))
         self.probe.calls_written([(self.name, r.flow["qid"]) for r in results])
         self.write(results)
         return [r.flow for r in results]
@@ -231,14 +231,16 @@ def flow_schema(stages: Iterable[type[Stage]]) -> pa.Schema:
                                     for s in stages for column in s.writes)])
 
 
-def call_rows(run_id: str, results: Iterable[StageResult]) -> list[Row]:
-    return [_call_row(run_id, call) for result in results for call in result.output.calls]
+def call_rows(run_id: str, results: Iterable[StageResult], deps: str) -> list[Row]:
+    """The calls rows of a stage's results; `deps`: the stage's dependencies (`deps_json`),
+    so that the count can tell a redone record's calls from those it replaced."""
+    return [_call_row(run_id, call, deps) for result in results for call in result.output.calls]
 
 
-def _call_row(run_id: str, call: CallRecord) -> Row:
+def _call_row(run_id: str, call: CallRecord, deps: str) -> Row:
     row = {k: getattr(call, k) for k in CALLS_SCHEMA.names}
     # a reused memory call yields to the call that built it, should both be on record
     order = {"written_at": 0.0} if call.reused else {}
     return {**row, **order, "run_id": run_id,
             "key": f"{call.stage}|{call.qid}|{call.request_hash}", "conv_id": None,
-            "ok": call.error is None}
+            "ok": call.error is None, "deps": deps}

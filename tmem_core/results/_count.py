@@ -10,7 +10,10 @@ question | request hash):
 - **as if run**: the identity's latest successful row: `calls` (1), `prompt_tokens`,
   `completion_tokens`, `tokens`, `method_cost_usd` (priced as if run, cache hits and reused
   memories too), `cached`, `reused`, `llm_latency_s`; zeros for an identity that never
-  succeeded. A memory counts once per run however many actors loaded it;
+  succeeded. A memory counts once per run however many actors loaded it. Only calls made
+  under the current dependencies count (`deps`, the hashes of what produced the stage record
+  they belong to: per run, question and stage, those of its latest successful call): a
+  record redone after its backbone or prompt changed leaves the calls it replaced out;
 - **spent now**: `cost_usd` summed over every row of the identity, failed attempts included
   (what reached an engine; cache hits and reused memories cost 0); `failed_attempts`.
 
@@ -30,7 +33,7 @@ from tmem_core.results._layout import CALIBRATION_STAGE, MEMORY_QUALITY_STAGE
 
 HISTORY_COLUMNS = ("run_id", "key", "stage", "qid", "ok", "written_at", "prompt_tokens",
                    "completion_tokens", "cached", "reused", "cost_usd", "method_cost_usd",
-                   "latency_s")
+                   "latency_s", "deps")
 """The columns of the calls store that the count reads."""
 AS_IF_RUN = ("calls", "cached", "reused", "prompt_tokens", "completion_tokens", "tokens",
              "method_cost_usd", "llm_latency_s")
@@ -41,7 +44,7 @@ SUMMED = (*AS_IF_RUN, *SPENT_NOW)
 def counted_calls(history: pl.DataFrame) -> pl.DataFrame:
     """One row per run and call identity (`run_id, key, stage, qid`) with what it counts
     (`SUMMED`), from every call row a run wrote (`HISTORY_COLUMNS`)."""
-    latest = (history.filter("ok").sort("written_at", descending=True)
+    latest = (_current(history.filter("ok")).sort("written_at", descending=True)
               .unique(["run_id", "key"], keep="first")
               .select("run_id", "key", pl.lit(1, pl.Int64).alias("calls"),
                       pl.col("cached").cast(pl.Int64),
@@ -55,6 +58,15 @@ def counted_calls(history: pl.DataFrame) -> pl.DataFrame:
         (~pl.col("ok")).sum().cast(pl.Int64).alias("failed_attempts"))
     counted = spent.join(latest, on=["run_id", "key"], how="left")
     return counted.with_columns(pl.col(list(AS_IF_RUN)).fill_null(0)).sort("run_id", "key")
+
+
+def _current(succeeded: pl.DataFrame) -> pl.DataFrame:
+    """The successful calls made under their question and stage's latest dependencies."""
+    group = ["run_id", "qid", "stage"]
+    current = (succeeded.sort("written_at").group_by(group)
+               .agg(pl.col("deps").last().alias("current_deps")))
+    return (succeeded.join(current, on=group, how="left", nulls_equal=True)
+            .filter(pl.col("deps").eq_missing(pl.col("current_deps"))).drop("current_deps"))
 
 
 def call_totals(counted: pl.DataFrame, by: Sequence[str]) -> pl.DataFrame:

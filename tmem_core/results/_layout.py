@@ -81,7 +81,8 @@ MEMORY_QUALITY_SCHEMA = stage_schema(
     pa.field("raw", pa.string()), pa.field("prompt_name", pa.string()),
     pa.field("prompt_sha256", pa.string()))
 CALLS_STORE_SCHEMA = pa.schema([*RECORD_COLUMNS, *[
-    f for f in CALLS_SCHEMA if f.name not in {c.name for c in RECORD_COLUMNS}]])
+    f for f in CALLS_SCHEMA if f.name not in {c.name for c in RECORD_COLUMNS}],
+    pa.field("deps", pa.string())])  # the dependencies of the stage record it belongs to
 STORES = (*RECORD_STAGES, CALIBRATION, MEMORY_QUALITY, CALLS)
 
 
