@@ -1,9 +1,11 @@
-"""Routing to engine replicas: conversation affinity, spill under load, resending on death."""
+"""Routing to engine replicas: question affinity, bounded loads over a shared view, resending
+on death."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import threading
 import time
 
@@ -11,7 +13,14 @@ import pytest
 from ray.exceptions import RayActorError
 
 from tmem_core.llm import Answered, ChatRequest, ChatResponse, error_response, get_backbone
-from tmem_core.pipeline._engine import ROUTE_SLACK, ReplicaRouter, replica_gpus, replica_name
+from tmem_core.pipeline._engine import (
+    BALANCE,
+    ROUTE_SLACK,
+    ReplicaRouter,
+    replica_gpus,
+    replica_name,
+)
+from tmem_core.pipeline._loads import LoadBoard, LocalLoads
 
 BACKBONE = dataclasses.replace(get_backbone("sim"), replicas=4)
 
@@ -27,7 +36,7 @@ class Replicas:
         self.hold.set()
 
     def send(self, name: str, misses: list[ChatRequest]) -> Answered:
-        self.asked.append((name, misses[0].conv_id))
+        self.asked.append((name, misses[0].qid or misses[0].conv_id))
         if name in self.dead:
             raise RayActorError()
         self.hold.wait()
@@ -41,43 +50,93 @@ def _router(replicas: Replicas) -> ReplicaRouter:
     return ReplicaRouter(BACKBONE, lookup=lambda name: name, send=replicas.send)
 
 
-def _ask(conv: str) -> list[ChatRequest]:
-    return [dataclasses.replace(ChatRequest.from_prompt("q"), conv_id=conv)]
+def _ask(conv: str, qid: str = "") -> list[ChatRequest]:
+    return [dataclasses.replace(ChatRequest.from_prompt("q"), conv_id=conv, qid=qid)]
 
 
-def test_a_conversation_keeps_its_replica() -> None:
+def test_a_question_keeps_its_replica_and_a_conversation_spreads() -> None:
     replicas = Replicas()
     router = _router(replicas)
     for _ in range(3):
-        for conv in ("c0", "c1", "c2", "c3", "c4", "c5"):
-            router(_ask(conv))
-    by_conv: dict[str, set[str]] = {}
-    for name, conv in replicas.asked:
-        by_conv.setdefault(conv, set()).add(name)
-    assert all(len(names) == 1 for names in by_conv.values())
-    assert len({n for names in by_conv.values() for n in names}) > 1  # spread by conversation
-    assert by_conv["c0"] == {replica_name(BACKBONE, router.ranking("c0")[0])}
+        for q in range(12):
+            router(_ask("c0", f"q{q}"))
+    by_question: dict[str, set[str]] = {}
+    for name, qid in replicas.asked:
+        by_question.setdefault(qid, set()).add(name)
+    assert all(len(names) == 1 for names in by_question.values())
+    assert len({n for names in by_question.values() for n in names}) > 2  # one conversation
+    assert by_question["q0"] == {replica_name(BACKBONE, router.ranking("q0")[0])}
 
 
-def test_a_busy_replica_spills_to_the_next_one() -> None:
-    replicas = Replicas()
-    replicas.hold.clear()  # calls stay in flight
-    router = _router(replicas)
-    threads = [threading.Thread(target=router, args=(_ask("c0"),)) for _ in range(8)]
+def _in_flight_at_once(router: ReplicaRouter, replicas: Replicas, asks: list[list[ChatRequest]]
+                       ) -> dict[str, int]:
+    """Every ask sent from its own thread while the replicas hold their answers."""
+    replicas.hold.clear()
+    threads = [threading.Thread(target=router, args=(ask,)) for ask in asks]
     for thread in threads:
         thread.start()
-    while len(replicas.asked) < 8:
+    while len(replicas.asked) < len(asks):
         threading.Event().wait(0.01)
+    counts = {name: 0 for name in (replica_name(BACKBONE, i) for i in range(4))}
+    for name, _ in replicas.asked:
+        counts[name] += 1
     replicas.hold.set()
     for thread in threads:
         thread.join()
-    counts: dict[str, int] = {}
-    for name, _ in replicas.asked:
-        counts[name] = counts.get(name, 0) + 1
-    # the preferred replica takes ROUTE_SLACK + 1, the next ones in its order the rest
-    ranked = [replica_name(BACKBONE, i) for i in router.ranking("c0")]
-    top = ROUTE_SLACK + 1
-    assert [counts.get(name, 0) for name in ranked] == [top, top, 8 - 2 * top, 0]
+    return counts
+
+
+def test_loads_stay_bounded_when_one_question_sends_many_calls() -> None:
+    replicas = Replicas()
+    router = _router(replicas)
+    counts = _in_flight_at_once(router, replicas, [_ask("c0", "q0")] * 16)
+    ranked = [replica_name(BACKBONE, i) for i in router.ranking("q0")]
+    bound = math.ceil((1 + BALANCE) * 16 / 4) + ROUTE_SLACK  # when the last call was sent
+    assert counts[ranked[0]] == bound == max(counts.values())  # its bounded share, no more
+    assert counts[ranked[1]] > 0 and sum(counts.values()) == 16
+
+
+def test_a_few_calls_of_one_question_stay_on_its_replica() -> None:
+    replicas = Replicas()
+    router = _router(replicas)
+    counts = _in_flight_at_once(router, replicas, [_ask("c0", "q0")] * (ROUTE_SLACK + 1))
+    assert counts[replica_name(BACKBONE, router.ranking("q0")[0])] == ROUTE_SLACK + 1
+
+
+def test_a_router_counts_the_calls_other_routers_have_in_flight() -> None:
+    board = LoadBoard(4)
+    replicas = Replicas()
+    router = ReplicaRouter(BACKBONE, lookup=lambda name: name, send=replicas.send,
+                           loads=LocalLoads(board, "mine"))
+    top = router.ranking("q0")[0]
+    held = [0] * 4
+    held[top] = 5  # another router's calls on q0's preferred replica: over the bound of 4
+    board.report("other", held)
+    router(_ask("c0", "q0"))
+    assert replicas.asked[-1][0] == replica_name(BACKBONE, router.ranking("q0")[1])
+    alone = _router(Replicas())  # without the shared view it would have taken the top one
+    assert alone.ranking("q0")[0] == top
+    board.report("other", [0] * 4)
+    router(_ask("c0", "q0"))
+    assert replicas.asked[-1][0] == replica_name(BACKBONE, top)
+    assert board.others("other") == [0] * 4  # this router published its calls' end
+
+
+def test_a_router_publishes_its_calls_in_flight() -> None:
+    board = LoadBoard(4)
+    replicas = Replicas()
+    router = ReplicaRouter(BACKBONE, lookup=lambda name: name, send=replicas.send,
+                           loads=LocalLoads(board, "mine"))
+    replicas.hold.clear()
+    thread = threading.Thread(target=router, args=(_ask("c0", "q0"),))
+    thread.start()
+    while not replicas.asked:
+        threading.Event().wait(0.01)
+    seen = board.others("other")
+    replicas.hold.set()
+    thread.join()
+    assert seen[router.ranking("q0")[0]] == 1 and sum(seen) == 1
+    assert board.others("other") == [0] * 4
 
 
 def test_a_dead_replica_is_avoided_and_its_call_resent() -> None:

@@ -16,9 +16,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import math
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -46,12 +48,15 @@ from tmem_core.llm import (
     run_sync,
 )
 from tmem_core.pipeline._config import import_plugins
+from tmem_core.pipeline._loads import Loads, SharedLoads
 
 ENGINE_PREFIX = "tmem-llm-"
 MAX_IN_FLIGHT = 256
+BALANCE = 0.25
 ROUTE_SLACK = 2
-"""A conversation's preferred replica is skipped once it has this many more of the caller's
-requests in flight than the least loaded replica."""
+"""A question's preferred replica is skipped once it holds 1 + BALANCE times its share of the
+calls in flight (of every router of the backbone, this one's call included), plus
+ROUTE_SLACK: few calls in flight (a question's parallel batches) stay together."""
 DOWN_S = 10.0
 """A replica that failed a call is avoided this long (Ray is restarting it; calls to it fail
 with `ActorUnavailableError` meanwhile). When every replica is down, a batch waits for the
@@ -206,20 +211,25 @@ def _send(handle: Any, misses: list[ChatRequest]) -> Answered:
 class ReplicaRouter:
     """Sends each batch of misses to one of the backbone's replicas.
 
-    Replicas are ranked per conversation by rendezvous hashing; a batch goes to the first one
-    whose in-flight count (this caller's) is within `ROUTE_SLACK` of the least loaded healthy
-    replica. A replica that dies mid-call, or whose engine answers none of a batch for being
-    unreachable (a fleet's server that is down, an engine that cannot start), is avoided for
-    `down_s` and the batch is resent to another (or, when all are down, to the first one due
-    back, which is how a lone replica's batch waits for Ray to restart it), at most
-    `attempts` times in all: the failed call's answers are dropped, so nothing is recorded
-    twice. A request the engine refused (`request` errors: too long, a bad schema) is the
-    request's own and marks no replica down."""
+    Replicas are ranked per question (its chain of calls shares prompt prefixes; a
+    conversation's questions spread over every replica) by rendezvous hashing, and a batch
+    goes to the first healthy one whose calls in flight stay under the bounded load
+    `ceil((1 + BALANCE) x (all in flight + 1) / healthy replicas) + ROUTE_SLACK` (consistent
+    hashing with bounded loads), counted over every router of the backbone (`loads`: the
+    shared view; none: this router's own calls only). A replica that dies mid-call, or whose engine
+    answers none of a batch for being unreachable (a fleet's server that is down, an engine
+    that cannot start), is avoided for `down_s` and the batch is resent to another (or, when
+    all are down, to the first one due back, which is how a lone replica's batch waits for Ray
+    to restart it), at most `attempts` times in all: the failed call's answers are dropped,
+    so nothing is recorded twice. A request the engine refused (`request` errors: too long, a
+    bad schema) is the request's own and marks no replica down."""
 
     def __init__(self, backbone: BackboneConfig,
                  lookup: Callable[[str], Any] = ray.get_actor,
-                 send: Callable[[Any, list[ChatRequest]], Answered] = _send) -> None:
+                 send: Callable[[Any, list[ChatRequest]], Answered] = _send,
+                 loads: Loads | None = None) -> None:
         self.names = [replica_name(backbone, i) for i in range(max(1, backbone.replicas))]
+        self.loads = loads
         self.attempts = len(self.names) + 3
         self.down_s = DOWN_S
         self._lookup, self._send = lookup, send
@@ -229,7 +239,7 @@ class ReplicaRouter:
         self._lock = threading.Lock()
 
     def __call__(self, misses: list[ChatRequest]) -> Answered:
-        key = misses[0].conv_id or misses[0].qid
+        key = misses[0].qid or misses[0].conv_id
         for attempt in range(1, self.attempts + 1):
             index = self._choose(key)
             try:
@@ -244,6 +254,8 @@ class ReplicaRouter:
             finally:
                 with self._lock:
                     self._in_flight[index] -= 1
+                    counts = list(self._in_flight)
+                self._publish(counts)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _unreachable(self, answered: Answered) -> bool:
@@ -271,11 +283,20 @@ class ReplicaRouter:
                 soonest = min(ranked, key=lambda i: self._down_until[i])
                 healthy = [soonest]
                 pause = max(RETRY_WAIT_S, self._down_until[soonest] - now)
-            least = min(self._in_flight[i] for i in healthy)
-            index = next(i for i in healthy if self._in_flight[i] <= least + ROUTE_SLACK)
+            others = self.loads.others() if self.loads is not None else [0] * len(self.names)
+            load = [own + other for own, other in zip(self._in_flight, others, strict=True)]
+            share = (sum(load[i] for i in healthy) + 1) / len(healthy)
+            bound = math.ceil((1 + BALANCE) * share) + ROUTE_SLACK
+            index = next(i for i in healthy if load[i] < bound)  # the least loaded is under it
             self._in_flight[index] += 1
+            counts = list(self._in_flight)
+        self._publish(counts)
         time.sleep(pause)
         return index
+
+    def _publish(self, counts: list[int]) -> None:
+        if self.loads is not None:
+            self.loads.publish(counts)
 
     def _failed(self, index: int) -> None:
         with self._lock:
@@ -294,7 +315,9 @@ def ray_engine(backbone: BackboneConfig, cache: RequestCache | None) -> EngineCa
     backbone's tokenizer as the driver's does (`TokenizerMismatch` otherwise)."""
     counter_for(backbone)
     # the replicas are looked up at the first miss: a run served from the cache needs none
-    return cache_first(backbone, cache, ReplicaRouter(backbone))
+    loads = SharedLoads(f"tmem-loads-{backbone.name}", max(1, backbone.replicas),
+                        uuid.uuid4().hex)
+    return cache_first(backbone, cache, ReplicaRouter(backbone, loads=loads))
 
 
 _LOCAL: dict[str, SharedEngine] = {}
