@@ -10,30 +10,21 @@ from typing import Any
 
 import polars as pl
 
-from tests.conftest import ScriptedServer, Step, scripted_backbones
+from tests.conftest import Step, scripted_backbones
+from tests.pipeline.shaped import ShapedServer
 from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.reports import read_sweep, summarise
 from tmem_core.results import calls_store
 
-ENTRIES = {"entries": [{"kind": "fact", "text": "The review cadence changed.", "entities": [],
-                        "time": ""}]}
 STEP = {"reasoning": "The notes suffice.", "memory": "cadence changed", "action": "answer",
         "argument": ""}
 
 
-class ShapedServer(ScriptedServer):
-    """Answers each kind of request in its own shape: extraction, loop step, judge, answer."""
+class AnsweringServer(ShapedServer):
+    """A loop step answers at once; an answer says the cadence changed."""
 
-    def _next(self, body: dict[str, Any], authorization: str) -> Step:
-        super()._next(body, authorization)
-        system = body["messages"][0]["content"]
-        if system.startswith("You write light metadata"):
-            return Step(content=json.dumps(ENTRIES))
-        if system.startswith("You answer a question about a long conversation by building"):
-            return Step(content=json.dumps(STEP))
-        if system.startswith("You grade answers"):
-            return Step(content='{"verdict": "WRONG"}')
-        return Step(content="It changed to daily.")
+    def reply(self, kind: str, body: dict[str, Any]) -> str:
+        return json.dumps(STEP) if kind == "step" else "It changed to daily."
 
 
 def _sweep(tmp_path: Path, name: str, backbones: Path) -> dict[str, Any]:
@@ -56,7 +47,7 @@ def _per_stage(tokens: pl.DataFrame, run_id: str) -> dict[str, float]:
 
 
 def test_warm_caches_and_reused_memories_report_the_same_tokens(tmp_path: Path) -> None:
-    server = ShapedServer([Step()])
+    server = AnsweringServer([Step()])
     try:
         backbones = scripted_backbones(tmp_path, server, "priced")
         backbones.write_text(backbones.read_text()
@@ -76,7 +67,7 @@ def test_warm_caches_and_reused_memories_report_the_same_tokens(tmp_path: Path) 
     assert memory > 0  # the memory's extraction is part of T2Mem's tokens, both times
 
 
-class FlakyExtraction(ShapedServer):
+class FlakyExtraction(AnsweringServer):
     """Refuses the first `failures` extraction requests (a server error), then answers."""
 
     def __init__(self, failures: int) -> None:

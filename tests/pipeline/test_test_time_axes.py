@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ScriptedServer, Step, scripted_backbones
+from tests.conftest import Step, scripted_backbones
+from tests.pipeline.shaped import ShapedServer, request_kind
 from tests.ray_head import ROOT
 from tmem_core._typed import ConfigError
 from tmem_core.pipeline import load_sweep, parse_sweep, run_sweep
@@ -29,32 +30,24 @@ from tmem_core.results import (
     stage_store,
 )
 
-ENTRIES = {"entries": [{"kind": "fact", "text": "The review cadence changed.", "entities": [],
-                        "time": ""}]}
 SEARCH = {"reasoning": "Need more.", "memory": "cadence changed", "action": "search",
           "argument": "cadence"}
 ASKED = re.compile(r"at most (\d+) tokens")
 
 
-class ShapedServer(ScriptedServer):
-    """Each kind of request in its shape; a loop step searches while it may (never answers
-    early); the memory-quality judge scores 4 on temporal accuracy and 2 elsewhere."""
+class SearchingServer(ShapedServer):
+    """A loop step searches while it may (never answers early); the memory-quality judge
+    scores 4 on temporal accuracy and 2 elsewhere."""
 
-    def _next(self, body: dict[str, Any], authorization: str) -> Step:
-        super()._next(body, authorization)
-        system = body["messages"][0]["content"]
-        if system.startswith("You write light metadata"):
-            return Step(content=json.dumps(ENTRIES))
-        if system.startswith("You answer a question about a long conversation by building"):
+    def reply(self, kind: str, body: dict[str, Any]) -> str:
+        if kind == "step":
             enum = body["response_format"]["json_schema"]["schema"]["properties"]["action"]
             action = "search" if "search" in enum["enum"] else "answer"
-            return Step(content=json.dumps({**SEARCH, "action": action}))
-        if system.startswith("You grade the memory"):
-            return Step(content=json.dumps({d: 4 if d == "temporal_accuracy" else 2
-                                            for d in MEMORY_QUALITY_DIMENSIONS}))
-        if system.startswith("You grade answers"):
-            return Step(content='{"verdict": "WRONG"}')
-        return Step(content="Thinking it over.\nAnswer: It changed to daily.")
+            return json.dumps({**SEARCH, "action": action})
+        if kind == "quality":
+            return json.dumps({d: 4 if d == "temporal_accuracy" else 2
+                               for d in MEMORY_QUALITY_DIMENSIONS})
+        return "Thinking it over.\nAnswer: It changed to daily."
 
 
 def _grid(**axes: Any) -> dict[str, Any]:
@@ -71,15 +64,8 @@ def _config(tmp_path: Path, backbones: Path, grid: dict[str, Any]) -> Any:
                               "max_entries": 2}}})
 
 
-def _kind(body: dict[str, Any]) -> str:
-    system = body["messages"][0]["content"]
-    if system.startswith("You answer a question about a long conversation by building"):
-        return "step"
-    return "quality" if system.startswith("You grade the memory") else "other"
-
-
 def test_two_budgets_by_two_step_counts_run_four_runs_as_asked(tmp_path: Path) -> None:
-    server = ShapedServer([Step()])
+    server = SearchingServer([Step()])
     try:
         backbones = scripted_backbones(tmp_path, server, "scripted")
         config = _config(tmp_path, backbones, _grid(reasoning_budget=[96, 160], steps=[2, 3],
@@ -88,9 +74,9 @@ def test_two_budgets_by_two_step_counts_run_four_runs_as_asked(tmp_path: Path) -
     finally:
         server.close()
     assert len(summaries) == 4 and all(sum(s.stage_errors.values()) == 0 for s in summaries)
-    steps = [b for b in server.bodies if _kind(b) == "step"]
+    steps = [b for b in server.bodies if request_kind(b) == "step"]
     answers = [b for b in server.bodies if "Answer:" in b["messages"][-1]["content"]
-               and _kind(b) == "other"]
+               and request_kind(b) == "other"]
     asked = {(int(ASKED.findall(b["messages"][-1]["content"])[-1]), b["max_completion_tokens"])
              for b in steps + answers}
     assert asked == {(96, 160), (160, 224)}  # max_tokens = N + 64, prompt asks for N
@@ -112,7 +98,7 @@ def test_two_budgets_by_two_step_counts_run_four_runs_as_asked(tmp_path: Path) -
         [scores] = memory_quality_store(summary.run_dir).latest().to_pylist()
         assert scores["temporal_accuracy"] == 4.0 and scores["completeness"] == 2.0
         assert scores["mean"] == pytest.approx(12 / 5)
-    quality = [b for b in server.bodies if _kind(b) == "quality"]
+    quality = [b for b in server.bodies if request_kind(b) == "quality"]
     # the runs' memories read alike here, so the request cache answers the repeats
     assert quality and all("Gold answer:" in b["messages"][-1]["content"] for b in quality)
     summary = summarise(read_sweep(tmp_path / "results" / "axes"))

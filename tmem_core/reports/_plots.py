@@ -190,8 +190,10 @@ def accuracy_by_category(ax: Axes, summary: Summary) -> None:
 
 
 def requests_in_flight(ax: Axes, summary: Summary) -> None:
+    ax.set(title="Requests in flight per engine replica", xlabel="seconds since the first call",
+           ylabel="requests in flight")
     calls = summary.engine_calls
-    if calls.is_empty():
+    if calls.is_empty():  # every call answered by the request cache
         _no_data(ax)
         return
     first = float(calls.get_column("start").min())  # type: ignore[arg-type]
@@ -199,8 +201,6 @@ def requests_in_flight(ax: Axes, summary: Summary) -> None:
             "backbone", "replica", maintain_order=True):
         times, counts = in_flight(one["start"].to_list(), one["end"].to_list())
         ax.step(times - first, counts, where="post", label=f"{backbone} #{replica}")
-    ax.set(title="Requests in flight per engine replica", xlabel="seconds since the first call",
-           ylabel="requests in flight")
     _legend(ax)
 
 
