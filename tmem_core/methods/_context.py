@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, TokenCounter
 from tmem_core.methods._base import Evidence
@@ -62,6 +62,15 @@ class ContextMethod(Protocol):
         """LLM step(s), then the context within the method's token budget (`MethodEnv.budget`,
         given when it was built)."""
         ...
+
+
+@runtime_checkable
+class SelectsEvidence(Protocol):
+    """A context method whose construction first selects evidence with an LLM (T-MEM):
+    `selected_ids` gives that evidence best first, what its recall@k scores."""
+
+    def selected_ids(self, question: Question, evidence: Evidence,
+                     llm: LLM | None) -> tuple[str, ...]: ...
 
 
 STEP_RECORD = "step_record"

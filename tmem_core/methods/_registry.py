@@ -17,7 +17,9 @@ variant sets is refused in its table. The hooks:
 - `ranked`: its `retrieve` ranks messages without an LLM and keeps `env.top_k` (scored by
   evidence recall@k);
 - `version`: counts revisions of what the method (and its variants) does: a run's identity
-  carries it from 2 on, so records an earlier definition wrote are never resumed as its own.
+  carries it from 2 on, so records an earlier definition wrote are never resumed as its own;
+- `additions`: which of the method and its variants are project additions (not in the paper
+  they stand beside): reports and the viewer label them so.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ class MethodSpec(Generic[P]):
     checks: Mapping[str, Check] = field(default_factory=dict)
     view: View | None = None
     version: int = 1
+    addition: bool = False  # a project addition, not a method or condition of the papers
 
     def parse(self, raw: Mapping[str, Any], where: str = "") -> P:
         """The method's parameters from a config table, with the variant's changes (a key
@@ -117,7 +120,7 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
            variants: Mapping[str, Mapping[str, Any]] | None = None, show: Show | None = None,
            ranked: bool = False, evidence: type[Any] | None = None,
            context: type[Any] | None = None, checks: Mapping[str, Check] | None = None,
-           view: View | None = None, version: int = 1
+           view: View | None = None, version: int = 1, additions: Collection[str] = ()
            ) -> Callable[[Callable[[MethodEnv, P, str], ContextMethod]],
                          Callable[[MethodEnv, P, str], ContextMethod]]:
     """Register a method factory under `name` (and its ablations under `variants`), with its
@@ -130,15 +133,26 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
                  ) -> Callable[[MethodEnv, P, str], ContextMethod]:
         base = MethodSpec(name, build, config, description, show=show or show_context,
                           ranked=ranked, evidence=evidence, context=context,
-                          checks=checks or {}, view=view, version=version)
+                          checks=checks or {}, view=view, version=version,
+                          addition=name in additions)
+        unknown = set(additions) - {name, *(variants or {})}
+        if unknown:
+            raise ValueError(f"method {name!r}: additions name no variant: {sorted(unknown)}")
         for spec in (base, *(dataclasses.replace(base, name=variant, overrides=changes,
-                                                 variant_of=name)
+                                                 variant_of=name,
+                                                 addition=variant in additions)
                              for variant, changes in (variants or {}).items())):
             _apply(build_config(config, {}, f"methods.{spec.name}"), spec.overrides)
             METHODS.add(spec.name, spec)
         return build
 
     return register
+
+
+def method_label(name: str) -> str:
+    """The method's name as reports show it: a project addition says so."""
+    addition = name in METHODS.names() and get_method(name).addition
+    return f"{name} (project addition)" if addition else name
 
 
 def get_method(name: str, key: str = "") -> MethodSpec[Any]:
