@@ -27,7 +27,9 @@ class Context:
     `ids` are the messages whose own text reached the answer model (evidence recall; for
     T2Mem, the lines its ReadRaw steps showed, never whole linked episodes); `payload` is
     what the method's validators and viewer read (of the type it registered as `context`,
-    e.g. T-MEM's forest); `trace` is JSON-able method detail kept for inspection.
+    e.g. T-MEM's forest); `trace` is JSON-able method detail kept for inspection;
+    `selected`: the evidence after the method's LLM selection, best first (T-MEM; None for
+    methods without one), what recall@k of the selection scores.
     """
 
     qid: str
@@ -38,6 +40,7 @@ class Context:
     tokens: int
     trace: dict[str, Any] = field(default_factory=dict)
     payload: object | None = None
+    selected: tuple[str, ...] | None = None
 
 
 class LLM(Protocol):

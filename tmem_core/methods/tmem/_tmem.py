@@ -229,7 +229,8 @@ class TMem:
                       (*selection.failures, *structured.proposals.failures),
                       rendered.compression.to_json() if rendered.compression else None)
         return Context(question.qid, self.name, kind, rendered.linearised.text,
-                       rendered.linearised.order, rendered.tokens, trace, built)
+                       rendered.linearised.order, rendered.tokens, trace, built,
+                       selection.ranked)
 
     def _seeding(self, question: Question, index: ConversationIndex,
                  config: DiscoveryConfig) -> Seeding:
