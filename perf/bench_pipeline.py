@@ -16,7 +16,7 @@
    First for one run, then for a sweep of --sweep-runs runs (Top-k 5, 10, 20), whose runs
    share the pipeline's actors. --method sets the runs' method: bm25 (the default) leaves the
    stages nothing to do but cache lookups and scoring, the worst case for the overhead;
-   tmem_reranked (T-MEM's discovery) also embeds every question and walks its timeline.
+   tmem_heuristic (T-MEM's discovery) also embeds every question and walks its timeline.
    Ray's start-up is excluded (a submitted job finds its cluster running); each sweep's own
    start-up (actors, indexes, engines) is included.
 2. Utilisation, on the first --utilisation-questions questions with the real embedded

@@ -1,5 +1,5 @@
 """The GroupMemBench and EverMemBench fixtures through the real pipeline: one small sweep
-(bm25 and tmem_reranked on the embedded model) over each fixture, and its report."""
+(bm25 and tmem_heuristic on the embedded model) over each fixture, and its report."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP = "upstream-fixtures"
-METHODS = ("bm25", "tmem_reranked")
+METHODS = ("bm25", "tmem_heuristic")
 
 
 @pytest.fixture(scope="module")

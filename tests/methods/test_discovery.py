@@ -176,7 +176,7 @@ def test_null_topics_group_by_channel_in_discovery(chat: Conversation) -> None:
 
 # -- the method on the hand-built chat (hashed embeddings) ---------------------------------
 
-def test_reranked_tmem_recovers_the_wordless_correction(store: IndexStore) -> None:
+def test_heuristic_tmem_recovers_the_wordless_correction(store: IndexStore) -> None:
     plain = build_method("bm25", MethodEnv(store.conversations, 3, 512, store)).retrieve(QUESTION)
     assert "c:12" not in plain.ids
     found = TemporalDiscovery(store)(QUESTION, 3)
@@ -186,7 +186,8 @@ def test_reranked_tmem_recovers_the_wordless_correction(store: IndexStore) -> No
     assert any(iv.kept and "c:12" in iv.members for iv in trace.intervals)
     assert all(iv.members in ((), ("c:34",)) for iv in trace.intervals if "c:34" in iv.anchors)
     assert len(trace.anchors) == 3  # the anchors are Top-k, as the messages kept
-    assert list(found.ids) == sorted(found.ids, key=lambda i: int(i.split(":")[1]))
+    score = {c.message.msg_id: c.relevance + 0.5 * c.support for c in trace.candidates}
+    assert list(found.ids) == sorted(found.ids, key=lambda i: -score[i])  # best first
 
 
 def test_top_k_anchors_and_the_candidate_cap(store: IndexStore) -> None:
@@ -198,7 +199,7 @@ def test_top_k_anchors_and_the_candidate_cap(store: IndexStore) -> None:
 
 
 def test_global_ablation_searches_the_whole_topic(store: IndexStore) -> None:
-    found = build_method("tmem_global", MethodEnv(store.conversations, 3, 512, store)
+    found = build_method("tmem_heuristic_global", MethodEnv(store.conversations, 3, 512, store)
                          ).retrieve(QUESTION)
     assert isinstance(found.trace, Discovery)
     assert found.trace.intervals == ()

@@ -128,9 +128,10 @@ def test_untyped_forest_keeps_the_topology_with_related_edges() -> None:
     assert forest_problems(untyped) == []
 
 
-def test_flat_forest_is_all_roots_in_time_order() -> None:
-    forest = flat_forest([message(2, "b"), message(1, "a")])
-    assert forest.roots == ("c:1", "c:2") and forest_problems(forest) == []
+def test_flat_forest_is_all_roots_in_the_order_given() -> None:
+    forest = flat_forest([message(2, "b"), message(1, "a"), message(3, "c")])  # by rank
+    assert forest.roots == ("c:2", "c:1", "c:3") and forest_problems(forest) == []
+    assert [n.id for n in forest.preorder()] == ["c:2", "c:1", "c:3"]
 
 
 def test_preorder_orders_trees_by_root_time_and_children_chronologically() -> None:

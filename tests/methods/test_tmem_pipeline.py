@@ -45,7 +45,8 @@ def test_full_chain_builds_a_valid_forest_with_a_json_trace(store: IndexStore) -
     assert set(context.ids) == set(found.ids)  # everything labelled KEY fits
     assert [b[0].stage for b in llm.batches] == ["tmem.select", "tmem.structure"]
     trace = json.loads(json.dumps(context.trace))
-    assert trace["config"] == {"discovery": True, "selection": "llm", "structuring": True,
+    assert trace["config"] == {"discovery": True, "retrieval": "discovery", "selection": "llm",
+                               "cut": False, "removed": [], "structuring": True,
                                "typed_relations": True, "compression": True,
                                "metadata": True, "scope": "interval",
                                "discovery_withheld": [], "structuring_withheld": []}
@@ -94,17 +95,29 @@ def test_ablation_switches(store: IndexStore) -> None:
     assert whole.trace["compression"] is None and whole.tokens <= 150
     assert context_problems(whole, 150, COUNT) == []
 
-    _, reranked, llm = _run(store, replace(CONFIG, selection="reranked"))
+    _, heuristic, llm = _run(store, replace(CONFIG, selection="heuristic"))
     assert [b[0].stage for b in llm.batches] == ["tmem.structure"]
-    assert reranked.trace["selection"]["labels"] == {}
-    no_llm = TMem(store, replace(CONFIG, selection="reranked", structuring=False), top_k=TOP_K,
-                  budget=500)
+    assert heuristic.trace["selection"]["labels"] == {}
+    no_llm = TMem(store, replace(CONFIG, selection="heuristic", structuring=False),
+                  top_k=TOP_K, budget=500)
     assert no_llm.construct(QUESTION, no_llm.retrieve(QUESTION), None, COUNT).ids
 
-    seeds = TMem(store, replace(CONFIG, discovery=False), top_k=TOP_K).retrieve(QUESTION)
+
+def test_without_discovery_the_anchors_go_straight_to_structuring(store: IndexStore) -> None:
+    """No interval is kept, nothing is filtered or labelled: the Top-k anchors, in seed rank,
+    are what structuring gets; the contract's `removed` says so."""
+    config = replace(CONFIG, discovery=False)
+    seeds, context, llm = _run(store, config)
     assert seeds.trace is not None
-    assert not any(iv["kept"] for iv in seeds.trace["discovery"]["intervals"])  # type: ignore[index]
-    assert len(seeds.ids) <= CONFIG.discovery_config.max_candidates
+    found = seeds.trace["discovery"]  # type: ignore[index]
+    assert not any(iv["kept"] for iv in found["intervals"])
+    assert [b[0].stage for b in llm.batches] == ["tmem.structure"]
+    assert context.trace["selection"]["ranked"] == found["anchors"]
+    assert set(context.ids) == set(found["anchors"])
+    assert context.trace["config"]["removed"] == [
+        "temporal evidence discovery (interval search, similarity filter, LLM selection): "
+        "the Top-k anchors go to structuring"]
+    assert set(context.trace["prompts"]) == {"tmem/structure@v1"}
 
 
 def test_variants_registry_and_missing_llm(store: IndexStore) -> None:
@@ -117,7 +130,11 @@ def test_variants_registry_and_missing_llm(store: IndexStore) -> None:
     assert forest.config.discovery_config.padding == 1  # ... on top of the config's
     assert (forest.top_k, forest.budget) == (8, 500)  # the grid's, reaching the method once
     variants = [n for n in method_names() if get_method(n).variant_of == "tmem"]
-    assert len(variants) == 10
+    assert len(variants) == 13
+    reranked = build_method("tmem_reranked", env)
+    assert isinstance(reranked, TMem) and reranked.config.cut
+    with pytest.raises(ConfigError, match="replaces discovery"):
+        build_method("tmem", env, {"retrieval": "bm25_expand"})
     with pytest.raises(ConfigError, match="unknown method 'tmem_nope'"):
         build_method("tmem_nope", env)
     method = TMem(store, CONFIG, top_k=TOP_K, budget=500)

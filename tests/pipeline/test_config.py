@@ -13,10 +13,10 @@ from tmem_core.pipeline import load_sweep, parse_sweep, registered
 from tmem_core.pipeline._config import Allowed
 from tmem_core.prompts import load_prompt
 
-ALLOWED = Allowed(benchmarks=["locomo", "synthetic"], methods=["bm25", "tmem_reranked"],
+ALLOWED = Allowed(benchmarks=["locomo", "synthetic"], methods=["bm25", "tmem_heuristic"],
                   backbones=lambda _: ["smollm2", "qwen"])
 GOOD = {"name": "s", "benchmarks": [{"name": "synthetic", "size": 300, "limit": 2}],
-        "grid": {"methods": ["bm25", "tmem_reranked"], "backbones": ["smollm2", "qwen"],
+        "grid": {"methods": ["bm25", "tmem_heuristic"], "backbones": ["smollm2", "qwen"],
                  "top_k": [12, 36], "budget": [1024]}}
 
 
@@ -33,7 +33,7 @@ def test_grid_expands_and_ids_are_stable() -> None:
 
 @pytest.mark.parametrize(("patch", "key", "words"), [
     ({"grid": {"methods": ["bm26"], "backbones": ["smollm2"]}}, "grid.methods",
-     "allowed: bm25, tmem_reranked"),
+     "allowed: bm25, tmem_heuristic"),
     ({"grid": {"methods": ["bm25"], "backbones": ["gpt9"]}}, "grid.backbones", "qwen"),
     ({"grid": {"methods": ["bm25"], "backbones": ["qwen"], "top_k": [0]}}, "grid.top_k",
      "positive"),
@@ -59,9 +59,9 @@ def test_grid_expands_and_ids_are_stable() -> None:
     ({"extra": 1}, "", "unknown key 'extra'; allowed:"),
     ({"methods": {"bm25": {"bogus_param": 3}}}, "methods.bm25",
      "unknown key 'bogus_param'; allowed: kind, metadata"),
-    ({"methods": {"tmem_reranked": {"episode_rate": "high"}}},
-     "methods.tmem_reranked.episode_rate", "expected float, got str 'high'"),
-    ({"methods": {"tmem_reranked": {"scope": "everywhere"}}}, "methods.tmem_reranked.scope",
+    ({"methods": {"tmem_heuristic": {"episode_rate": "high"}}},
+     "methods.tmem_heuristic.episode_rate", "expected float, got str 'high'"),
+    ({"methods": {"tmem_heuristic": {"scope": "everywhere"}}}, "methods.tmem_heuristic.scope",
      "allowed: 'interval', 'global'"),
     ({"results_dir": "/proc/version/results"}, "results_dir", "/proc/version is not a folder"),
 ])
@@ -113,12 +113,12 @@ def test_a_methods_definition_version_enters_its_run_identity(
     from tmem_core.methods import _registry
 
     runs = {r.method: r for r in parse_sweep(GOOD, ALLOWED).runs()}
-    assert runs["tmem_reranked"].identity()["method_version"] == 2
+    assert runs["tmem_heuristic"].identity()["method_version"] == 3
     ids = {method: run.run_id for method, run in runs.items()}
-    older = dataclasses.replace(_registry.get_method("tmem_reranked"), version=1)
-    monkeypatch.setitem(_registry.METHODS._specs, "tmem_reranked", older)
+    older = dataclasses.replace(_registry.get_method("tmem_heuristic"), version=1)
+    monkeypatch.setitem(_registry.METHODS._specs, "tmem_heuristic", older)
     again = {r.method: r for r in parse_sweep(GOOD, ALLOWED).runs()}
-    assert again["tmem_reranked"].run_id != ids["tmem_reranked"]
+    assert again["tmem_heuristic"].run_id != ids["tmem_heuristic"]
     assert again["bm25"].run_id == ids["bm25"]
 
 

@@ -15,7 +15,7 @@ from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.reports import read_sweep, summarise, write_report
 from tmem_core.results import stage_store
 
-METHODS = ["bm25", "tmem_reranked", "tmem", "t2mem"]
+METHODS = ["bm25", "tmem_heuristic", "tmem", "t2mem"]
 BUDGET = 384
 
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ from tmem_core.pipeline._engine import EngineProxy
 from tmem_core.schema import gold_from_table, messages_from_table, questions_from_table
 
 REAL_NAMING = FIXTURES / "longmemeval" / "longmemeval_s_real_naming.json"
-METHODS = ["bm25", "tmem_reranked", "tmem", "t2mem"]
+METHODS = ["bm25", "tmem_heuristic", "tmem", "t2mem"]
 
 
 def _forbidden() -> dict[str, tuple[str, ...]]:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_ray_job_submit_runs_a_sweep(ray_address: str, tmp_path: Path) -> None:
-    config = sweep_config(tmp_path, "e2e", methods='["bm25", "tmem_reranked"]', limit=3)
+    config = sweep_config(tmp_path, "e2e", methods='["bm25", "tmem_heuristic"]', limit=3)
     done = subprocess.run(
         ["ray", "job", "submit", "--working-dir", ".", "--", "python", "-m", "jobs.sweep",
          str(config)], cwd=ROOT, env=sweep_env(ray_address), capture_output=True, text=True,

@@ -50,6 +50,7 @@ class QSpec:
     kind: str = "flat"  # the construct record's context kind, trace and degradation
     trace: dict[str, Any] | None = None
     degradation: dict[str, int] | None = None
+    selected: tuple[str, ...] | None = None  # the evidence after LLM selection (T-MEM)
 
 
 QUESTIONS = (
@@ -106,7 +107,8 @@ def _question_rows(run: RunSpec, q: QSpec, rows: dict[str, list[dict[str, Any]]]
         "retrieve": {"evidence_ids": list(q.context), "latency_s": 0.1},
         "construct": {"kind": q.kind, "context_ids": list(q.context), "tokens": 100,
                       "latency_s": 0.2, "trace": json.dumps(q.trace) if q.trace else None,
-                      "degradation": json.dumps(q.degradation or {})},
+                      "degradation": json.dumps(q.degradation or {}),
+                      "selected_ids": None if q.selected is None else list(q.selected)},
         "answer": {"prediction": "a prediction", "latency_s": 1.0},
     }
     for stage, values in payload.items():

@@ -41,3 +41,14 @@ def test_one_benchmark_read_from_two_sources_is_labelled_by_source() -> None:
                                           "synthetic 200/0 bm25"]
     one_each = runs.filter(pl.col("dataset") != "evermembench eval")
     assert run_labels(one_each).to_list() == ["evermembench bm25", "synthetic bm25"]
+
+
+def test_a_project_addition_is_labelled_so() -> None:
+    from tmem_core.methods import get_method
+
+    additions = [get_method(m).addition for m in ("tmem_heuristic", "tmem_heuristic_forest",
+                                                    "tmem", "tmem_reranked", "bm25")]
+    assert additions == [True, True, False, False, False]
+    runs = _runs(("tmem_heuristic", "{}", 12), ("tmem", "{}", 12)).with_columns(
+        addition=pl.Series([True, False]))
+    assert run_labels(runs).to_list() == ["tmem_heuristic (project addition)", "tmem"]

@@ -137,3 +137,24 @@ def test_intervals_match_a_hand_computation_on_the_seed(summary: Summary) -> Non
     # adversarial: q4 alone, two repeats that agree: one question, no interval
     adversarial = _row(summary.accuracy, category="adversarial", judge="all")
     assert adversarial["ci_low"] is None and adversarial["ci_method"] is None
+
+
+def test_recall_after_llm_selection_per_run(tmp_path: Path) -> None:
+    """A T-MEM run records its evidence after selection; the report scores it over the
+    scorable questions that have one (other methods have none and show no such row)."""
+    from tmem_core.reports._markdown import Report
+
+    root = tmp_path / "hand"
+    write_locomo_data(root)
+    selected = {"q1": ("m9", "m1"), "q2": ("m3",), "q3": (), "q4": ("m5",)}
+    questions = [dataclasses.replace(q, selected=selected.get(q.qid)) for q in QUESTIONS]
+    write_run(root, locomo_run("hand", method="tmem", top_k=36), questions)
+    write_run(root, locomo_run("hand"))
+    result = summarise(read_sweep(root))
+    tmem = _row(result.runs, method="tmem")
+    # q1 1, q2 1/2, q3 0, q4 1; q5 recorded none
+    assert tmem["selection_recall_questions"] == 4
+    assert tmem["selection_recall"] == pytest.approx((1 + 0.5 + 0 + 1) / 4)
+    assert _row(result.runs, method="bm25")["selection_recall_questions"] == 0
+    text = Report(result, "t").render({}, [])
+    assert "recall@k after selection" in text and "| 0.625 |" in text

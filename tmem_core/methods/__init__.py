@@ -3,7 +3,8 @@
 A method is a decorated factory (`@method`, see `_registry`) in the module that implements
 it; baselines live in `baselines`, T-MEM in `tmem`, T2Mem in `t2mem`, external memory
 systems (`memory_system`) in `external`. `build_method` makes
-one by name for a run, `evidence_recall_at_k` scores the ranked ones without an LLM.
+one by name for a run, `evidence_recall_at_k` scores the ranked ones without an LLM and
+T-MEM's configurations with the LLM that selects their evidence.
 """
 
 from tmem_core.methods._base import Evidence, EvidenceMethod, evidence
@@ -13,6 +14,7 @@ from tmem_core.methods._context import (
     Context,
     ContextKind,
     ContextMethod,
+    SelectsEvidence,
     render_message,
     step_record_json,
 )
@@ -29,6 +31,7 @@ from tmem_core.methods._registry import (
     check_params,
     get_method,
     method,
+    method_label,
     method_names,
 )
 
@@ -45,6 +48,7 @@ __all__ = [
     "MethodSpec",
     "NoParams",
     "ReasoningBudget",
+    "SelectsEvidence",
     "Show",
     "View",
     "check_params",
@@ -53,6 +57,7 @@ __all__ = [
     "final_answer",
     "get_method",
     "method",
+    "method_label",
     "method_names",
     "ranked",
     "reasoning_budget",

@@ -11,7 +11,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, TokenCounter
 from tmem_core.methods._base import Evidence
@@ -27,7 +27,9 @@ class Context:
     `ids` are the messages whose own text reached the answer model (evidence recall; for
     T2Mem, the lines its ReadRaw steps showed, never whole linked episodes); `payload` is
     what the method's validators and viewer read (of the type it registered as `context`,
-    e.g. T-MEM's forest); `trace` is JSON-able method detail kept for inspection.
+    e.g. T-MEM's forest); `trace` is JSON-able method detail kept for inspection;
+    `selected`: the evidence after the method's LLM selection, best first (T-MEM; None for
+    methods without one), what recall@k of the selection scores.
     """
 
     qid: str
@@ -38,6 +40,7 @@ class Context:
     tokens: int
     trace: dict[str, Any] = field(default_factory=dict)
     payload: object | None = None
+    selected: tuple[str, ...] | None = None
 
 
 class LLM(Protocol):
@@ -62,6 +65,15 @@ class ContextMethod(Protocol):
         """LLM step(s), then the context within the method's token budget (`MethodEnv.budget`,
         given when it was built)."""
         ...
+
+
+@runtime_checkable
+class SelectsEvidence(Protocol):
+    """A context method whose construction first selects evidence with an LLM (T-MEM):
+    `selected_ids` gives that evidence best first, what its recall@k scores."""
+
+    def selected_ids(self, question: Question, evidence: Evidence,
+                     llm: LLM | None) -> tuple[str, ...]: ...
 
 
 STEP_RECORD = "step_record"

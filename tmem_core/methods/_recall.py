@@ -1,10 +1,12 @@
-"""Evidence recall@k of the ranked methods (the papers' Exp-2), without an LLM.
+"""Evidence recall@k (the papers' Exp-2) of the ranked methods, without an LLM, and of the
+methods that select their evidence with one (T-MEM's configurations, `SelectsEvidence`).
 
 Recall = mean, over questions with gold evidence (not abstentions), of the fraction of their
-gold evidence ids among the k messages a method keeps: k is each method's `top_k`, so every
-method keeps k messages and T-MEM also seeds k anchors (Exp-2 protocol). For naive RAG, k
-counts messages: whole chunks are taken until they hold k. Gold evidence is read by the
-scorer only.
+gold evidence ids among the messages a method keeps at depth k (its `top_k`): a ranked method
+keeps k messages; T-MEM seeds k anchors and keeps what its selection keeps (KEY, then
+SUPPORT: `tmem` all of it, as the paper's unrestricted T-MEM; `tmem_reranked` and
+`tmem_global` its Top-k). For naive RAG, k counts messages: whole chunks are taken until they
+hold k. Gold evidence is read by the scorer only.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tmem_core.evaluation import RecallTable, evidence_recall, recall_scorable
+from tmem_core.methods._context import LLM, ContextMethod, SelectsEvidence
 from tmem_core.methods._registry import MethodEnv, get_method
 from tmem_core.retrieval import Conversation, IndexStore, query_text
 from tmem_core.schema import DataError, Gold, Question
@@ -43,32 +46,51 @@ def evidence_recall_at_k(
     questions: Sequence[Question], gold: Mapping[str, Gold],
     conversations: Mapping[str, Conversation], methods: Sequence[str], ks: Sequence[int],
     params: Mapping[str, Mapping[str, Any]] | None = None,
-    progress: RecallProgress | None = None,
+    progress: RecallProgress | None = None, llm: LLM | None = None,
 ) -> RecallTable:
-    """Recall of every ranked method at every k over the scorable `questions` (`params`:
-    each method's parameter table, as in a sweep)."""
+    """Recall of every method at every k over the scorable `questions` (`params`: each
+    method's parameter table, as in a sweep; `llm`: the backbone that selects the evidence of
+    methods that select with one)."""
     progress = progress or RecallProgress()
     scored = [q for q in questions if recall_scorable(gold[q.qid])]
     if not scored:
         raise DataError("no question with gold evidence to score")
-    for name in methods:
-        if not get_method(name).ranked:
-            raise DataError(f"method {name!r} does not rank messages without an LLM; recall@k "
-                            f"takes a ranked method")
     store = IndexStore(conversations)
+    built = {name: {k: _scorable(name, MethodEnv(conversations, k, RECALL_BUDGET_TOKENS, store),
+                                 (params or {}).get(name), llm) for k in ks}
+             for name in methods}
     _warm(store, scored, progress)
     table = RecallTable()
-    for name in methods:
-        by_k = {k: get_method(name).create(MethodEnv(conversations, k, RECALL_BUDGET_TOKENS,
-                                                     store), (params or {}).get(name))
-                for k in ks}
+    for name, by_k in built.items():
         started = time.perf_counter()
         for n, q in enumerate(scored, start=1):
-            for k, built in by_k.items():
-                table.add(name, k, q.category, evidence_recall(built.retrieve(q).ids,
+            for k, method in by_k.items():
+                table.add(name, k, q.category, evidence_recall(kept_ids(method, q, llm),
                                                                gold[q.qid]))
             progress.method(name, n, len(scored), time.perf_counter() - started)
     return table
+
+
+def kept_ids(method: ContextMethod, question: Question, llm: LLM | None) -> tuple[str, ...]:
+    """The messages `method` keeps for `question`: its retrieval, or what it selects of it."""
+    evidence = method.retrieve(question)
+    if isinstance(method, SelectsEvidence):
+        return method.selected_ids(question, evidence, llm)
+    return evidence.ids
+
+
+def _scorable(name: str, env: MethodEnv, raw: Mapping[str, Any] | None,
+              llm: LLM | None) -> ContextMethod:
+    spec = get_method(name)
+    method = spec.create(env, raw)
+    if spec.ranked:
+        return method
+    if not isinstance(method, SelectsEvidence):
+        raise DataError(f"method {name!r} neither ranks messages without an LLM nor selects "
+                        f"its evidence with one; recall@k takes a method that does")
+    if llm is None:
+        raise DataError(f"method {name!r} selects its evidence with an LLM: name a backbone")
+    return method
 
 
 def _warm(store: IndexStore, questions: Sequence[Question], progress: RecallProgress) -> None:

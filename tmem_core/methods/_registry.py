@@ -26,6 +26,8 @@ variant sets is refused in its table. The hooks:
   redoes those an earlier version wrote);
 - `prompts`: the bundled prompts the method's LLM steps use (`kind/name`): a stage record
   carries their hashes, so a changed prompt file redoes the records it produced.
+- `additions`: which of the method and its variants are project additions (not in the paper
+  they stand beside): reports and the viewer label them so.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ class MethodSpec(Generic[P]):
     version: int = 1
     axes: Mapping[str, str | None] = field(default_factory=dict)
     prompts: tuple[str, ...] = ()
+    addition: bool = False  # a project addition, not a method or condition of the papers
 
     def parse(self, raw: Mapping[str, Any], where: str = "") -> P:
         """The method's parameters from a config table, with the variant's changes (a key
@@ -131,7 +134,7 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
            view: View | None = None, version: int = 1,
            axes: Mapping[str, str | None] | None = None,
            variant_axes: Mapping[str, Sequence[str]] | None = None,
-           prompts: Sequence[str] = ()
+           prompts: Sequence[str] = (), additions: Collection[str] = ()
            ) -> Callable[[Callable[[MethodEnv, P, str], ContextMethod]],
                          Callable[[MethodEnv, P, str], ContextMethod]]:
     """Register a method factory under `name` (and its ablations under `variants`), with its
@@ -147,10 +150,15 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
         base = MethodSpec(name, build, config, description, show=show or show_context,
                           ranked=ranked, evidence=evidence, context=context,
                           checks=checks or {}, view=view, version=version,
-                          axes=dict(axes or {}), prompts=tuple(prompts))
+                          axes=dict(axes or {}), prompts=tuple(prompts),
+                          addition=name in additions)
+        unknown = set(additions) - {name, *(variants or {})}
+        if unknown:
+            raise ValueError(f"method {name!r}: additions name no variant: {sorted(unknown)}")
         narrowed = variant_axes or {}
         for spec in (base, *(dataclasses.replace(
                 base, name=variant, overrides=changes, variant_of=name,
+                addition=variant in additions,
                 axes={a: p for a, p in base.axes.items()
                       if variant not in narrowed or a in narrowed[variant]})
                              for variant, changes in (variants or {}).items())):
@@ -159,6 +167,12 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
         return build
 
     return register
+
+
+def method_label(name: str) -> str:
+    """The method's name as reports show it: a project addition says so."""
+    addition = name in METHODS.names() and get_method(name).addition
+    return f"{name} (project addition)" if addition else name
 
 
 def get_method(name: str, key: str = "") -> MethodSpec[Any]:

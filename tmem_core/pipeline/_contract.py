@@ -84,12 +84,16 @@ def _attempt_now() -> Attempt:
 def method_in_effect(run: RunSpec) -> dict[str, Any]:
     """The run's method as it ran: its version and every parameter, defaults included (a
     test-time method's step budget among them), which `config.params` (what the sweep set)
-    leaves out."""
+    leaves out; whether it is a project addition; an ablation's parameters that say what
+    they remove (`removed()`), that."""
     if run.method not in method_names():
         return {}
     spec = get_method(run.method)
-    return {"name": run.method, "version": spec.version,
-            "params": dataclasses.asdict(spec.parse(run.method_params))}
+    params = spec.parse(run.method_params)
+    removed = getattr(params, "removed", None)
+    return {"name": run.method, "version": spec.version, "addition": spec.addition,
+            "params": dataclasses.asdict(params),
+            **({"removed": removed()} if callable(removed) else {})}
 
 
 def _sha(value: Any) -> str:

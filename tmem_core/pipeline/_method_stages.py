@@ -133,6 +133,8 @@ class ConstructStage(MethodStage):
                              degradation=json.dumps(context.trace.get("degradation", {}),
                                                     sort_keys=True),
                              steps=step_record_json(context),
+                             selected_ids=None if context.selected is None
+                             else list(context.selected),
                              latency_s=time.perf_counter() - started)
         return Output([record], memory_calls + llm.records)
 

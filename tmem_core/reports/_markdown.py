@@ -270,7 +270,22 @@ class Report:
                 "building its context (T2Mem's notes, Search-o1's chain, an external system's "
                 f"memories), not in text shown to the answer model; `{NOT_MEASURABLE}`: the "
                 "context holds memories that name no source message.")
-        return [note, "", *self._recall_not_available(), *markdown_table(table)]
+        return [note, "", *self._recall_not_available(), *markdown_table(table),
+                *self._selection_recall()]
+
+    def _selection_recall(self) -> list[str]:
+        """Recall@k of the evidence after LLM selection (the paper's Exp-2 for T-MEM)."""
+        runs = self.summary.runs.filter(pl.col("selection_recall_questions") > 0)
+        if runs.is_empty():
+            return []
+        table = self._with_run(runs.select(
+            "run_id", pl.col("top_k").alias("k"),
+            pl.col("selection_recall").round(3).alias("recall@k after selection"),
+            pl.col("selection_recall_questions").alias("n")))
+        return ["", "Recall@k of the evidence after the method's LLM selection (KEY, then "
+                "SUPPORT, from k anchors; `tmem_reranked`, `tmem_global`: cut to k), before "
+                "structuring and the budget: the paper's Exp-2 figure for T-MEM.", "",
+                *markdown_table(table)]
 
     def _recall_not_available(self) -> list[str]:
         """A line per run none of whose questions has gold evidence."""

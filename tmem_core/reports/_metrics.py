@@ -63,7 +63,8 @@ def question_table(results: SweepResults) -> pl.DataFrame:
         *_ID, pl.col("tokens").alias("llm_tokens"), "cost_usd", "calibration_tokens",
         "calibration_cost_usd")
     table = results.questions
-    for facts in (_first_failure(results), judge, _recall(results), context, calls):
+    for facts in (_first_failure(results), judge, _recall(results), _selection_recall(results),
+                  context, calls):
         table = left_join(table, facts, _ID)
     status = (pl.when(pl.col("failed_stage").is_not_null()).then(pl.lit("failed"))
               .when(pl.col("judged").is_not_null()).then(pl.lit("judged"))
@@ -96,6 +97,20 @@ def _recall(results: SweepResults) -> pl.DataFrame:
     held = (pl.when(recall == 1).then(pl.lit(ALL_GOLD)).when(recall == 0).then(pl.lit(NO_GOLD))
             .when(recall.is_not_null()).then(pl.lit(PART_GOLD)).otherwise(None))
     return rows.select(_ID).with_columns(recall, held.alias("gold_in_context"))
+
+
+def _selection_recall(results: SweepResults) -> pl.DataFrame:
+    """Evidence recall of each scorable question's evidence after its method's LLM selection
+    (T-MEM's `selected_ids`, at the run's top_k anchors; null for methods without one)."""
+    construct = results.records["construct"]
+    if "selected_ids" not in construct.columns:
+        return construct.select(_ID).with_columns(pl.lit(None, pl.Float64).alias(
+            "selection_recall"))
+    rows = construct.select(*_ID, "selected_ids").join(
+        results.questions.filter("scorable").select(_ID), on=_ID)
+    values = [None if ids is None else evidence_recall(ids, results.gold[run][qid])
+              for run, qid, ids in rows.iter_rows()]
+    return rows.select(_ID).with_columns(pl.Series("selection_recall", values, pl.Float64))
 
 
 def f1(questions: pl.DataFrame) -> pl.DataFrame:

@@ -28,8 +28,17 @@ def run_labels(runs: pl.DataFrame, leave_out: Sequence[str] = ()) -> pl.Series:
     (parameters only when one method runs with several: each method has its own)."""
     shown = [_column(runs, f) for f in LABEL_FIELDS
              if f in runs.columns and f not in leave_out and _varies(runs, f)]
-    parts = [pl.lit(_PREFIX.get(f, "")) + pl.col(f).cast(pl.String) for f in shown]
+    parts = [_method(runs) if f == "method" else pl.lit(_PREFIX.get(f, "")) + pl.col(f).cast(
+        pl.String) for f in shown]
     return runs.select(pl.concat_str(parts, separator=" ").alias("label")).to_series()
+
+
+def _method(runs: pl.DataFrame) -> pl.Expr:
+    """The method's name; a project addition (not in the papers) says so."""
+    if "addition" not in runs.columns:
+        return pl.col("method")
+    return pl.when(pl.col("addition")).then(pl.col("method") + " (project addition)"
+                                            ).otherwise(pl.col("method"))
 
 
 def _column(runs: pl.DataFrame, field: str) -> str:

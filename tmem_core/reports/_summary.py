@@ -100,7 +100,9 @@ def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,
         pl.len().alias("questions"),
         *[(pl.col("status") == s).sum().alias(s) for s in ("judged", "failed", "pending")],
         pl.col("context_tokens").mean(),
-        pl.col("context_tokens").max().alias("context_tokens_max"))
+        pl.col("context_tokens").max().alias("context_tokens_max"),
+        pl.col("selection_recall").mean(),
+        pl.col("selection_recall").is_not_null().sum().alias("selection_recall_questions"))
     headline = [
         accuracy.filter(overall & (pl.col("judge") == ALL_JUDGES)).select(
             "run_id", pl.col("questions").alias("scored"), "accuracy",

@@ -54,7 +54,7 @@ STAGE_SCHEMAS: dict[str, pa.Schema] = {
         pa.field("context_ids", pa.list_(pa.string())), pa.field("tokens", pa.int64()),
         pa.field("trace", pa.string()), pa.field("latency_s", pa.float64()),
         pa.field("degradation", pa.string()), pa.field("payload", pa.string()),
-        pa.field("steps", pa.string())),
+        pa.field("steps", pa.string()), pa.field("selected_ids", pa.list_(pa.string()))),
     "answer": stage_schema(
         pa.field("prompt_name", pa.string()), pa.field("prompt_sha256", pa.string()),
         pa.field("prompt", pa.string()), pa.field("prediction", pa.string()),

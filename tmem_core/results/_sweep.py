@@ -41,7 +41,7 @@ QUESTION_SCHEMA = pl.Schema({"run_id": pl.String, "qid": pl.String, "conv_id": p
                              "separate": pl.Boolean})
 RUN_SCHEMA = pl.Schema({
     "run_id": pl.String, "benchmark": pl.String, "dataset": pl.String,
-    "question_set": pl.String, "method": pl.String,
+    "question_set": pl.String, "method": pl.String, "addition": pl.Boolean,
     "params": pl.String,
     "backbone": pl.String, "judges": pl.String, "top_k": pl.Int64, "budget": pl.Int64,
     "reasoning_budget": pl.Int64, "steps": pl.Int64, "judge_repeats": pl.Int64,
@@ -195,7 +195,8 @@ def _run_row(run: _Run) -> dict[str, Any]:
         "run_id": c["run_id"], "benchmark": config["benchmark"]["name"],
         "dataset": dataset_label(config["benchmark"]),
         "question_set": question_set(config["benchmark"]),
-        "method": config["method"], "params": json.dumps(config["params"], sort_keys=True),
+        "method": config["method"], "addition": bool(c.get("method", {}).get("addition")),
+        "params": json.dumps(config["params"], sort_keys=True),
         "backbone": config["backbone"], "judges": ",".join(config["judges"]),
         "top_k": config["top_k"], "budget": config["budget"],
         "reasoning_budget": config.get("reasoning_budget"), "steps": config.get("steps"),

@@ -34,7 +34,7 @@ whenever the mandatory content fits.
 Linearisation (paper §4.4): trees by root time, nodes in chronological pre-order, each line
 `<indent>- <RELATION> (depth d, parent [id]) <render_message>`. Trees are separated by a blank
 line. A flat forest (the no-structuring ablation) renders as plain `render_message` lines in
-time order.
+selection rank order.
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ class Node:
 
 @dataclass(frozen=True)
 class Forest:
-    """Nodes by id in time order; `roots` in time order."""
+    """Nodes by id in time order; `roots` in time order (a flat forest's: in rank order)."""
 
     nodes: dict[str, Node]
     roots: tuple[str, ...]
@@ -287,9 +287,9 @@ def build_forest(messages: Sequence[Message], proposals: Mapping[str, Proposal],
 
 
 def flat_forest(messages: Sequence[Message]) -> Forest:
-    """Every message a ROOT: the flat list of the no-structuring ablation."""
-    ordered = sorted(messages, key=chronological)
-    return _assemble(ordered, {m.msg_id: (None, "ROOT") for m in ordered})
+    """Every message a ROOT, in the order given (selection rank): the flat list of the
+    no-structuring ablation."""
+    return _assemble(messages, {m.msg_id: (None, "ROOT") for m in messages})
 
 
 def _validated(message: Message, proposal: Proposal | None, by_id: Mapping[str, Message],
@@ -512,12 +512,13 @@ class Rendered:
 
 def admit(ranked: Sequence[Message], terms: QueryTerms, budget: int, count: TokenCounter,
           how: Rendering) -> list[Message]:
-    """Best first, each message whose estimated cost still fits (others are skipped)."""
+    """Best first, each message whose estimated cost as a forest line still fits (others are
+    skipped); a flat list admits the same messages as the forest, in rank order."""
     admitted, used = [], 0
     for m in ranked:
         text = mandatory_text(m.text, terms, count) if how.compression else m.text
         probe = Node(m.msg_id, m.msg_id, "EXPAND", 1, m.timestamp, m.seq)
-        cost = count(node_line(probe, m, text, how.flat)) + ADMIT_SLACK
+        cost = count(node_line(probe, m, text)) + ADMIT_SLACK
         if used + cost <= budget:
             admitted.append(m)
             used += cost

@@ -1,4 +1,5 @@
-"""T-MEM evidence discovery as an evidence method (no structuring yet)."""
+"""T-MEM's evidence discovery ranked without an LLM, as evidence methods (project additions:
+the paper's T-Mem Reranked and Global Evidence Retrieval select with the LLM, see `_tmem.py`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from tmem_core.methods._registry import MethodEnv, method
 from tmem_core.methods.tmem._config import DiscoveryConfig
 from tmem_core.methods.tmem._discovery import discover
 from tmem_core.methods.tmem._forest import Timeline
-from tmem_core.methods.tmem._rerank import ContextReranker, Selector
+from tmem_core.methods.tmem._rerank import ContextReranker, Selector, SimilarityFilter
 from tmem_core.retrieval import IndexStore
 from tmem_core.schema import Question
 
@@ -19,22 +20,21 @@ from tmem_core.schema import Question
 @dataclass
 class TemporalDiscovery:
     """`top_k` seeds, temporal evidence discovery, then a selector's `top_k` best (the Exp-2
-    protocol: anchors and messages kept are both Top-k). Evidence ids come in time order;
-    the `Discovery` is the trace.
+    protocol: anchors and messages kept are both Top-k). Evidence ids come best first (the
+    flat answer prompt's "most relevant first"); the `Discovery` is the trace.
     """
 
     store: IndexStore
     config: DiscoveryConfig = field(default_factory=DiscoveryConfig)
     selector: Selector = field(default_factory=ContextReranker)
-    name: str = "tmem_reranked"
+    name: str = "tmem_heuristic"
     _timelines: dict[str, Timeline] = field(default_factory=dict, repr=False)
 
     def __call__(self, question: Question, top_k: int) -> Evidence:
         index = self.store.index(question.conv_id, self.config.metadata)
         found = discover(question, index, self._timeline(question.conv_id), self.config, top_k)
-        chosen = set(self.selector.select(question, found.candidates, top_k))
-        ordered = sorted(chosen, key=index.conversation.position.__getitem__)
-        return evidence(self.name, question, ordered, replace(found, selected=tuple(ordered)))
+        chosen = tuple(self.selector.select(question, found.candidates, top_k))
+        return evidence(self.name, question, chosen, replace(found, selected=chosen))
 
     def _timeline(self, conv_id: str) -> Timeline:
         if conv_id not in self._timelines:
@@ -42,9 +42,18 @@ class TemporalDiscovery:
         return self._timelines[conv_id]
 
 
-@method("tmem_reranked", config=DiscoveryConfig, ranked=True, version=2, variants={
-    "tmem_global": {"scope": "global"},
-    "tmem_no_metadata": {"metadata": False},
-}, description="T-MEM's temporal discovery with the no-LLM reranker, Top-k messages")
+@method("tmem_heuristic", config=DiscoveryConfig, ranked=True, version=3, additions=(
+    "tmem_heuristic", "tmem_heuristic_global", "tmem_heuristic_no_metadata"), variants={
+    "tmem_heuristic_global": {"scope": "global"},
+    "tmem_heuristic_no_metadata": {"metadata": False},
+}, description="project addition: T-MEM's temporal discovery ranked by the no-LLM reranker "
+               "(relevance + 0.5 x neighbour support), Top-k messages, most relevant first")
 def _temporal_discovery(env: MethodEnv, config: DiscoveryConfig, name: str) -> ContextMethod:
     return ranked(TemporalDiscovery(env.index_store, config, name=name), env)
+
+
+@method("tmem_candidates", config=DiscoveryConfig, ranked=True,
+        description="T-MEM's candidate pool as discovery hands it to selection, ranked by its "
+                    "similarity filter, Top-k messages (recall reference; no selection)")
+def _candidates(env: MethodEnv, config: DiscoveryConfig, name: str) -> ContextMethod:
+    return ranked(TemporalDiscovery(env.index_store, config, SimilarityFilter(), name), env)

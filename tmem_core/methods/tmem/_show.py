@@ -116,7 +116,9 @@ def _candidate(c: Mapping[str, Any], label: str, messages: Mapping[str, Message]
 def _selection(trace: Mapping[str, Any], labels: Mapping[str, str]) -> list[str]:
     counts = {k: sum(v == k for v in labels.values()) for k in ("KEY", "SUPPORT", "FALLBACK")}
     failures = trace["selection"]["failures"]
-    return [f"== selection ({trace['config']['selection']}): "
+    config = trace["config"]
+    mode = config["selection"] if config.get("discovery", True) else "none: the anchors"
+    return [f"== selection ({mode}): "
             + ", ".join(f"{n} {k}" for k, n in counts.items())
             + f", {len(failures)} failed batches",
             *(f"  failed: {f['batch']}: {f['error']}" for f in failures)]

@@ -7,7 +7,8 @@ order; whole intervals are packed into requests of at most `batch_size` messages
 interval is split), and every request goes out in one `generate` call. A request whose output
 is unusable (an error, or labels for fewer than `min_coverage` of its messages) keeps all its
 candidates, labelled FALLBACK, and its failure is recorded. The kept messages are ranked KEY
-first, then SUPPORT and FALLBACK, each tier in the no-LLM reranker's order.
+first, then SUPPORT and FALLBACK, each tier in the order of the project's reranker
+(`ContextReranker`; the paper does not name its reranker).
 
 Structuring, its LLM half (Temporal Memory Structuring): a parent and a relation proposed per
 message. Messages are grouped by topic (one group when there are none), in time order, and

@@ -2,9 +2,11 @@
 linearisation under the token budget, with the paper's ablations as switches.
 
 Between selection and structuring, the kept messages are admitted best first while the
-estimated cost of what compression must keep of them fits the budget (their whole text without
-compression). Should the rendered context still exceed the budget (estimates are not exact),
-the lowest-ranked leaf is trimmed and the forest rendered again; trims are recorded.
+estimated cost of what compression must keep of them, as forest lines, fits the budget (their
+whole text without compression). The flat list of the no-structuring ablation admits the same
+way, so it holds the forest's messages, not more. Should the rendered context still exceed the
+budget (estimates are not exact), the lowest-ranked leaf is trimmed and the forest rendered
+again; trims are recorded.
 """
 
 from __future__ import annotations
@@ -20,8 +22,16 @@ from tmem_core.llm import TokenCounter
 from tmem_core.methods._base import Evidence, evidence
 from tmem_core.methods._context import LLM, Context, ContextKind, ContextMethod
 from tmem_core.methods._registry import MethodEnv, View, method
+from tmem_core.methods.baselines._ranked import Bm25Expand
 from tmem_core.methods.tmem._config import DiscoveryConfig
-from tmem_core.methods.tmem._discovery import Candidate, Discovery, Interval, discover
+from tmem_core.methods.tmem._discovery import (
+    Candidate,
+    Discovery,
+    Interval,
+    Seeding,
+    search,
+    seed,
+)
 from tmem_core.methods.tmem._forest import (
     Forest,
     PhaseRanks,
@@ -54,10 +64,11 @@ from tmem_core.methods.tmem._steps import (
 from tmem_core.methods.tmem._validate import forest_structure
 from tmem_core.methods.tmem._view import forest_view
 from tmem_core.prompts import load_prompt
-from tmem_core.retrieval import Conversation, IndexStore
+from tmem_core.retrieval import Conversation, ConversationIndex, IndexStore
 from tmem_core.schema import Message, Question
 
-SelectionMode = Literal["llm", "reranked"]
+SelectionMode = Literal["llm", "heuristic"]
+Retrieval = Literal["discovery", "bm25_expand"]
 STEPS = ("select", "structure", "render")  # timed in the trace
 
 
@@ -65,9 +76,16 @@ STEPS = ("select", "structure", "render")  # timed in the trace
 class TMemConfig:
     """Discovery parameters plus the ablation switches (all on: full T-MEM).
 
-    - `discovery` off: the hybrid seeds go straight to selection (no interval is kept);
-    - `selection`: "llm" (KEY/SUPPORT labels) or "reranked" (the no-LLM reranker);
-    - `structuring` off: a flat chronological list; `typed_relations` off: RELATED edges;
+    - `discovery` off (Table 2's w/o Temporal Evidence Discovery): the Top-k anchors go
+      straight to structuring in their seed rank: no interval search, no similarity filter,
+      no LLM selection;
+    - `retrieval`: "bm25_expand" takes BM25 (Expand)'s Top-k messages as those anchors (Exp-3's
+      organised condition; only with discovery off);
+    - `selection`: "llm" (KEY/SUPPORT labels, ties by the project's reranker) or "heuristic"
+      (the project's no-LLM reranker alone, a project addition);
+    - `cut`: the selection cut to its Top-k (`top_k`) messages (E.2's T-Mem Reranked);
+    - `structuring` off: the forest's messages as a flat list in selection rank order;
+      `typed_relations` off: RELATED edges;
     - `compression` off: no span is dropped, whole messages are admitted within the budget;
     - metadata expansion and global scope are `discovery_config.metadata` / `.scope`;
     - `discovery_withheld` / `structuring_withheld`: metadata fields ("topic", "phase") that
@@ -78,7 +96,9 @@ class TMemConfig:
 
     discovery_config: DiscoveryConfig = field(default_factory=DiscoveryConfig)
     discovery: bool = True
+    retrieval: Retrieval = "discovery"
     selection: SelectionMode = "llm"
+    cut: bool = False
     structuring: bool = True
     typed_relations: bool = True
     compression: bool = True
@@ -92,9 +112,36 @@ class TMemConfig:
     def __post_init__(self) -> None:
         check_withheld(self.discovery_withheld, "TMemConfig.discovery_withheld")
         check_withheld(self.structuring_withheld, "TMemConfig.structuring_withheld")
+        if self.retrieval != "discovery" and self.discovery:
+            raise ValueError(f"TMemConfig.retrieval {self.retrieval!r} replaces discovery: "
+                             f"set discovery = false")
+
+    def removed(self) -> list[str]:
+        """What this configuration removes from, or changes in, full T-MEM."""
+        search = self.discovery_config
+        changes = [
+            (not self.discovery, "temporal evidence discovery (interval search, similarity "
+                                 "filter, LLM selection): the Top-k anchors go to structuring"),
+            (self.retrieval == "bm25_expand", "seed retrieval: BM25 (Expand)'s Top-k messages"),
+            (self.discovery and self.selection == "heuristic",
+             "LLM evidence selection: the project's no-LLM reranker"),
+            (self.cut, "messages past the selection's Top-k"),
+            (not self.structuring, "temporal memory structuring: the forest's messages as a "
+                                   "flat list in selection rank order"),
+            (not self.typed_relations, "relation types: RELATED edges"),
+            (not self.compression, "span compression"),
+            (not search.metadata, "metadata expansion of the indexes"),
+            (search.scope == "global", "temporal localisation: the anchors' whole groups"),
+            (bool(self.discovery_withheld),
+             f"{'/'.join(self.discovery_withheld)} from discovery"),
+            (bool(self.structuring_withheld),
+             f"{'/'.join(self.structuring_withheld)} from structuring"),
+        ]
+        return [what for on, what in changes if on]
 
     def switches(self) -> dict[str, Any]:
-        return {"discovery": self.discovery, "selection": self.selection,
+        return {"discovery": self.discovery, "retrieval": self.retrieval,
+                "selection": self.selection, "cut": self.cut, "removed": self.removed(),
                 "structuring": self.structuring, "typed_relations": self.typed_relations,
                 "compression": self.compression, "metadata": self.discovery_config.metadata,
                 "scope": self.discovery_config.scope,
@@ -130,28 +177,40 @@ class TMem:
     _discovery_store: IndexStore | None = field(default=None, repr=False)
 
     def retrieve(self, question: Question) -> Evidence:
-        search = self.config.search()
-        index = self._seen_by_discovery().index(question.conv_id, search.metadata)
+        config = self.config.search()
+        index = self._seen_by_discovery().index(question.conv_id, config.metadata)
         if question.conv_id not in self._timelines:
             self._timelines[question.conv_id] = Timeline.of(index.conversation)
-        found = discover(question, index, self._timelines[question.conv_id], search, self.top_k)
+        seeding = self._seeding(question, index, config)
+        found = search(seeding, index.conversation, self._timelines[question.conv_id], config)
         return evidence(self.name, question, [c.message.msg_id for c in found.candidates],
                         {"discovery": discovery_json(found)}, Found.of(found))
 
-    def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
-                  count_tokens: TokenCounter) -> Context:
-        if not isinstance(evidence.payload, Found):
-            raise ValueError(f"{evidence.qid}: evidence has no T-MEM discovery")
-        conversation = self.store.conversations[question.conv_id]
+    def selected(self, question: Question, evidence: Evidence, llm: LLM | None) -> Selection:
+        """The evidence after selection (cut to Top-k with `cut`), best first: what recall@k
+        of this configuration scores."""
+        found = _found(evidence)
         seen = self._seen_by_discovery().conversations[question.conv_id]
         candidates = [Candidate(seen.messages[seen.position[c.id]], c.relevance, c.support,
-                                c.anchor_rank) for c in evidence.payload.candidates]
+                                c.anchor_rank) for c in found.candidates]
+        selection = self._select(question, candidates, found.intervals, llm)
+        if self.config.cut:
+            return dataclasses.replace(selection, ranked=selection.ranked[:self.top_k])
+        return selection
+
+    def selected_ids(self, question: Question, evidence: Evidence,
+                     llm: LLM | None) -> tuple[str, ...]:
+        return self.selected(question, evidence, llm).ranked
+
+    def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
+                  count_tokens: TokenCounter) -> Context:
+        conversation = self.store.conversations[question.conv_id]
         marks = [time.perf_counter()]
-        selection = self._select(question, candidates, evidence.payload.intervals, llm)
+        selection = self.selected(question, evidence, llm)
         marks.append(time.perf_counter())
+        candidates = _found(evidence).candidates
         terms = QueryTerms.of(question)
-        by_id = {c.message.msg_id: conversation.messages[conversation.position[c.message.msg_id]]
-                 for c in candidates}
+        by_id = {c.id: conversation.messages[conversation.position[c.id]] for c in candidates}
         admitted = admit([by_id[i] for i in selection.ranked], terms, self.budget, count_tokens,
                          self._rendering())
         structured = self._structure(question, admitted, llm, conversation)
@@ -170,11 +229,26 @@ class TMem:
                       (*selection.failures, *structured.proposals.failures),
                       rendered.compression.to_json() if rendered.compression else None)
         return Context(question.qid, self.name, kind, rendered.linearised.text,
-                       rendered.linearised.order, rendered.tokens, trace, built)
+                       rendered.linearised.order, rendered.tokens, trace, built,
+                       selection.ranked)
+
+    def _seeding(self, question: Question, index: ConversationIndex,
+                 config: DiscoveryConfig) -> Seeding:
+        """The Top-k anchors: the hybrid seeds, or BM25 (Expand)'s messages in its order."""
+        seeding = seed(question, index, config, self.top_k)
+        if self.config.retrieval == "discovery":
+            return seeding
+        ids = Bm25Expand(self.store)(question, self.top_k).ids
+        return dataclasses.replace(seeding, anchors=tuple(
+            index.conversation.position[i] for i in ids))
 
     def _select(self, question: Question, candidates: Sequence[Candidate],
                 intervals: Sequence[Interval], llm: LLM | None) -> Selection:
-        if self.config.selection == "reranked":
+        if not self.config.discovery:  # the anchors in seed rank order, none dropped
+            anchors = sorted((c for c in candidates if c.anchor_rank is not None),
+                             key=lambda c: c.anchor_rank or 0)
+            return Selection({}, tuple(c.message.msg_id for c in anchors))
+        if self.config.selection == "heuristic":
             ranked = ContextReranker().select(question, candidates, None)
             return Selection({}, tuple(ranked))
         selector = LLMSelector(_need(llm), self.config.select_batch, self.config.min_coverage)
@@ -183,7 +257,7 @@ class TMem:
     def _structure(self, question: Question, admitted: Sequence[Message], llm: LLM | None,
                    conversation: Conversation) -> Structured:
         if not self.config.structuring:
-            return Structured(flat_forest(admitted), Proposals({}))
+            return Structured(flat_forest(admitted), Proposals({}))  # admitted: rank order
         structurer = Structurer(_need(llm), self.config.link_batch, self.config.link_context)
         seen = withheld(admitted, self.config.structuring_withheld)
         proposals = structurer.propose(question, seen)
@@ -209,21 +283,31 @@ class TMem:
         return self._discovery_store
 
     def _prompts(self) -> dict[str, str]:
-        used = [SELECT_PROMPT] * (self.config.selection == "llm")
+        used = [SELECT_PROMPT] * (self.config.discovery and self.config.selection == "llm")
         used += [STRUCTURE_PROMPT] * self.config.structuring
         return prompt_hashes(*map(load_prompt, used))
 
 
 @method("tmem", config=TMemConfig, show=describe, evidence=Found, context=Built,
         checks={"forest_structure": forest_structure}, view=View("forest", forest_view),
-        version=2, prompts=(SELECT_PROMPT, STRUCTURE_PROMPT), variants={
+        version=3, prompts=(SELECT_PROMPT, STRUCTURE_PROMPT),
+        additions=("tmem_global_forest", "tmem_heuristic_forest"), variants={
+    # Table 2 (Exp-4): each removes its module only
     "tmem_wo_discovery": {"discovery": False},
     "tmem_wo_structuring": {"structuring": False},
     "tmem_wo_metadata": {"discovery_config": {"metadata": False}},
     "tmem_wo_compression": {"compression": False},
+    # E.3 (relation semantics)
     "tmem_untyped": {"typed_relations": False},
+    # E.2 (evidence discovery): the same seeds, LLM selection and reranker, cut to Top-k;
+    # only the search region differs (temporally localised intervals vs the whole topic)
+    "tmem_reranked": {"cut": True},
+    "tmem_global": {"cut": True, "discovery_config": {"scope": "global"}},
+    # Exp-3 (memory organisation): BM25 (Expand)'s Top-k organised into T-MEM's forest
+    "tmem_bm25_expand_forest": {"discovery": False, "retrieval": "bm25_expand"},
+    # project additions (not in the paper): no cut over the whole topic; no-LLM selection
     "tmem_global_forest": {"discovery_config": {"scope": "global"}},
-    "tmem_reranked_forest": {"selection": "reranked"},
+    "tmem_heuristic_forest": {"selection": "heuristic"},
     # Exp-6 (robustness to metadata availability): what each module reads as null
     "tmem_wo_topic_in_discovery": {"discovery_withheld": ("topic",)},
     "tmem_wo_meta_in_structuring": {"structuring_withheld": ("topic", "phase")},
@@ -252,7 +336,8 @@ def _trace(selection: Selection, admitted: Sequence[Message], structured: Struct
            rendered: Rendered) -> dict[str, Any]:
     proposals = structured.proposals
     return {
-        "selection": {"labels": selection.labels, "failures": list(selection.failures)},
+        "selection": {"labels": selection.labels, "ranked": list(selection.ranked),
+                      "failures": list(selection.failures)},
         "admitted": [m.msg_id for m in admitted],
         "structure": {"proposals": {i: dataclasses.asdict(p) for i, p in proposals.edges.items()},
                       "repairs": [r.to_json() for r in structured.repairs],
@@ -279,6 +364,12 @@ def _degradation(selection: Selection, admitted: Sequence[Message], structured: 
         "dropped_before_structuring": len(selection.ranked) - len(admitted),
         "admitted_total": len(admitted),
     }
+
+
+def _found(evidence: Evidence) -> Found:
+    if not isinstance(evidence.payload, Found):
+        raise ValueError(f"{evidence.qid}: evidence has no T-MEM discovery")
+    return evidence.payload
 
 
 def _need(llm: LLM | None) -> LLM:

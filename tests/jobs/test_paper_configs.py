@@ -1,0 +1,53 @@
+"""`python -m jobs.plan` accepts every config of jobs/configs/tmem_paper/: the CPU twins as
+they are, the API and GPU ones with their benchmarks pointed at the small native-shape
+fixtures (their data lives on the cluster)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAPER = ROOT / "jobs" / "configs" / "tmem_paper"
+FIXTURES = ROOT / "tests" / "fixtures"
+LOCAL = {"/mnt/cache/data/GroupMemBench": FIXTURES / "groupmembench",
+         "/mnt/cache/data/EverMemBench": FIXTURES / "evermembench" / "dynamic"}
+CONFIGS = sorted(PAPER.glob("*_*.toml"))
+
+
+def test_one_config_per_experiment_and_setting() -> None:
+    names = {p.stem for p in CONFIGS}
+    assert names == {f"{e}_{k}" for e in ("exp1", "exp2", "exp3", "exp4", "exp5", "exp6", "e2",
+                                          "e3") for k in ("api", "gpu", "cpu")}
+    for path in CONFIGS:
+        grid = tomllib.loads(path.read_text())["grid"]
+        if path.stem.endswith("_cpu"):
+            assert grid["backbones"] == ["smollm2"]
+            continue
+        assert grid["budget"] == [8192] and 36 in grid["top_k"]
+        api = {"gpt-5.5", "deepseek-v4-flash", "deepseek-v4.1-flash"}
+        assert set(grid["backbones"]) <= (api if path.stem.endswith("_api")
+                                          else {"qwen3.5-27b", "gemma4-31b"})
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_plan_accepts_the_paper_config(path: Path, tmp_path: Path) -> None:
+    text = path.read_text()
+    for remote, local in LOCAL.items():
+        text = text.replace(f'source = "{remote}"', f'source = "{local}"\nlimit = 1')
+    config = tmp_path / path.name
+    config.write_text(re.sub(r'^results_dir = .*$', "", text, flags=re.M))
+    done = subprocess.run([sys.executable, "-m", "jobs.plan", str(config), "--sample", "1"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    data = tomllib.loads(text)
+    grid = data["grid"]
+    runs = (len(data["benchmarks"]) * len(grid["methods"]) * len(grid["backbones"])
+            * len(grid["top_k"]) * len(grid["budget"]))
+    assert sum(line.startswith("run ") for line in done.stdout.splitlines()) == runs
+    assert "total:" in done.stdout
