@@ -71,9 +71,12 @@ class GradingJudge(ScriptedServer):
 
 def _sweep(tmp_path: Path, server: ScriptedServer, benchmark: dict[str, Any] = SYNTHETIC,
            name: str = "calibrated") -> tuple[Any, list[str], Path]:
+    backbones = tmp_path / "backbones-judge.toml"  # one model name for the tmp's re-runs
+    if not backbones.exists():
+        scripted_backbones(tmp_path, server, "judge")
     config = parse_sweep({
         "name": name, "results_dir": str(tmp_path / "results"),
-        "backbones_file": str(scripted_backbones(tmp_path, server, "judge")),
+        "backbones_file": str(backbones),
         "benchmarks": [benchmark],
         "grid": {"methods": ["bm25"], "backbones": ["judge"], "top_k": [4], "budget": [256]}})
     lines: list[str] = []

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Step, scripted_backbones
-from tests.pipeline.test_memory_cost import ShapedServer
+from tests.pipeline.test_memory_cost import AnsweringServer
 from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.reports import read_sweep, summarise, write_report
 from tmem_core.results import stage_store
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 def test_every_context_of_every_method_is_within_the_budget(tmp_path: Path,
                                                             locomo_path: Path) -> None:
-    server = ShapedServer([Step()])
+    server = AnsweringServer([Step()])
     try:
         config = parse_sweep({
             "name": "matched", "results_dir": str(tmp_path / "results"),

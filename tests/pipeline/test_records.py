@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import Step, scripted_backbones
 from tests.pipeline.faults import probe_env
-from tests.pipeline.test_memory_cost import ShapedServer
+from tests.pipeline.test_memory_cost import AnsweringServer
 from tests.ray_head import ROOT, gcs, run_sweep, sweep_env
 from tmem_core import pipeline
 from tmem_core.pipeline import STAGES
@@ -38,12 +38,12 @@ T2MEM = ('[methods.t2mem]\nepisodes = "topic_window"\ntopic_gap_hours = 1440\n'
 
 @pytest.fixture(scope="module")
 def server() -> Any:
-    served = ShapedServer([Step()])
+    served = AnsweringServer([Step()])
     yield served
     served.close()
 
 
-def _config(tmp: Path, server: ShapedServer, name: str, *, methods: str = '["bm25"]',
+def _config(tmp: Path, server: AnsweringServer, name: str, *, methods: str = '["bm25"]',
             limit: int = 3, actors: int = 1, fused: bool = True, extra: str = "") -> Path:
     backbones = scripted_backbones(tmp, server, "priced")
     backbones.write_text(backbones.read_text()
@@ -100,7 +100,7 @@ def assert_run_lines_equal_report_and_viewer(stdout: str, sweep: Path) -> None:
 
 
 def test_two_drivers_started_together_one_refuses(ray_address: str, tmp_path: Path,
-                                                  server: ShapedServer) -> None:
+                                                  server: AnsweringServer) -> None:
     config = _config(tmp_path, server, "twice")
     drivers = [_driver(config, ray_address) for _ in range(2)]
     outcomes = [(d.wait(timeout=600), *d.communicate()) for d in drivers]
@@ -118,7 +118,7 @@ def test_two_drivers_started_together_one_refuses(ray_address: str, tmp_path: Pa
 
 
 def test_one_count_with_several_unfused_stage_actors(ray_address: str, tmp_path: Path,
-                                                     server: ShapedServer) -> None:
+                                                     server: AnsweringServer) -> None:
     """Two actors per stage, each loading T2Mem's memory of the conversation: the memory's
     calls are on record more than once, and count once in the run line, the report and the
     viewer alike."""
@@ -139,7 +139,7 @@ def test_one_count_with_several_unfused_stage_actors(ray_address: str, tmp_path:
 
 
 def test_a_kill_between_a_batch_s_calls_and_its_records_loses_no_call(
-        ray_address: str, tmp_path: Path, server: ShapedServer) -> None:
+        ray_address: str, tmp_path: Path, server: AnsweringServer) -> None:
     config = _config(tmp_path, server, "between", limit=3)
     marker = tmp_path / "died-once"
     loaded = pipeline.load_sweep(config)
@@ -160,7 +160,7 @@ def test_a_kill_between_a_batch_s_calls_and_its_records_loses_no_call(
 
 
 def test_a_damaged_part_is_skipped_and_its_questions_redone(
-        tmp_path: Path, server: ShapedServer, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, server: AnsweringServer, capsys: pytest.CaptureFixture[str]) -> None:
     """In one process (the point is the stores, not Ray)."""
     config = pipeline.load_sweep(_config(tmp_path, server, "damaged", limit=3))
     pipeline.run_sweep(config, log=lambda _: None, local=True)

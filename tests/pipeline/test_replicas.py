@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Step
-from tests.pipeline.test_memory_cost import ShapedServer
+from tests.pipeline.test_memory_cost import AnsweringServer
 from tests.ray_head import (
     alive_actor_pid,
     run_sweep,
@@ -98,8 +98,8 @@ def test_a_killed_replica_loses_and_repeats_nothing(ray_address: str, tmp_path: 
 
 def test_a_fleet_server_that_is_down_leaves_the_sweep_to_the_others(ray_address: str,
                                                                      tmp_path: Path) -> None:
-    live = [ShapedServer([Step()]) for _ in range(2)]
-    down = ShapedServer([Step()])
+    live = [AnsweringServer([Step()]) for _ in range(2)]
+    down = AnsweringServer([Step()])
     down.close()  # a server of the fleet that is not there
     fleet = dataclasses.replace(get_backbone("sim"), backend="openai", replicas=3,
                                 engine=OpenAIEngineConfig(base_urls=("a", "b", "c")))
