@@ -61,8 +61,12 @@ lint: setup
 typecheck: setup
 	$(VPY) -m mypy
 
+# The suite mostly waits (model loads, Ray start-up, sweeps' drivers): TEST_WORKERS pytest-xdist
+# workers share the cores, a test file per worker at a time (its module fixtures built once),
+# each worker with a Ray head of its own (tests/ray_head.py).
+TEST_WORKERS ?= 3
 pytest: setup browser
-	$(VPY) -m pytest
+	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test: lint typecheck pytest
 

@@ -23,7 +23,11 @@ chmod 600 "$RAY_AUTH_TOKEN_PATH"
   --num-cpus="$num_cpus" --object-store-memory="${RAY_OBJECT_STORE_BYTES:-268435456}" \
   --disable-usage-stats >/dev/null
 # remember this head's session, so that stop-local.sh stops this cluster and no other
-basename "$(readlink -f /tmp/ray/session_latest)" > "/tmp/ray/tmem-eval-${RAY_GCS_PORT:-6379}.session"
+# (read from its own GCS server, not session_latest: heads started side by side, as
+# parallel test workers do, would race for that link)
+port="${RAY_GCS_PORT:-6379}"
+pgrep -af "gcs_server.*--gcs_server_port=$port( |$)" | grep -o 'session-name=[^ ]*' | head -1 \
+  | cut -d= -f2 > "/tmp/ray/tmem-eval-$port.session"
 # The job server answers before its agent registers; a submitted no-op job proves both are up.
 for _ in $(seq 1 120); do
   if "$RAY" job submit --address "$RAY_ADDRESS" --submission-id "warmup-$(date +%s%N)" \

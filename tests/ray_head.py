@@ -38,9 +38,11 @@ def free_ports() -> dict[str, str]:
             s.close()
 
 
-# kept in the environment: the sweeps' drivers (child processes) name the same head
-os.environ.setdefault("TMEM_TEST_RAY_PORTS", ",".join(free_ports().values()))
-PORTS = dict(zip(PORT_NAMES, os.environ["TMEM_TEST_RAY_PORTS"].split(","), strict=True))
+# kept in the environment: the sweeps' drivers (child processes) name the same head; each
+# pytest-xdist worker (PYTEST_XDIST_WORKER, inherited by its drivers) has a head of its own
+PORTS_ENV = "TMEM_TEST_RAY_PORTS" + os.environ.get("PYTEST_XDIST_WORKER", "")
+os.environ.setdefault(PORTS_ENV, ",".join(free_ports().values()))
+PORTS = dict(zip(PORT_NAMES, os.environ[PORTS_ENV].split(","), strict=True))
 TOKEN_PATH = Path(tempfile.gettempdir()) / f"tmem-eval-test-{os.getpid()}" / "token"
 """The test clusters' token file (start-local.sh creates it)."""
 
