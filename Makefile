@@ -64,11 +64,13 @@ typecheck: setup
 # The suite mostly waits (model loads, Ray start-up, sweeps' drivers): TEST_WORKERS pytest-xdist
 # workers share the cores, a test file per worker at a time (its module fixtures built once),
 # each worker with a Ray head of its own (tests/ray_head.py).
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 pytest: setup browser
 	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
-test: lint typecheck pytest
+# lint and type-check beside the tests (they take a core for a minute; the tests mostly wait)
+test: setup browser
+	@$(MAKE) --no-print-directory -j3 lint typecheck pytest
 
 bench: setup
 	$(VPY) perf/bench_prepare.py

@@ -33,6 +33,12 @@ LOCOMO = Path(os.environ.get(
     "TMEM_LOCOMO_PATH", ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10_dev.json"))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `slow` first (in file order otherwise): the parallel workers start the
+    long ones at once instead of ending the run on them one by one."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def bundled_sweep(config: Path, tmp: Path) -> Path:
     """A copy of a bundled sweep file in `tmp`, where `tmp` stands in for every data source
     that is not on this machine (a cluster's data folder)."""

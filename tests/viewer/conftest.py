@@ -50,9 +50,11 @@ def serve() -> Iterator[Callable[[Path], str]]:
         yield lambda sweep: stack.enter_context(Background(sweep))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """Headless Debian Chromium under Playwright (no browser download)."""
+    """Headless Debian Chromium under Playwright (no browser download), for a module: the
+    sync API holds an event loop on the thread while it is open, which later tests on the
+    same test worker (LLM clients that refuse to block inside a running loop) must not meet."""
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} missing: `make browser` installs Debian's chromium")
     with sync_playwright() as playwright:
