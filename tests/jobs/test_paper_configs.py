@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every paper config's plan samples its runs through real stages
+
 ROOT = Path(__file__).resolve().parents[2]
 PAPER = ROOT / "jobs" / "configs" / "tmem_paper"
 FIXTURES = ROOT / "tests" / "fixtures"

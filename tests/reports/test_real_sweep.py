@@ -24,6 +24,8 @@ from tmem_core.reports import _stats as stats
 from tmem_core.reports._report import REPORT_FILE
 from tmem_core.results import RECORD_STAGES, stage_store
 
+pytestmark = pytest.mark.slow  # a real sweep on the embedded SmolLM2
+
 INJECTED = "retrieve: injected failure"
 
 

@@ -12,6 +12,8 @@ from playwright.sync_api import Browser, Page
 from tests.viewer.conftest import check_question_page, records, richest_forest, run_dir
 from tmem_core.reports import read_sweep, summarise
 
+pytestmark = pytest.mark.slow  # a real sweep (the session's forest) on the embedded SmolLM2
+
 VIEWPORT = {"width": 1400, "height": 1000}
 
 

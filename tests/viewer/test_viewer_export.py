@@ -8,10 +8,13 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
 from playwright.sync_api import Browser, Route
 
 from tests.viewer.conftest import ROOT, check_question_page, richest_forest, run_dir
 from tmem_core.reports import FIGURES
+
+pytestmark = pytest.mark.slow  # a real sweep (the session's forest) on the embedded SmolLM2
 
 
 def test_report_html_opens_from_disk(forest_sweep: Path, browser: Browser, artefacts: Path,
