@@ -77,13 +77,18 @@ def _cases(tmp: Path) -> dict[str, tuple[Path, str]]:
         "no judge": (
             _config(tmp, grid=GOOD["grid"] + "judges = []\n"),
             "error: config key 'grid.judges': an empty list judges no answer"),
+        "unknown construct backbone": (
+            _config(tmp, grid='[grid]\nmethods = ["tmem"]\nbackbones = ["smollm2"]\n',
+                    tables='[construct_backbones]\ntmem = "gpt9"\n'),
+            "error: config key 'construct_backbones.tmem': unknown value 'gpt9'; allowed: "),
     }
 
 
 CASES = ["no sweep file", "unparseable sweep file", "bad method parameter",
          "bad t2mem parameter", "nested key typo", "a parameter the variant sets",
          "no backbones file", "unknown backend", "no benchmark source",
-         "missing benchmark source", "results folder that cannot be made", "no judge"]
+         "missing benchmark source", "results folder that cannot be made", "no judge",
+         "unknown construct backbone"]
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import bundled_sweep
 from tmem_core import ConfigError
 from tmem_core.llm import load_backbones
-from tmem_core.methods import get_method
+from tmem_core.methods import get_method, method_names
 from tmem_core.pipeline import load_sweep, parse_sweep, registered
 from tmem_core.pipeline._config import Allowed
 from tmem_core.prompts import load_prompt
@@ -158,3 +158,37 @@ def test_a_revised_method_carries_its_version_in_the_run_identity() -> None:
     assert runs["bm25"].identity()["method_version"] == 2
     assert runs["bm25_meta"].identity()["method_version"] == 2  # a variant of the family
     assert "method_version" not in runs["full_context"].identity()  # never revised: same id
+
+
+CONSTRUCTED = {**GOOD, "grid": {"methods": ["tmem", "bm25"], "backbones": ["smollm2", "qwen"]}}
+
+
+def test_a_construct_backbone_is_part_of_its_methods_runs_only() -> None:
+    allowed = Allowed(benchmarks=["synthetic"], methods=method_names(),
+                      backbones=lambda _: ["smollm2", "qwen"])
+    plain = {(r.method, r.backbone): r for r in parse_sweep(CONSTRUCTED, allowed).runs()}
+    given = {(r.method, r.backbone): r for r in parse_sweep(
+        {**CONSTRUCTED, "construct_backbones": {"tmem": "qwen"}}, allowed).runs()}
+    assert all(r.construct_backbone is None and "construct_backbone" not in r.identity()
+               for r in plain.values())
+    for key, run in given.items():
+        if key[0] == "bm25":  # no construct backbone: the run it always was
+            assert run.run_id == plain[key].run_id and run.construct_backbone is None
+        else:  # the same backbone constructing is still a setting the run records
+            assert run.run_id != plain[key].run_id and run.construct_backbone == "qwen"
+            assert run.backbone_names == tuple(dict.fromkeys((key[1], "qwen", "smollm2")))
+
+
+@pytest.mark.parametrize(("table", "words"), [
+    ({"tmem": "gpt9"}, "unknown value 'gpt9'; allowed: qwen, smollm2"),
+    ({"bm25": "qwen"}, "calls no LLM in its memory or construction"),
+    ({"t2mem": "qwen"}, "a method not in grid.methods (tmem, bm25)"),
+    ({"tmem": 3}, "expected str"),
+])
+def test_a_bad_construct_backbone_names_its_key(table: dict[str, object], words: str) -> None:
+    allowed = Allowed(benchmarks=["synthetic"], methods=method_names(),
+                      backbones=lambda _: ["smollm2", "qwen"])
+    with pytest.raises(ConfigError) as err:
+        parse_sweep({**CONSTRUCTED, "construct_backbones": table}, allowed)
+    assert err.value.key.startswith(f"construct_backbones.{next(iter(table))}")
+    assert words in str(err.value), err.value

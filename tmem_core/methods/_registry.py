@@ -16,6 +16,9 @@ variant sets is refused in its table. The hooks:
 - `show`: how `jobs.inspect` prints the method's evidence and context;
 - `ranked`: its `retrieve` ranks messages without an LLM and keeps `env.top_k` (scored by
   evidence recall@k);
+- `llm_free`: neither its memory nor its construction calls an LLM (by default, as `ranked`:
+  a ranked method shows its messages as a flat list), so a sweep refuses it a construct
+  backbone;
 - `axes`: the grid's test-time axes that apply (`reasoning_budget`, `steps`), each to the
   parameter it sets (None: the axis acts in the shared answer stage only); `variant_axes`
   narrows them for a variant (a one-step ablation has no step axis). A sweep varying an axis
@@ -99,6 +102,7 @@ class MethodSpec(Generic[P]):
     variant_of: str | None = None
     show: Show = show_context
     ranked: bool = False
+    llm_free: bool = False
     evidence: type[Any] | None = None
     context: type[Any] | None = None
     checks: Mapping[str, Check] = field(default_factory=dict)
@@ -129,9 +133,9 @@ METHODS: Registry[MethodSpec[Any]] = Registry("method", tuple(
 
 def method(name: str, *, description: str, config: type[Any] = NoParams,
            variants: Mapping[str, Mapping[str, Any]] | None = None, show: Show | None = None,
-           ranked: bool = False, evidence: type[Any] | None = None,
-           context: type[Any] | None = None, checks: Mapping[str, Check] | None = None,
-           view: View | None = None, version: int = 1,
+           ranked: bool = False, llm_free: bool | None = None,
+           evidence: type[Any] | None = None, context: type[Any] | None = None,
+           checks: Mapping[str, Check] | None = None, view: View | None = None, version: int = 1,
            axes: Mapping[str, str | None] | None = None,
            variant_axes: Mapping[str, Sequence[str]] | None = None,
            prompts: Sequence[str] = (), additions: Collection[str] = ()
@@ -148,8 +152,9 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
     def register(build: Callable[[MethodEnv, P, str], ContextMethod]
                  ) -> Callable[[MethodEnv, P, str], ContextMethod]:
         base = MethodSpec(name, build, config, description, show=show or show_context,
-                          ranked=ranked, evidence=evidence, context=context,
-                          checks=checks or {}, view=view, version=version,
+                          ranked=ranked, llm_free=ranked if llm_free is None else llm_free,
+                          evidence=evidence, context=context, checks=checks or {},
+                          view=view, version=version,
                           axes=dict(axes or {}), prompts=tuple(prompts),
                           addition=name in additions)
         unknown = set(additions) - {name, *(variants or {})}

@@ -29,12 +29,12 @@ class EngineAsk:
 
 
 def sweep_backbones(config: SweepConfig, replicas: int = 0) -> list[BackboneConfig]:
-    """The backbones a sweep runs engines for (its grid's and its judges'), each with its
-    number of replicas resolved (`replicas` > 0 overrides the config's, as `jobs.plan
-    --replicas` does)."""
+    """The backbones a sweep runs engines for (its grid's, its judges', its construct
+    backbones), each with its number of replicas resolved (`replicas` > 0 overrides the
+    config's, as `jobs.plan --replicas` does)."""
     known = load_backbones(config.backbones_file)
-    used = dict.fromkeys([*config.grid.backbones, *config.judges])
-    return [with_replicas(known[name], config.resources, replicas) for name in used]
+    return [with_replicas(known[name], config.resources, replicas)
+            for name in config.backbone_names]
 
 
 def with_replicas(backbone: BackboneConfig, resources: Resources, replicas: int = 0

@@ -149,6 +149,7 @@ class RunSpec:
     reasoning_budget: int | None = None
     steps: int | None = None
     memory_quality: bool = False
+    construct_backbone: str | None = None  # the method's LLM steps' backbone, if not `backbone`
 
     @cached_property
     def run_id(self) -> str:
@@ -159,6 +160,12 @@ class RunSpec:
                                                    f"{self.backbone}_k{self.top_k}_b{self.budget}"
                                                    f"{axes}")
         return f"{slug}_{digest[:8]}"
+
+    @property
+    def backbone_names(self) -> tuple[str, ...]:
+        """The backbones the run calls: its own, its construct backbone, its judges."""
+        return tuple(dict.fromkeys([self.backbone, *filter(None, [self.construct_backbone]),
+                                    *self.judges]))
 
     @property
     def axes(self) -> dict[str, int]:
@@ -175,7 +182,8 @@ class RunSpec:
     def identity(self) -> dict[str, Any]:
         """Everything that changes a run's results (and so its id): a method revised since
         its first definition adds its version (so the ids of unchanged methods stay as they
-        were), a judge prompt file its content's hash."""
+        were), a judge prompt file its content's hash, a construct backbone its name (only
+        when the sweep gives one)."""
         return {"benchmark": asdict(self.benchmark), "method": self.method,
                 **method_version(self.method),
                 "params": dict(self.params), "backbone": self.backbone,
@@ -183,7 +191,9 @@ class RunSpec:
                 "judge_repeats": self.judge_repeats,
                 "judge_prompts": {name: prompt_file_identity(path)
                                   for name, path in self.judge_prompts.items()},
-                **self.axes, **({"memory_quality": True} if self.memory_quality else {})}
+                **self.axes, **({"memory_quality": True} if self.memory_quality else {}),
+                **({"construct_backbone": self.construct_backbone}
+                   if self.construct_backbone is not None else {})}
 
 
 def method_version(name: str) -> dict[str, int]:
@@ -202,6 +212,11 @@ def prompt_file_identity(path: str) -> dict[str, str]:
 class SweepConfig:
     """A sweep file as loaded: `methods` holds each method's parameter table as given.
 
+    `construct_backbones`: per method of the grid, the backbone its LLM steps (memory and
+    construction: T-MEM's selection and structuring, say) run on instead of each run's
+    backbone, which still answers; the judges are the grid's. A method none is given to runs
+    them on the run's backbone; one whose construction calls no LLM is refused one.
+
     `on_changed`: what a re-run does with stored records whose dependencies (backbone
     definition, prompts, method version and parameters; `tmem_core.pipeline._deps`) changed
     since they were written: "redo" them (saying which and why), or "refuse" to start."""
@@ -214,6 +229,7 @@ class SweepConfig:
     results_dir: str = "results"
     backbones_file: str | None = None
     judge_prompts: Mapping[str, str] = field(default_factory=dict)
+    construct_backbones: Mapping[str, str] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()
     on_changed: Literal["redo", "refuse"] = "redo"
 
@@ -225,13 +241,20 @@ class SweepConfig:
     def judges(self) -> tuple[str, ...]:
         return self.grid.judges or self.grid.backbones[:1]
 
+    @property
+    def backbone_names(self) -> tuple[str, ...]:
+        """Every backbone the sweep runs engines for: the grid's, its judges', the methods'
+        construct backbones."""
+        return tuple(dict.fromkeys([*self.grid.backbones, *self.judges,
+                                    *self.construct_backbones.values()]))
+
     def runs(self) -> list[RunSpec]:
         grid = self.grid
         return [
             RunSpec(self.name, bench, method, dict(self.methods.get(method, {})),
                     backbone, self.judges, k, budget, grid.judge_repeats,
                     dict(self.judge_prompts), self.plugins, reasoning, steps,
-                    grid.memory_quality)
+                    grid.memory_quality, self.construct_backbones.get(method))
             for bench, method, backbone, k, budget, reasoning, steps in itertools.product(
                 self.benchmarks, grid.methods, grid.backbones, grid.top_k, grid.budget,
                 grid.reasoning_budget or (None,), grid.steps or (None,))
@@ -267,8 +290,9 @@ def parse_sweep(raw: Mapping[str, Any], allowed: Allowed | None = None,
     config = build_config(SweepConfig, {"name": default_name, **raw}, "")
     allowed = allowed or registered()
     _known("grid.methods", config.grid.methods, allowed.methods)
-    _known("grid.backbones", (*config.grid.backbones, *(config.grid.judges or ())),
-           _backbones(allowed, config.backbones_file))
+    backbones = list(_backbones(allowed, config.backbones_file))
+    _known("grid.backbones", (*config.grid.backbones, *(config.grid.judges or ())), backbones)
+    check_construct_backbones(config, backbones)
     for index, bench in enumerate(config.benchmarks):
         _known(f"benchmarks[{index}].name", [bench.name], allowed.benchmarks)
     if sources:
@@ -279,6 +303,20 @@ def parse_sweep(raw: Mapping[str, Any], allowed: Allowed | None = None,
         _check_judge_prompt(name, path)
     _check_results_dir(Path(config.results_dir))
     return config
+
+
+def check_construct_backbones(config: SweepConfig, backbones: Iterable[str]) -> None:
+    """Each construct backbone is a known backbone, given to a method of the grid whose
+    construction calls an LLM (`ConfigError` naming the key)."""
+    for name, backbone in config.construct_backbones.items():
+        key = f"construct_backbones.{name}"
+        if name not in config.grid.methods:
+            raise ConfigError(key, f"a method not in grid.methods "
+                                   f"({', '.join(config.grid.methods)})")
+        _known(key, [backbone], backbones)
+        if name in method_names() and get_method(name).llm_free:
+            raise ConfigError(key, f"method {name!r} calls no LLM in its memory or "
+                                   f"construction: a construct backbone would change nothing")
 
 
 def check_axes(config: SweepConfig) -> None:

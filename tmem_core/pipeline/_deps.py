@@ -5,8 +5,10 @@ and the git commit of the driver that wrote it (`code`: recorded, never compared
 dependencies accumulate along the flow, as each stage reads what the one before made:
 
 - retrieve: the method's version, its resolved parameters (with the grid's Top-k and
-  budget), the prompts it declares, and the backbone unless it ranks without an LLM;
-- construct: retrieve's, and the backbone (its token counter sets the budget);
+  budget), the prompts it declares, and the backbone of its LLM steps (its memory) unless
+  it ranks without an LLM: the run's construct backbone if it has one, else its backbone;
+- construct: retrieve's, the backbone (its token counter sets the budget) and the backbone
+  of the method's LLM steps;
 - answer: construct's, and every answer prompt (a question's context kind picks one);
 - judge (and its calibration and memory-quality scores): answer's, each judge's backbone, the
   benchmark's judge prompts (a user's file where the sweep names one) and, when the grid asks
@@ -53,11 +55,13 @@ def run_dependencies(run: RunSpec, backbones: Mapping[str, BackboneConfig]
     """Each stage's dependencies for `run` (`backbones`: by name, the run's among them)."""
     spec = get_method(run.method)
     own = _backbone("backbone", backbones[run.backbone])
+    steps = (_backbone("construct backbone", backbones[run.construct_backbone])
+             if run.construct_backbone else own)  # the method's LLM steps
     retrieve = {"method version": str(spec.version),
                 "method parameters": _sha({**method_in_effect(run), "top_k": run.top_k,
                                            "budget": run.budget}),
-                **_prompts(spec.prompts), **({} if spec.ranked else own)}
-    construct = {**retrieve, **own}
+                **_prompts(spec.prompts), **({} if spec.ranked else steps)}
+    construct = {**retrieve, **own, **steps}
     answer = {**construct, **_prompts(CONTEXT_PROMPTS.values())}
     protocol = get_protocol(run.benchmark.name)
     judges = {k: v for name in run.judges for k, v in _backbone("judge", backbones[name]).items()}

@@ -43,9 +43,12 @@ def _accounted_memories(run_dir: Path) -> set[str]:
 class MethodStage(Stage):
     """Stages that hold the run's method (its indexes load lazily, once per actor).
 
-    A method with offline memory (`prepare(conv_id, llm)`, e.g. T2Mem's metadata) builds it
-    for a question's conversation first; it is cached on disk, so after the first stage that
-    builds it, later stages and actors only load it. Its calls count as stage "memory".
+    The method's LLM steps run on the run's construct backbone if it has one, else on its
+    backbone; either way its context is counted in the tokens of the run's backbone (which
+    answers from it). A method with offline memory (`prepare(conv_id, llm)`, e.g. T2Mem's
+    metadata) builds it for a question's conversation first; it is cached on disk, so after
+    the first stage that builds it, later stages and actors only load it. Its calls count as
+    stage "memory".
     """
 
     def __init__(self, job: StageJob, shares: MethodStage | None = None) -> None:
@@ -77,7 +80,7 @@ class MethodStage(Stage):
         prepare: Callable[..., Any] | None = getattr(self.method, "prepare", None)
         if prepare is None:
             return []
-        llm = self.proxy(self.job.backbone, question.qid, stage=MEMORY_STAGE)
+        llm = self.proxy(self.job.method_backbone, question.qid, stage=MEMORY_STAGE)
         with self._prepare_lock:  # the batch's threads share one memory per conversation
             stats = prepare(question.conv_id, llm)
             first = question.conv_id not in self._memory_accounted
@@ -124,7 +127,7 @@ class ConstructStage(MethodStage):
         evidence = Evidence(question.qid, self.job.run.method, tuple(row["evidence_ids"]),
                             payload=payload)
         memory_calls = self.prepare_memory(question)
-        llm = self.proxy(self.job.backbone, question.qid)
+        llm = self.proxy(self.job.method_backbone, question.qid)
         started = time.perf_counter()
         context = self.method.construct(question, evidence, llm, counter_for(self.job.backbone))
         record = self.record(row, kind=context.kind, context=context.text,

@@ -172,8 +172,7 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
             write_atomic(root / SWEEP_FILE,
                          json.dumps(_sweep_json(config), indent=2, default=str))
             if not local:  # every worker checks that it counts tokens as this node does
-                init_ray(env=expected_tokenizers(
-                    backbones[n] for n in {*config.grid.backbones, *config.judges}))
+                init_ray(env=expected_tokenizers(backbones[n] for n in config.backbone_names))
                 lease.note(_ray_job())
             plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, local,
                               deps[run.run_id]) for run in runs]
@@ -323,7 +322,7 @@ class RunPlan:
 
     @property
     def backbones(self) -> tuple[BackboneConfig, ...]:
-        return (self.job.backbone, *self.job.judges)
+        return self.job.backbones
 
     @property
     def run_dir(self) -> Path:
@@ -337,7 +336,7 @@ def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig]
     run_dir = root / run.run_id
     prepared = read_prepared(bench_dir)
     prompts = [*prompt_names(), *run.judge_prompts.values()]
-    generation = {name: backbones[name].generation() for name in (run.backbone, *run.judges)}
+    generation = {name: backbones[name].generation() for name in run.backbone_names}
     contract = Contract.start(run, _data_facts(prepared.manifest, bench_dir),
                               {n: load_prompt(n).sha256 for n in prompts}, generation, run_dir)
     contract.write(run_dir)
@@ -345,7 +344,8 @@ def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig]
     job = StageJob(run, str(run_dir), str(bench_dir), backbones[run.backbone],
                    tuple(backbones[j] for j in run.judges), os.environ.get(PROBE_ENV, ""),
                    local, deps if deps is not None else run_dependencies(run, backbones),
-                   contract.git_commit)
+                   contract.git_commit,
+                   backbones[run.construct_backbone] if run.construct_backbone else None)
     return RunPlan(job, questions, contract, prepared)
 
 
@@ -456,7 +456,8 @@ def _stage_pools(jobs: list[StageJob], resources: Resources
     if resources.fuse_stages:
         actors = max(resources.retrieve_actors, resources.llm_actors)
         return [(FusedStages, actors, resources.cpus_per_actor)]
-    in_process = any(get_backend(job.backbone.backend).in_process for job in jobs)
+    in_process = any(get_backend(job.method_backbone.backend).in_process
+                     or get_backend(job.backbone.backend).in_process for job in jobs)
     llm_cpus = resources.cpus_per_actor if in_process else 0.1  # else they wait on the engine
     return [(stage, resources.retrieve_actors, resources.cpus_per_actor)
             if stage is RetrieveStage else (stage, resources.llm_actors, llm_cpus)

@@ -62,6 +62,17 @@ class StageJob:
     local: bool = False  # engines in this process instead of Ray actors (the plain loop)
     deps: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # per stage (`_deps`)
     code: str | None = None  # the driver's git commit, on every record
+    construct: BackboneConfig | None = None  # the run's construct backbone, if it has one
+
+    @property
+    def method_backbone(self) -> BackboneConfig:
+        """The backbone of the method's LLM steps (memory and construction)."""
+        return self.construct or self.backbone
+
+    @property
+    def backbones(self) -> tuple[BackboneConfig, ...]:
+        """Every backbone the run calls: its own, its construct backbone, its judges."""
+        return (self.backbone, *([self.construct] if self.construct else []), *self.judges)
 
 
 @dataclass

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
-CONFIG = ("benchmark", "method", "params", "backbone", "judges", "top_k", "budget")
+CONFIG = ("benchmark", "method", "params", "backbone", "construct_backbone", "judges", "top_k",
+          "budget")
 COMPARED = ("accuracy", "f1", "recall", "tokens_per_question", "cost_usd", "wall_s")
 SWEEP = "sweep"
 BASELINE, CURRENT = "baseline", "current"

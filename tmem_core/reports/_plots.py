@@ -15,9 +15,10 @@ from tmem_core.reports._summary import Summary
 from tmem_core.reports._utilisation import in_flight
 from tmem_core.results import ALL_JUDGES, OVERALL
 
-LABEL_FIELDS = ("benchmark", "method", "backbone", "top_k", "budget", "reasoning_budget",
-                "steps", "params", "judges")
-_PREFIX = {"top_k": "k", "budget": "b", "reasoning_budget": "r", "steps": "s"}
+LABEL_FIELDS = ("benchmark", "method", "backbone", "construct_backbone", "top_k", "budget",
+                "reasoning_budget", "steps", "params", "judges")
+_PREFIX = {"construct_backbone": "construct ", "top_k": "k", "budget": "b",
+           "reasoning_budget": "r", "steps": "s"}
 AXIS_LABELS = {"reasoning_budget": "reasoning budget N (tokens; max_tokens = N + 64)",
                "steps": "construction steps (Tmax)"}
 """The test-time axes a sweep may vary, each drawn against accuracy and tokens when it does."""
@@ -25,12 +26,14 @@ AXIS_LABELS = {"reasoning_budget": "reasoning budget N (tokens; max_tokens = N +
 
 def run_labels(runs: pl.DataFrame, leave_out: Sequence[str] = ()) -> pl.Series:
     """A short label per run: its method plus every config field that varies in `runs`
-    (parameters only when one method runs with several: each method has its own)."""
+    (parameters only when one method runs with several: each method has its own), but those
+    the run leaves unset (a construct backbone)."""
     shown = [_column(runs, f) for f in LABEL_FIELDS
              if f in runs.columns and f not in leave_out and _varies(runs, f)]
     parts = [_method(runs) if f == "method" else pl.lit(_PREFIX.get(f, "")) + pl.col(f).cast(
         pl.String) for f in shown]
-    return runs.select(pl.concat_str(parts, separator=" ").alias("label")).to_series()
+    return runs.select(pl.concat_str(parts, separator=" ", ignore_nulls=True).alias("label")
+                       ).to_series()
 
 
 def _method(runs: pl.DataFrame) -> pl.Expr:

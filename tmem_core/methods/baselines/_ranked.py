@@ -78,7 +78,8 @@ class Bm25Expand:
                         [index.conversation.messages[p].msg_id for p in list(order)[:top_k]])
 
 
-@method("full_context", description="the most recent messages up to the token budget")
+@method("full_context", llm_free=True,
+        description="the most recent messages up to the token budget")
 def _full_context(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
     return ranked(FullContext(env.index_store, env.budget), env)
 
