@@ -61,10 +61,11 @@ lint: setup
 typecheck: setup
 	$(VPY) -m mypy
 
-# The suite mostly waits (model loads, Ray start-up, sweeps' drivers): TEST_WORKERS pytest-xdist
-# workers share the cores, a test file per worker at a time (its module fixtures built once),
-# each worker with a Ray head of its own (tests/ray_head.py).
-TEST_WORKERS ?= 2
+# TEST_WORKERS pytest-xdist workers (0: none, the default), a test file per worker at a time
+# (its module fixtures built once), each with a Ray head of its own (tests/ray_head.py). On two
+# cores one process is faster: two workers' llama.cpp servers spin against each other (CI took
+# 3,609 s with 2 workers, 1,824 s without); give it a core or more per worker.
+TEST_WORKERS ?= 0
 pytest: setup browser
 	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
