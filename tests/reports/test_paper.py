@@ -14,7 +14,7 @@ from tests.reports.conftest import QUESTIONS, QSpec, locomo_run, write_locomo_da
 from tmem_core.methods import method_names
 from tmem_core.pipeline import BenchmarkConfig, RunSpec
 from tmem_core.reports import read_sweep, summarise, write_report
-from tmem_core.reports._paper import paper_figures, paper_table
+from tmem_core.reports._paper import FIGURES_FILE, paper_figures, paper_table
 from tmem_core.results._sweep import RUN_SCHEMA
 
 GROUPMEMBENCH = BenchmarkConfig("groupmembench", limit=5)
@@ -48,11 +48,14 @@ def test_a_report_over_a_matching_sweep_shows_the_paper_column(tmp_path: Path) -
     matching = _groupmembench_run("bm25_expand", top_k=36)
     write_run(root, matching)
     write_run(root, _groupmembench_run("bm25_expand", top_k=12))
-    write_run(root, locomo_run("s", method="bm25_expand", top_k=36))  # LoCoMo: no figure
+    locomo = locomo_run("s", method="bm25_expand", top_k=36)  # LoCoMo: no Exp-2 figure
+    write_run(root, locomo)
     summary = summarise(read_sweep(root))
-    paper = summary.paper
+    paper = summary.paper.filter(experiment="Exp-2")
     row = paper.row(0, named=True)
     assert paper.height == 1 and row["run_id"] == matching.run_id
+    flat = summary.paper.filter(figure="exp3-flat-36")  # Exp-3 names no benchmark
+    assert sorted(flat["run_id"]) == sorted([matching.run_id, locomo.run_id])
     ours = _recall_percent(QUESTIONS)
     assert (row["figure"], row["paper"], row["match"]) == ("exp2-bm25-expand-36", 56.6, "loose")
     assert row["ours"] == pytest.approx(ours) and row["difference"] == pytest.approx(ours - 56.6)
@@ -98,3 +101,54 @@ def test_exp5_figures_match_their_condition_and_the_interval_hook(tmp_path: Path
     assert exp5["figure"].to_list() == ["exp5-tmem-2"]
     assert exp5["ours"].item() == pytest.approx(40.0)
     assert exp5["inside_interval"].item() is True  # 41.12 lies in [35, 45]
+
+
+def test_the_newest_table_links_methods_and_never_changes_a_figure() -> None:
+    assert FIGURES_FILE.name == "paper_figures.v2.toml"
+    first = {f.id: f for f in paper_figures(FIGURES_FILE.with_name("paper_figures.v1.toml"))}
+    newest = {f.id: f for f in paper_figures()}
+    assert newest.keys() == first.keys()
+    assert all((f.value, f.setting, f.section, f.paper_method) == (
+        first[f.id].value, first[f.id].setting, first[f.id].section, first[f.id].paper_method)
+        for f in newest.values())
+    linked = {f.id: (f.method, f.metric) for f in newest.values()
+              if f.method and not first[f.id].method}
+    assert linked["exp2-tmem-36"] == ("tmem", "selection_recall")
+    assert linked["e2-global-36"] == ("tmem_global", "recall")
+    assert linked["exp4-wo-discovery-gpt-5.5"] == ("tmem_wo_discovery", "loss")
+    assert linked["e3-flat-36"] == ("tmem_wo_structuring", "accuracy")
+    assert "e1-memgas-cost" not in linked and "exp2-hipporag2-36" not in linked
+
+
+def test_exp3_gains_of_the_forest_match_any_benchmark_loosely(tmp_path: Path) -> None:
+    root = tmp_path / "sweep"
+    write_locomo_data(root)
+    worse = tuple(dataclasses.replace(q, scores=(0.0,) * len(q.scores)) for q in QUESTIONS)
+    forest = locomo_run("s", method="tmem_bm25_expand_forest", top_k=36)
+    flat = locomo_run("s", method="bm25_expand", top_k=36)
+    write_run(root, forest)
+    write_run(root, flat, worse)
+    write_run(root, locomo_run("s", method="tmem_bm25_expand_forest", top_k=12))  # no figure
+    summary = summarise(read_sweep(root))
+    accuracy = dict(summary.runs.select("run_id", "accuracy").iter_rows())
+    gains = summary.paper.filter(experiment="Exp-3")
+    assert sorted(gains["figure"].to_list()) == ["exp3-flat-36", "exp3-gain-36"]
+    gain = gains.row(by_predicate=pl.col("figure") == "exp3-gain-36", named=True)
+    assert (gain["run_id"], gain["match"]) == (forest.run_id, "loose")
+    assert gain["ours"] == pytest.approx(100 * (accuracy[forest.run_id] - accuracy[flat.run_id]))
+    assert summary.paper.filter(experiment="E.2").is_empty()  # GroupMemBench's, by name
+
+
+def test_exp2_compares_the_evidence_after_selection(tmp_path: Path) -> None:
+    root = tmp_path / "sweep"
+    write_locomo_data(root)
+    selected = tuple(dataclasses.replace(q, selected=q.evidence[:1]) for q in QUESTIONS)
+    tmem = _groupmembench_run("tmem", backbone="deepseek-v4-flash", top_k=48)
+    write_run(root, tmem, selected)
+    summary = summarise(read_sweep(root))
+    row = summary.paper.filter(experiment="Exp-2").row(0, named=True)
+    assert (row["figure"], row["metric"], row["run_id"]) == (
+        "exp2-tmem-48", "selection_recall", tmem.run_id)
+    ours = summary.runs.row(0, named=True)["selection_recall"]
+    assert 0 < ours < 1 and row["ours"] == pytest.approx(100 * ours)
+    assert row["ours"] != pytest.approx(_recall_percent(QUESTIONS))  # not the context's recall

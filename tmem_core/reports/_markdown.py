@@ -368,7 +368,8 @@ class Report:
         table = self.summary.paper
         if table.is_empty():
             return ["No run matches a figure of the T-MEM paper's table "
-                    "(`tmem_core/reports/paper_figures.v1.toml`, which documents the match key)."]
+                    "(the newest `tmem_core/reports/paper_figures.v<N>.toml`, which documents "
+                    "the match key)."]
         shown = ["run_id", "experiment", "section", "paper_method", "metric", "ours", "paper",
                  "difference", "match"]
         if table["inside_interval"].is_not_null().any():

@@ -1,5 +1,5 @@
-"""The paper's figures beside ours: the bundled table (`paper_figures.v1.toml`, whose header
-documents the match key) and the runs of a sweep that match each figure."""
+"""The paper's figures beside ours: the bundled table (the newest `paper_figures.v<N>.toml`,
+whose header documents the match key) and the runs of a sweep that match each figure."""
 
 from __future__ import annotations
 
@@ -14,8 +14,19 @@ from typing import Any, Literal, get_args
 
 import polars as pl
 
-FIGURES_FILE = Path(__file__).resolve().parent / "paper_figures.v1.toml"
-Metric = Literal["accuracy", "recall", "margin", "gain", "loss", "tokens_m", "cost_usd"]
+
+def _newest_table(folder: Path) -> Path:
+    """The highest version of the bundled table (versions are never edited, only added)."""
+    tables = {int(m[1]): p for p in folder.glob("paper_figures.v*.toml")
+              if (m := re.fullmatch(r"paper_figures\.v(\d+)\.toml", p.name))}
+    return tables[max(tables)]
+
+
+FIGURES_FILE = _newest_table(Path(__file__).resolve().parent)
+Metric = Literal["accuracy", "recall", "selection_recall", "margin", "gain", "loss", "tokens_m",
+                 "cost_usd"]
+PERCENT = ("accuracy", "recall", "selection_recall")  # fractions in the runs table
+ANY_BENCHMARK = "*"  # the summary does not name the benchmark: any matches, loosely
 METRICS: tuple[str, ...] = get_args(Metric)
 RELATIVE = ("gain", "loss")  # against the run of the figure's `reference` method
 SETTING = ("dataset", "backbone", "top_k", "budget")  # what "the same setting" shares
@@ -41,7 +52,7 @@ class PaperFigure:
     value: float
     paper_method: str
     method: str  # ours implementing it; "": none yet
-    benchmark: str  # "": the summary does not name it (matches no run)
+    benchmark: str  # "*": not named, matches any (loose); "": matches no run
     answer_model: str | None = None
     top_k: int | None = None
     budget: int | None = None
@@ -50,15 +61,16 @@ class PaperFigure:
 
     def match(self, run: Mapping[str, Any], condition: int | None) -> str | None:
         """"exact", "loose" (a key field the summary leaves out) or None."""
-        if not self.method or not self.benchmark or (self.method, self.benchmark) != (
-                run["method"], run["benchmark"]):
+        if not self.method or self.method != run["method"] or self.benchmark not in (
+                run["benchmark"], ANY_BENCHMARK):
             return None
         given = [(self.answer_model, _model(run["backbone"])), (self.top_k, run["top_k"]),
                  (self.budget, run["budget"]), (self.condition, condition)]
         if any(want is not None and (_model(want) if isinstance(want, str) else want) != have
                for want, have in given):
             return None
-        return "loose" if any(want is None for want, _ in given[:3]) else "exact"
+        unstated = self.benchmark == ANY_BENCHMARK or any(want is None for want, _ in given[:3])
+        return "loose" if unstated else "exact"
 
 
 def _model(name: str) -> str:
@@ -118,8 +130,8 @@ def run_intervals(runs: pl.DataFrame) -> Interval:
 
 def _ours(figure: PaperFigure, run: Mapping[str, Any], runs: list[dict[str, Any]]
           ) -> float | None:
-    """Our figure in the paper's unit (percent and points for accuracy and recall)."""
-    if figure.metric in ("accuracy", "recall"):
+    """Our figure in the paper's unit (percent and points for accuracy and recalls)."""
+    if figure.metric in PERCENT:
         return _percent(run[figure.metric])
     if figure.metric == "tokens_m":
         return None if run.get("tokens") is None else run["tokens"] / 1e6
