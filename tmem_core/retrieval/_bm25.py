@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tmem_core._cache_dir import build_once
-from tmem_core.retrieval._index_keys import content_key
+from tmem_core.retrieval._index_keys import NUMPY_LOADS, content_key
 from tmem_core.retrieval._text import lexical_tokens
 
 if TYPE_CHECKING:  # imported where used: only retrieval processes need it
@@ -44,7 +44,9 @@ class Bm25Index:
             retriever.save(str(tmp), show_progress=False)
 
         built = build_once(target, build)
-        return cls(bm25s.BM25.load(str(target), show_progress=False), len(texts)), built
+        with NUMPY_LOADS:
+            retriever = bm25s.BM25.load(str(target), show_progress=False)
+        return cls(retriever, len(texts)), built
 
     def scores(self, query: str) -> np.ndarray:
         tokens = [t for t in lexical_tokens(query) if t in self._retriever.vocab_dict]

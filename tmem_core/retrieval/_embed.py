@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 from filelock import FileLock
 
+from tmem_core.retrieval._index_keys import NUMPY_LOADS
+
 if TYPE_CHECKING:
     from tmem_core.retrieval._minilm import MiniLM
 
@@ -137,7 +139,7 @@ class EmbeddingStore:
             return
         for path in sorted(self.directory.glob("shard-*.npz")):
             if path.name not in self._shards:
-                with np.load(path) as data:
+                with NUMPY_LOADS, np.load(path) as data:
                     self._add(path.name, [str(k) for k in data["keys"]], data["vectors"])
 
     def _add(self, name: str, keys: list[str], vectors: np.ndarray) -> None:
