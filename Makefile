@@ -61,11 +61,10 @@ lint: setup
 typecheck: setup
 	$(VPY) -m mypy
 
-# TEST_WORKERS pytest-xdist workers (0: none, the default), a test file per worker at a time
-# (its module fixtures built once), each with a Ray head of its own (tests/ray_head.py). On two
-# cores one process is faster: two workers' llama.cpp servers spin against each other (CI took
-# 3,609 s with 2 workers, 1,824 s without); give it a core or more per worker.
-TEST_WORKERS ?= 0
+# TEST_WORKERS pytest-xdist workers (0: one process), a test file per worker at a time (its
+# module fixtures built once), each with a Ray head of its own (tests/ray_head.py). Measured on
+# 2 cores: pytest took 3,260 s with 2 workers (CI) and 3,830 s in one process (a clean clone).
+TEST_WORKERS ?= 2
 pytest: setup browser
 	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
