@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from tmem_core.llm import (
     BatchModel,
@@ -25,6 +26,20 @@ from tmem_core.llm._sim import Seq
 from tmem_core.llm._types import schema_validator
 from tmem_core.methods.t2mem import step_schema
 from tmem_core.methods.tmem import keyed_schema, one_of
+
+
+class Entity(BaseModel):
+    """An item type pydantic puts under `$defs` and names by `$ref` (as graphiti's and mem0's
+    response models are sent)."""
+
+    name: str
+    kind: int
+
+
+class Entities(BaseModel):
+    entities: list[Entity]
+    best: Entity | None
+
 
 FLAT = SimEngineConfig(ttft_s=0.0, prefill_tokens_per_s=1000.0, step_s=0.01, step_s_per_seq=0.0,
                        step_s_per_ktok=0.0, max_num_seqs=2)
@@ -78,7 +93,8 @@ def test_answers_are_deterministic_schema_valid_and_counted() -> None:
     schemas = [step_schema(["search", "answer"]),
                keyed_schema("links", {"m1": {"type": "object", "properties": {
                    "parent": one_of(["m0", "none"])}, "required": ["parent"]}}),
-               {"type": "object", "properties": {"verdict": {"enum": ["CORRECT", "WRONG"]}}}]
+               {"type": "object", "properties": {"verdict": {"enum": ["CORRECT", "WRONG"]}}},
+               Entities.model_json_schema()]
     requests = [ChatRequest.from_prompt("Atlas checkout retry limit moved to 5 attempts", schema=s)
                 for s in schemas] + [ChatRequest.from_prompt("What did the team decide?")]
     with open_backend(backbone) as engine:

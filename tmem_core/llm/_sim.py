@@ -305,22 +305,35 @@ def reply_text(request: ChatRequest, backbone: BackboneConfig, config: SimEngine
 
 
 def schema_instance(schema: dict[str, Any], rng: random.Random, words: Sequence[str]) -> Any:
-    """A value valid against `schema` (the subset the project's prompts use)."""
+    """A value valid against `schema` (the subset the project's and the external systems'
+    prompts use: pydantic's `$defs` and `$ref` included)."""
+    return _instance(schema, schema, rng, words)
+
+
+def _instance(schema: dict[str, Any], root: dict[str, Any], rng: random.Random,
+              words: Sequence[str]) -> Any:
+    def inner(sub: dict[str, Any]) -> Any:
+        return _instance(sub, root, rng, words)
+
+    if "$ref" in schema:
+        return inner(_resolve(schema["$ref"], root))
     if "const" in schema:
         return schema["const"]
     if "enum" in schema:
         return rng.choice(schema["enum"])
     for key in ("anyOf", "oneOf"):
         if key in schema:
-            return schema_instance(rng.choice(schema[key]), rng, words)
+            return inner(rng.choice(schema[key]))
+    if "allOf" in schema:
+        return inner({k: v for part in schema["allOf"] for k, v in part.items()})
     kind = schema.get("type", "object" if "properties" in schema else "string")
     kind = kind[0] if isinstance(kind, list) else kind
     if kind == "object":
-        return {k: schema_instance(v, rng, words) for k, v in schema.get("properties", {}).items()}
+        return {k: inner(v) for k, v in schema.get("properties", {}).items()}
     if kind == "array":
         low = schema.get("minItems", 0)
         high = max(low, min(schema.get("maxItems", low + 3), low + 3))
-        return [schema_instance(schema.get("items", {}), rng, words)
+        return [inner(schema.get("items", {}))
                 for _ in range(rng.randint(max(low, min(1, high)), high))]
     if kind in ("integer", "number"):
         value = rng.randint(int(schema.get("minimum", 0)), int(schema.get("maximum", 10)))
@@ -330,6 +343,16 @@ def schema_instance(schema: dict[str, Any], rng: random.Random, words: Sequence[
     if kind == "null":
         return None
     return _string(schema, rng, words)
+
+
+def _resolve(ref: str, root: dict[str, Any]) -> dict[str, Any]:
+    """The sub-schema a local `$ref` ("#/$defs/Name") points at."""
+    if not ref.startswith("#/"):
+        raise ValueError(f"sim backend: only local $ref is supported, not {ref!r}")
+    node: Any = root
+    for part in ref[2:].split("/"):
+        node = node[part.replace("~1", "/").replace("~0", "~")]
+    return dict(node)
 
 
 def _string(schema: dict[str, Any], rng: random.Random, words: Sequence[str]) -> str:
