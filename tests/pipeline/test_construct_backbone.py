@@ -1,6 +1,6 @@
 """A construct backbone runs T-MEM's selection and structuring, the run's backbone answers and
 judges: each call is on record under the backbone that made it, and the setting makes another
-run."""
+run; in the driver and through `jobs.sweep` on the shared Ray head."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
+
+from tests import ray_head
 from tests.conftest import Step, scripted_backbones
 from tests.pipeline.shaped import ShapedServer
 from tests.pipeline.test_memory_cost import AnsweringServer
@@ -35,14 +39,24 @@ def _ids(text: str) -> list[str]:
     return list(dict.fromkeys(re.findall(r"\bm\d+\b", text)))
 
 
-def _sweep(tmp_path: Path, backbones: Path, construct: dict[str, str]) -> Any:
-    return parse_sweep({
+def _table(tmp_path: Path, backbones: Path, construct: dict[str, str]) -> dict[str, Any]:
+    return {
         "name": "split", "results_dir": str(tmp_path / "results"),
         "backbones_file": str(backbones),
         "benchmarks": [{"name": "synthetic", "size": 200, "limit": 2}],
         "grid": {"methods": ["tmem"], "backbones": ["answerer"], "top_k": [8],
                  "budget": [512]},
-        "construct_backbones": construct})
+        "resources": ray_head.ONE_ACTOR,
+        "construct_backbones": construct}
+
+
+def _servers(tmp_path: Path) -> tuple[AnsweringServer, Selector, Path]:
+    """The answering and the selecting server, and a backbones file naming both."""
+    answerer, selector = AnsweringServer([Step()]), Selector([Step()])
+    both = tmp_path / "backbones.toml"
+    both.write_text(scripted_backbones(tmp_path, answerer, "answerer").read_text()
+                    + scripted_backbones(tmp_path, selector, "selector").read_text())
+    return answerer, selector, both
 
 
 def _asked(server: ShapedServer) -> set[str]:
@@ -52,31 +66,49 @@ def _asked(server: ShapedServer) -> set[str]:
 
 
 def test_construction_runs_on_its_backbone_and_the_answer_on_the_runs(tmp_path: Path) -> None:
-    answerer, selector = AnsweringServer([Step()]), Selector([Step()])
+    answerer, selector, both = _servers(tmp_path)
     try:
-        both = tmp_path / "backbones.toml"
-        both.write_text(scripted_backbones(tmp_path, answerer, "answerer").read_text()
-                        + scripted_backbones(tmp_path, selector, "selector").read_text())
-        config = _sweep(tmp_path, both, {"tmem": "selector"})
+        config = parse_sweep(_table(tmp_path, both, {"tmem": "selector"}))
         (summary,) = run_sweep(config, log=lambda _: None, local=True)
     finally:
         answerer.close()
         selector.close()
-    calls = calls_store(Path(summary.run_dir)).latest().to_pylist()
+    assert summary.stage_errors == {s: 0 for s in summary.stage_errors}
+    assert not summary.degradation.get("selection_fallback_batches")  # the selector's labels
+    _assert_split(Path(summary.run_dir), answerer, selector)
+    unset = parse_sweep(_table(tmp_path, both, {})).runs()[0]
+    assert unset.run_id != summary.run_id and unset.construct_backbone is None
+
+
+@pytest.mark.slow
+def test_construct_backbone_through_jobs_sweep_on_ray(ray_address: str, tmp_path: Path) -> None:
+    """The same split when the stages run as Ray actors (the engine clients are built in the
+    actors from the pickled run, not in the driver)."""
+    answerer, selector, both = _servers(tmp_path)
+    config = tmp_path / "split.yaml"
+    config.write_text(yaml.safe_dump(_table(tmp_path, both, {"tmem": "selector"})))
+    try:
+        done = ray_head.run_sweep(config, ray_address, timeout=900)
+    finally:
+        answerer.close()
+        selector.close()
+    assert "sweep split done: 1 runs" in done.stdout
+    sweep = tmp_path / "results" / "split"
+    (run_id,) = json.loads((sweep / "sweep.json").read_text())["runs"]
+    _assert_split(sweep / run_id, answerer, selector)
+
+
+def _assert_split(run_dir: Path, answerer: ShapedServer, selector: ShapedServer) -> None:
+    """Each call is on record under the backbone that made it, each server was asked only its
+    part, and the contract and the construct records name the construct backbone."""
     by_stage: dict[str, set[str]] = {}
-    for call in calls:
+    for call in calls_store(run_dir).latest().to_pylist():
         by_stage.setdefault(call["stage"], set()).add(call["backbone"])
     assert by_stage == {"construct": {"selector"}, "answer": {"answerer"},
                         "judge": {"answerer"}, "calibration": {"answerer"}}
-    assert summary.stage_errors == {s: 0 for s in summary.stage_errors}
-    assert not summary.degradation.get("selection_fallback_batches")  # the selector's labels
-    # what each server was asked: selection and structuring, or answers and verdicts
     assert _asked(selector) == {SELECT, STRUCTURE} and _asked(answerer) == {"other"}
-    contract = json.loads((Path(summary.run_dir) / "contract.json").read_text())
+    contract = json.loads((run_dir / "contract.json").read_text())
     assert contract["config"]["construct_backbone"] == "selector"
     assert set(contract["generation"]) == {"answerer", "selector"}
-    (deps,) = {r["deps"] for r in stage_store(Path(summary.run_dir), "construct").latest()
-               .to_pylist()}
+    (deps,) = {r["deps"] for r in stage_store(run_dir, "construct").latest().to_pylist()}
     assert {"backbone answerer", "construct backbone selector"} <= set(json.loads(deps))
-    unset = _sweep(tmp_path, both, {}).runs()[0]
-    assert unset.run_id != summary.run_id and unset.construct_backbone is None
