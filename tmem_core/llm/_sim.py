@@ -324,8 +324,6 @@ def _instance(schema: dict[str, Any], root: dict[str, Any], rng: random.Random,
     for key in ("anyOf", "oneOf"):
         if key in schema:
             return inner(rng.choice(schema[key]))
-    if "allOf" in schema:
-        return inner({k: v for part in schema["allOf"] for k, v in part.items()})
     kind = schema.get("type", "object" if "properties" in schema else "string")
     kind = kind[0] if isinstance(kind, list) else kind
     if kind == "object":
