@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from graphiti_core.prompts.extract_nodes import ExtractedEntities
 from pydantic import BaseModel
 
 from tmem_core.llm import (
@@ -94,7 +95,7 @@ def test_answers_are_deterministic_schema_valid_and_counted() -> None:
                keyed_schema("links", {"m1": {"type": "object", "properties": {
                    "parent": one_of(["m0", "none"])}, "required": ["parent"]}}),
                {"type": "object", "properties": {"verdict": {"enum": ["CORRECT", "WRONG"]}}},
-               Entities.model_json_schema()]
+               Entities.model_json_schema(), ExtractedEntities.model_json_schema()]
     requests = [ChatRequest.from_prompt("Atlas checkout retry limit moved to 5 attempts", schema=s)
                 for s in schemas] + [ChatRequest.from_prompt("What did the team decide?")]
     with open_backend(backbone) as engine:
