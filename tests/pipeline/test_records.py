@@ -22,7 +22,7 @@ from tmem_core import pipeline
 from tmem_core.pipeline import STAGES
 from tmem_core.pipeline._runner import prepare_benchmark, select_questions
 from tmem_core.reports import read_sweep, summarise
-from tmem_core.results import LEASE_FILE, calls_store, run_dirs, stage_store
+from tmem_core.results import LEASE_FILE, calls_store, run_dirs, run_stores, stage_store
 from tmem_core.viewer._data import load_sweep
 from tmem_core.viewer._views import sweep_view
 
@@ -131,6 +131,10 @@ def test_one_count_with_several_unfused_stage_actors(ray_address: str, tmp_path:
                      if c["stage"] == "memory")
     assert memory and max(memory.values()) > 1  # recorded by more than one actor
     assert_no_duplicated_or_lost_records(sweep, 4)
+    for run_dir in run_dirs(sweep):  # written a call at a time, merged when the run was done
+        parts = {store.stage: len(store.parts()) for store in run_stores(run_dir)
+                 if store.directory.exists()}
+        assert len(parts) >= 6 and set(parts.values()) == {1}, (run_dir.name, parts)
     assert_run_lines_equal_report_and_viewer(done.stdout, sweep)
     report = summarise(read_sweep(sweep)).tokens
     memory_tokens = report.filter((report["run_id"] == t2mem.name)

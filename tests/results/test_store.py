@@ -7,7 +7,7 @@ import pyarrow as pa
 import pytest
 
 from tmem_core.results import StageStore, remove_leftovers
-from tmem_core.results._store import stage_schema
+from tmem_core.results._store import JOURNAL, Merge, stage_schema
 
 SCHEMA = stage_schema(pa.field("value", pa.int64()))
 
@@ -67,3 +67,73 @@ def test_leftover_temporaries_older_than_the_lease_are_removed(tmp_path: Path) -
     assert sorted(removed) == sorted(old)
     assert not any(p.exists() for p in old) and young.exists()
     assert store.latest().num_rows == 1
+
+
+def _history(store: StageStore) -> list[tuple[object, ...]]:
+    return sorted((r["key"], r["ok"], r["value"], r["attempt"], r["written_at"])
+                  for r in store.read_all().to_pylist())
+
+
+def _streamed(tmp_path: Path) -> StageStore:
+    """A store as a streamed run leaves it: a part per call, a retried key among them."""
+    store = StageStore(tmp_path, "answer", SCHEMA)
+    store.append([row("q2", ok=False)])
+    for index, key in enumerate(["q1", "q2", "q0"]):
+        store.append([row(key, value=index)])
+    return store
+
+
+def test_compact_merges_every_part_into_one_with_the_same_rows(tmp_path: Path) -> None:
+    store = _streamed(tmp_path)
+    before, latest = _history(store), store.latest().to_pylist()
+    store.compact()
+    (part,) = store.parts()
+    assert _history(store) == before  # every attempt kept, bookkeeping unchanged
+    assert sorted(store.latest().to_pylist(), key=str) == sorted(latest, key=str)
+    assert sorted(p.name for p in (tmp_path / "answer").iterdir()) == [part.name]
+    store.append([row("q3", value=9)])  # a later write sorts after the merged part
+    assert store.parts()[-1] != part and len(store.parts()) == 2
+
+
+def test_a_merge_cut_short_after_its_part_landed_reads_each_row_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _streamed(tmp_path)
+    before = _history(store)
+    sources = store.parts()
+    monkeypatch.setattr(Merge, "finish", lambda self: None)  # killed before removing
+    store.compact()
+    monkeypatch.undo()
+    assert all(p.exists() for p in sources) and (tmp_path / "answer" / JOURNAL).exists()
+    assert _history(store) == before  # the replaced parts are not read twice
+    store.compact()  # the next merge removes what the cut-short one left
+    assert len(store.parts()) == 1 and not any(p.exists() for p in sources)
+    assert not (tmp_path / "answer" / JOURNAL).exists() and _history(store) == before
+
+
+def test_a_merge_cut_short_before_its_part_landed_keeps_the_parts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _streamed(tmp_path)
+    before = _history(store)
+
+    replace = os.replace
+
+    def killed(source: Path, target: Path) -> None:  # the journal lands, the merged part not
+        if target.name != JOURNAL:
+            raise KeyboardInterrupt
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        store.compact()
+    monkeypatch.undo()
+    assert (tmp_path / "answer" / JOURNAL).exists()
+    assert len(store.parts()) == 4 and _history(store) == before
+    store.compact()
+    assert len(store.parts()) == 1 and _history(store) == before
+
+
+def test_a_store_with_a_damaged_part_is_not_merged(tmp_path: Path) -> None:
+    store = _streamed(tmp_path)
+    store.parts()[1].write_bytes(b"PAR1 damaged")
+    store.compact()
+    assert len(store.parts()) == 4

@@ -54,6 +54,9 @@ class HttpConfig:
         return self.timeout_s
 
 
+DEFAULT_SLOTS = 8  # requests in flight per replica of an engine that states no limit
+
+
 @dataclass(frozen=True)
 class BackboneConfig:
     """A named model behind one backend, with its tokenizer, defaults and prices.
@@ -116,6 +119,17 @@ class BackboneConfig:
         return {"backend": self.backend, "model": self.model,
                 "weights": self.engine.weights_identity(), "tokenizer": self.tokenizer,
                 "context": self.request_context, **self.generation()}
+
+    @property
+    def slots(self) -> int:
+        """Requests one replica runs at once: its engine's `max_num_seqs` (vLLM, sim),
+        `n_parallel` (llama.cpp slots) or, for a server reached over HTTP, the client's
+        `max_concurrency`; 8 for an engine that says none."""
+        for knob in ("max_num_seqs", "n_parallel", "max_concurrency"):
+            value = getattr(self.engine, knob, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return DEFAULT_SLOTS
 
     @property
     def request_context(self) -> int:

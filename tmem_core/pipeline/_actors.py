@@ -3,8 +3,8 @@ of the sweep in turn."""
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -14,13 +14,12 @@ from tmem_core.pipeline._answer_stage import AnswerStage
 from tmem_core.pipeline._judge_stage import JudgeStage
 from tmem_core.pipeline._method_stages import ConstructStage, RetrieveStage
 from tmem_core.pipeline._stage import (
-    QUESTION_THREADS,
     Row,
     Stage,
     StageJob,
     StageResult,
-    call_rows,
     flow_schema,
+    write_records,
 )
 from tmem_core.results import calls_store
 
@@ -31,9 +30,9 @@ KEEP_RUNS = 4  # runs whose stages an actor keeps built (runs flow through in or
 
 
 class FusedStages:
-    """Every stage in one actor, as Ray Data fuses map operators: each question of a batch
-    goes through all stages in one thread, so no batch waits at a stage boundary and no
-    flow row crosses a process. Records are stored per stage, exactly as unfused."""
+    """Every stage in one actor, as Ray Data fuses map operators: each question goes through
+    all stages in one thread, so no question waits at a stage boundary and no flow row
+    crosses a process. Records are stored per stage, exactly as unfused."""
 
     name = "stages"
 
@@ -41,20 +40,13 @@ class FusedStages:
         retrieve = RetrieveStage(job)
         self.stages = [retrieve, ConstructStage(job, shares=retrieve), AnswerStage(job),
                        JudgeStage(job)]
-        self.run_id = job.run.run_id
         self.calls = calls_store(Path(job.run_dir))
-        self._threads = ThreadPoolExecutor(max_workers=QUESTION_THREADS,
-                                           thread_name_prefix=self.name)
 
     def __call__(self, rows: list[Row]) -> list[Row]:
-        per_question = list(self._threads.map(self._through_all, rows))
-        self.calls.append([row for index, stage in enumerate(self.stages) for row in call_rows(
-            self.run_id, [results[index] for results in per_question], stage.deps)])
-        self.stages[0].probe.calls_written([
-            (stage.name, results[0].flow["qid"]) for results in per_question
-            for stage in self.stages])
-        for index, stage in enumerate(self.stages):
-            stage.write([results[index] for results in per_question])
+        per_question = self.stages[0].each(rows, self._through_all)
+        write_records(self.calls, self.stages[0].probe, [
+            (stage, [results[index] for results in per_question])
+            for index, stage in enumerate(self.stages)])
         return [results[-1].flow for results in per_question]
 
     def _through_all(self, row: Row) -> list[StageResult]:
@@ -74,6 +66,7 @@ class PerRun:
                  ) -> None:
         self.stage, self.jobs = stage, jobs
         self._runs: OrderedDict[str, Stage | FusedStages] = OrderedDict()
+        self._lock = threading.Lock()  # calls run at once: a run's stages are built once
         self._for(next(iter(jobs)))
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -82,12 +75,13 @@ class PerRun:
         return pa.Table.from_pylist(rows, schema=FLOW_SCHEMA)
 
     def _for(self, run_id: str) -> Stage | FusedStages:
-        if run_id not in self._runs:
-            self._runs[run_id] = self.stage(self.jobs[run_id])
-            while len(self._runs) > KEEP_RUNS:
-                self._runs.popitem(last=False)
-        self._runs.move_to_end(run_id)
-        return self._runs[run_id]
+        with self._lock:
+            if run_id not in self._runs:
+                self._runs[run_id] = self.stage(self.jobs[run_id])
+                while len(self._runs) > KEEP_RUNS:
+                    self._runs.popitem(last=False)
+            self._runs.move_to_end(run_id)
+            return self._runs[run_id]
 
 
 def split_by_run(batch: pa.Table) -> list[tuple[str, pa.Table]]:

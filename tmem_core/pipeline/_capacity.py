@@ -45,6 +45,24 @@ def with_replicas(backbone: BackboneConfig, resources: Resources, replicas: int 
     return dataclasses.replace(backbone, replicas=count)
 
 
+def questions_in_flight(backbones: Iterable[BackboneConfig], resources: Resources,
+                        questions: int) -> int:
+    """Questions each stage pool keeps in flight: `resources.questions_in_flight`, else
+    enough to hold every replica of every backbone (by name, replicas resolved) at its
+    engine's slots, as a question has about one call in flight at a time; at most
+    `questions`, at least one."""
+    unique = {backbone.name: backbone for backbone in backbones}.values()
+    wanted = resources.questions_in_flight or sum(
+        _replica_count(backbone) * backbone.slots for backbone in unique)
+    return max(1, min(wanted, questions))
+
+
+def _replica_count(backbone: BackboneConfig) -> int:
+    if backbone.backend == SERVE_BACKEND:
+        return int(backbone.engine.max_replicas)
+    return backbone.replicas or 1
+
+
 def engine_asks(backbones: Iterable[BackboneConfig], resources: Resources) -> list[EngineAsk]:
     """What the GPU backbones' replicas ask for (CPU backends ask nothing)."""
     asks = []

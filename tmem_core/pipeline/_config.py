@@ -47,7 +47,14 @@ class Resources:
     """Actors and resources of the stages. By default the stages are fused into one actor
     pool of max(retrieve_actors, llm_actors) actors of `cpus_per_actor` CPUs each; with
     `fuse_stages = false` each stage has its own pool (retrieval `retrieve_actors` actors of
-    `cpus_per_actor` CPUs, the LLM stages `llm_actors` actors of 0.1 CPU). Every backbone
+    `cpus_per_actor` CPUs, the LLM stages `llm_actors` actors of 0.1 CPU).
+
+    Questions stream: each stage call takes `batch_size` questions (1: a question moves on
+    the moment it is done) and every actor runs as many calls at once as it takes to keep
+    `questions_in_flight` questions in each pool (0: enough to hold every replica of every
+    backbone of the sweep at its engine's slots, `max_num_seqs`; never more than the sweep's
+    questions). A call's records are on disk before its questions move on; when a run is
+    done its parts are merged into one per store. Every backbone
     runs `engine_replicas` engine replicas unless its own `replicas` says otherwise; a
     replica of a GPU engine holds its engine's GPUs (tensor x pipeline parallel shards x
     `gpus_per_shard`), or `gpus_per_engine` if that is more.
@@ -64,7 +71,8 @@ class Resources:
     fuse_stages: bool = True
     retrieve_actors: int = 1
     llm_actors: int = 1
-    batch_size: int = 4
+    batch_size: int = 1
+    questions_in_flight: int = 0
     cpus_per_actor: float = 0.5  # retrieve actors (and vLLM stage actors); others take 0.1
     gpus_per_engine: float = 0.0  # at least this many per GPU replica (0: the engine's own)
     engine_replicas: int = 1

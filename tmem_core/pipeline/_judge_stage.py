@@ -29,6 +29,7 @@ from tmem_core.prompts import Prompt, load_prompt
 from tmem_core.results import (
     CALIBRATION_STAGE,
     MEMORY_QUALITY_STAGE,
+    StageStore,
     calibration_store,
     memory_quality_store,
 )
@@ -75,10 +76,10 @@ class JudgeStage(GoldStage):
         return verdicts + [key for judge in self.job.judges
                            for key, *_ in self._controls_of(qid, judge)] + self._quality_keys(qid)
 
-    def write(self, results: list[StageResult]) -> None:
-        super().write(results)
-        self.calibration.append([c for result in results for c in result.output.controls])
-        self.quality.append([q for result in results for q in result.output.quality])
+    def records(self, results: list[StageResult]) -> list[tuple[StageStore, list[Row]]]:
+        return [*super().records(results),
+                (self.calibration, [c for result in results for c in result.output.controls]),
+                (self.quality, [q for result in results for q in result.output.quality])]
 
     def _quality_keys(self, qid: str) -> list[str]:
         run = self.job.run

@@ -29,7 +29,7 @@ from tmem_core.llm import (
 from tmem_core.methods import get_method
 from tmem_core.pipeline._actors import FLOW_SCHEMA, STAGES, FusedStages, PerRun, split_by_run
 from tmem_core.pipeline._answer_stage import AnswerStage
-from tmem_core.pipeline._capacity import check_sweep_gpus, with_replicas
+from tmem_core.pipeline._capacity import check_sweep_gpus, questions_in_flight, with_replicas
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
 from tmem_core.pipeline._contract import Contract
 from tmem_core.pipeline._deps import Deps, RecordsChanged, changed_records, run_dependencies
@@ -62,6 +62,7 @@ from tmem_core.results import (
     Lease,
     calibration_store,
     calls_store,
+    compact_run,
     degradation_counts,
     degraded,
     failures_of,
@@ -351,8 +352,9 @@ def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig]
 
 def finish_run(plan: RunPlan, seconds: float) -> RunSummary:
     """Validate the run's records, close its contract and summarise it (`seconds`: when it
-    was done, from the start of the sweep's stages)."""
+    was done, from the start of the sweep's stages); its parts are merged first."""
     run_dir = plan.run_dir
+    compact_run(run_dir)
     histories = {s.name: s.store_for(run_dir).read_all() for s in STAGES}  # read once
     qids = [q for q, _ in plan.questions]
     plan.contract.validators = _validate(plan.job, qids, plan.prepared, histories)
@@ -376,12 +378,14 @@ def _flow_rows(job: StageJob, questions: list[tuple[str, str]]) -> list[dict[str
 
 def _run_plain(plans: list[RunPlan], resources: Resources, progress: Progress,
                finished: Callable[[RunPlan], None]) -> None:
-    """The same stages in this process without Ray: a debugging aid and the overhead baseline."""
+    """The same stages in this process without Ray: a debugging aid and the overhead baseline
+    (each run's questions in chunks of the questions in flight)."""
     for plan in plans:
         stages = FusedStages(plan.job)
         rows = _flow_rows(plan.job, plan.questions)
-        for start in range(0, len(rows), resources.batch_size):
-            out = stages(rows[start:start + resources.batch_size])
+        chunk = questions_in_flight(plan.job.backbones, resources, len(rows))
+        for start in range(0, len(rows), chunk):
+            out = stages(rows[start:start + chunk])
             progress.add(plan, pa.Table.from_pylist(out, schema=FLOW_SCHEMA))
         finished(plan)
 
@@ -396,21 +400,31 @@ def _stream(plans: list[RunPlan], resources: Resources, progress: Progress,
     if not plans:
         return
     rows = [row for plan in plans for row in _flow_rows(plan.job, plan.questions)]
-    # a block per batch, each a stage call: blocks are Ray Data's unit of scheduling, so that
-    # batches flow to the next stage as they finish and spread over all of a stage's actors
-    # (from_items builds the blocks here; from_arrow_refs would start a task per block)
+    # a block per stage call (`batch_size` questions): blocks are Ray Data's unit of
+    # scheduling, so each flows to the next stage the moment it is done and they spread over
+    # all of a stage's actors (from_items builds the blocks here; from_arrow_refs would start
+    # a task per block)
     ds: ray.data.Dataset = ray.data.from_items(
         rows, override_num_blocks=-(-len(rows) // resources.batch_size))
     jobs = {plan.job.run.run_id: plan.job for plan in plans}
+    in_flight = questions_in_flight([b for p in plans for b in p.job.backbones], resources,
+                                    len(rows))
     for stage, actors, cpus in _stage_pools([p.job for p in plans], resources):
+        # enough calls at once per actor (threads of its own) to keep `in_flight` questions
+        # in the pool; no more queued at an actor than it runs, so a question waits for an
+        # actor rather than behind another question
+        calls = max(1, -(-in_flight // (actors * resources.batch_size)))
+        pool = ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=calls,
+                                 max_concurrent_calls_per_actor=calls,
+                                 enable_true_multi_threading=True)
         with warnings.catch_warnings():
             # retries can only be bounded through the deprecated remote args (Ray Data's own
             # default retries a batch that kills its worker forever)
             warnings.filterwarnings("ignore", message=".*ray_remote_args.* is deprecated")
             ds = ds.map_batches(
                 PerRun, fn_constructor_kwargs={"stage": stage, "jobs": jobs}, batch_size=None,
-                batch_format="pyarrow", compute=ActorPoolStrategy(size=actors),
-                num_cpus=cpus, max_restarts=-1, max_task_retries=resources.max_task_retries)
+                batch_format="pyarrow", compute=pool, num_cpus=cpus, max_restarts=-1,
+                max_task_retries=resources.max_task_retries)
     by_id = {plan.job.run.run_id: plan for plan in plans}
     # no prefetch: with it, Ray Data hands each batch over only once the next one is done,
     # so every progress line and run summary would wait for the following batch
@@ -423,17 +437,19 @@ def _stream(plans: list[RunPlan], resources: Resources, progress: Progress,
 
 
 class Progress:
-    """One job-log line per batch out of the last stage: the run's questions done / total and
-    failures by stage, the sweep's questions done / total, throughput and ETA. A batch with
-    failures runs `check` first (it raises to end the sweep, e.g. when no engine of a
+    """Job-log lines as questions come out of the last stage (the first, then at most one
+    per `every_s` seconds, and each run's last): the run's questions done / total and
+    failures by stage, the sweep's questions done / total, throughput and ETA. Questions
+    with failures run `check` first (it raises to end the sweep, e.g. when no engine of a
     backbone will start)."""
 
     def __init__(self, plans: list[RunPlan], log: Log,
-                 check: Callable[[], None] = lambda: None) -> None:
+                 check: Callable[[], None] = lambda: None, every_s: float = 5.0) -> None:
         self.total = sum(len(plan.questions) for plan in plans)
         self.done = 0
-        self.log, self.check = log, check
+        self.log, self.check, self.every_s = log, check, every_s
         self.started = time.time()
+        self._logged: float | None = None
 
     def add(self, plan: RunPlan, part: pa.Table) -> None:
         errors = [e for e in part.column("error").to_pylist() if e]
@@ -442,7 +458,12 @@ class Progress:
         plan.done += part.num_rows
         plan.failed.update(e.split(":", 1)[0] for e in errors)
         self.done += part.num_rows
-        rate = self.done / max(time.time() - self.started, 1e-9)
+        now = time.time()
+        if (self._logged is not None and now - self._logged < self.every_s and not errors
+                and plan.done < len(plan.questions)):
+            return
+        self._logged = now
+        rate = self.done / max(now - self.started, 1e-9)
         eta = (self.total - self.done) / rate
         failed = ", ".join(f"{stage} {n}" for stage, n in plan.failed.items()) or "none"
         self.log(f"[progress] {plan.job.run.run_id}: {plan.done}/{len(plan.questions)} "

@@ -14,12 +14,12 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,7 +30,7 @@ from tmem_core.llm import CALLS_SCHEMA, BackboneConfig, CallRecord, EngineCall, 
 from tmem_core.pipeline._config import RunSpec, import_plugins
 from tmem_core.pipeline._deps import deps_json
 from tmem_core.pipeline._engine import EngineProxy, local_engine, ray_engine
-from tmem_core.pipeline._probe import load_probe
+from tmem_core.pipeline._probe import Probe, load_probe
 from tmem_core.results import STAGE_SCHEMAS, StageStore, calls_store, stage_store
 from tmem_core.schema import (
     Gold,
@@ -47,6 +47,7 @@ FLOW_BASE = (pa.field("run_id", pa.string()), pa.field("qid", pa.string()),
 QUESTION_THREADS = 64  # questions of a batch in flight at once, per stage actor
 
 Row = dict[str, Any]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -174,18 +175,21 @@ class Stage:
             return self._engines[backbone.name]
 
     def __call__(self, rows: list[Row]) -> list[Row]:
-        """A batch's flow rows through this stage, its records and calls written."""
-        results = list(self._threads.map(self.step, rows))
-        # calls first: a record on disk always has its calls (a kill in between redoes the
-        # question, whose calls then count once, by identity)
-        self.calls.append(call_rows(self.job.run.run_id, results, self.deps))
-        self.probe.calls_written([(self.name, r.flow["qid"]) for r in results])
-        self.write(results)
+        """A call's flow rows through this stage, its records and calls written before they
+        move on (a streaming actor runs several calls at once)."""
+        results = self.each(rows, self.step)
+        write_records(self.calls, self.probe, [(self, results)])
         return [r.flow for r in results]
 
-    def write(self, results: list[StageResult]) -> None:
-        """The stage's records of a batch, one part file per store."""
-        self.store.append([record for r in results for record in r.output.records])
+    def each(self, rows: list[Row], step: Callable[[Row], T]) -> list[T]:
+        """`step` over a call's rows: in this thread for one, at once in the stage's threads
+        for several."""
+        return [step(row) for row in rows] if len(rows) == 1 else list(
+            self._threads.map(step, rows))
+
+    def records(self, results: list[StageResult]) -> list[tuple[StageStore, list[Row]]]:
+        """The stage's records of a call's results, per store."""
+        return [(self.store, [record for r in results for record in r.output.records])]
 
     def step(self, row: Row) -> StageResult:
         """One question through this stage; a failure becomes an error record."""
@@ -240,6 +244,19 @@ def flow_schema(stages: Iterable[type[Stage]]) -> pa.Schema:
     """The flow rows' columns: the base ones, then what each stage writes, in flow order."""
     return pa.schema([*FLOW_BASE, *(STAGE_SCHEMAS[s.name].field(column)
                                     for s in stages for column in s.writes)])
+
+
+def write_records(calls: StageStore, probe: Probe,
+                  results: list[tuple[Stage, list[StageResult]]]) -> None:
+    """The stages' results of one call on disk, one part file per store: calls first, so a
+    record on disk always has its calls (a kill in between redoes the question, whose calls
+    then count once, by identity)."""
+    calls.append([row for stage, done in results
+                  for row in call_rows(stage.job.run.run_id, done, stage.deps)])
+    probe.calls_written([(stage.name, r.flow["qid"]) for stage, done in results for r in done])
+    for stage, done in results:
+        for store, rows in stage.records(done):
+            store.append(rows)
 
 
 def call_rows(run_id: str, results: Iterable[StageResult], deps: str) -> list[Row]:

@@ -106,6 +106,19 @@ def calls_store(run_dir: Path) -> StageStore:
     return StageStore(run_dir, CALLS, CALLS_STORE_SCHEMA)
 
 
+def run_stores(run_dir: Path) -> list[StageStore]:
+    """Every store of a run."""
+    return [*(stage_store(run_dir, s) for s in RECORD_STAGES), calibration_store(run_dir),
+            memory_quality_store(run_dir), calls_store(run_dir)]
+
+
+def compact_run(run_dir: Path) -> None:
+    """Merge each store's parts of a run into one (`StageStore.compact`): a done run's
+    records, written a call at a time as its questions streamed, in one part per store."""
+    for store in run_stores(run_dir):
+        store.compact()
+
+
 def calls_window(calls: Iterable[Mapping[str, Any]]) -> float:
     """Seconds from the first of `calls` (call records) sent to the last answered."""
     ends = [(float(c["finished_at"]), float(c["latency_s"])) for c in calls]

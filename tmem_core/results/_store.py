@@ -1,7 +1,9 @@
 """Append-only Parquet records per stage, and readers that take the latest success per key.
 
 Every write is one new part file (written to a temporary name, then renamed), so a crash
-never leaves a half-written record and nothing already written is ever rewritten. Failed
+never leaves a half-written record and nothing already written is ever rewritten. Questions
+stream, so a run writes many small parts; when it is done they are merged into one
+(`compact`), its rows unchanged, so that later readers open one file per store. Failed
 attempts are records too (`ok=False` with an `error`); a re-run retries them. A part that
 cannot be read (damaged on disk) is reported by name and skipped: its records count as never
 written, so a re-run does their questions again.
@@ -9,11 +11,13 @@ written, so a re-run does their questions again.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +71,35 @@ class StageStore:
         os.replace(tmp, final)
 
     def parts(self) -> list[Path]:
-        """The store's part files, oldest first."""
-        return sorted(self.directory.glob("part-*.parquet")) if self.directory.exists() else []
+        """The store's part files, oldest first (without those a landed merge replaced)."""
+        if not self.directory.exists():
+            return []
+        replaced = self._merge().replaced
+        return sorted(p for p in self.directory.glob("part-*.parquet") if p.name not in replaced)
+
+    def compact(self) -> None:
+        """Merge the store's parts into one part holding the same rows (sorted by question,
+        in row groups a reader filtering by question can skip), if it has several and all
+        are readable. Crash-safe: a journal names the merged part and the parts it replaces
+        before the merged part lands; readers skip the replaced parts of a landed merge, and
+        the next `compact` removes what a crash left."""
+        self._merge().finish()
+        parts = self.parts()
+        if len(parts) < 2:
+            return
+        try:
+            table = _dataset(parts, self.schema).to_table()
+        except (OSError, pa.ArrowException):  # a damaged part: leave the store as it is
+            return
+        newest = max(p.name.split("-")[1] for p in parts)
+        final = self.directory / f"part-{newest}-{uuid.uuid4().hex}.parquet"
+        tmp = self.directory / f".{final.name}.tmp"
+        pq.write_table(table.sort_by([("qid", "ascending"), ("written_at", "ascending")]),
+                       tmp, row_group_size=MERGED_ROW_GROUP)
+        merge = Merge(self.directory, final.name, frozenset(p.name for p in parts))
+        merge.record()
+        os.replace(tmp, final)
+        merge.finish()
 
     def read_all(self) -> pa.Table:
         """Every attempt ever written (the audit history); unreadable parts are skipped."""
@@ -84,6 +115,49 @@ class StageStore:
     def failures(self) -> pa.Table:
         """Keys whose latest attempt failed (and that never succeeded later)."""
         return failures_of(self.read_all())
+
+
+    def _merge(self) -> Merge:
+        return Merge.read(self.directory)
+
+
+MERGED_ROW_GROUP = 256
+JOURNAL = "merge.json"
+
+
+@dataclass(frozen=True)
+class Merge:
+    """A store's merge in progress (`<store>/merge.json`): the part it writes and the parts
+    that part replaces once it has landed."""
+
+    directory: Path
+    merged: str = ""
+    sources: frozenset[str] = frozenset()
+
+    @classmethod
+    def read(cls, directory: Path) -> Merge:
+        journal = directory / JOURNAL
+        if not journal.exists():
+            return cls(directory)
+        entry = json.loads(journal.read_text())
+        return cls(directory, entry["merged"], frozenset(entry["sources"]))
+
+    @property
+    def replaced(self) -> frozenset[str]:
+        """The parts no reader may read: those of a merge whose part landed."""
+        return self.sources if self.merged and (self.directory / self.merged).exists() \
+            else frozenset()
+
+    def record(self) -> None:
+        tmp = self.directory / f".{JOURNAL}.tmp"
+        tmp.write_text(json.dumps({"merged": self.merged, "sources": sorted(self.sources)}))
+        os.replace(tmp, self.directory / JOURNAL)
+
+    def finish(self) -> None:
+        """Remove the replaced parts of a landed merge, then the journal."""
+        for name in self.replaced:
+            (self.directory / name).unlink(missing_ok=True)
+        (self.directory / JOURNAL).unlink(missing_ok=True)
 
 
 def read_parts(parts: Sequence[Path], schema: pa.Schema, where: Any = None) -> pa.Table:
