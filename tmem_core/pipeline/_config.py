@@ -37,9 +37,26 @@ class BenchmarkConfig:
     variant: str = "base"
     limit: int | None = None  # first N questions (by qid) per benchmark
     categories: tuple[str, ...] = ()  # keep only these categories (empty: all)
+    spread: str = "category"  # what `limit` takes questions round-robin over
 
     def __post_init__(self) -> None:
         _not_negative(self, "size", "seed", "limit")
+        if self.spread not in SPREADS:
+            raise ValueError(f"spread must be one of {', '.join(SPREADS)}, got {self.spread!r}")
+
+    def identity(self) -> dict[str, Any]:
+        """The benchmark as a run's identity holds it (`spread` only when not the default,
+        so that the ids of runs from before it existed stay as they were)."""
+        fields_ = asdict(self)
+        if self.spread == SPREADS[0]:
+            del fields_["spread"]
+        return fields_
+
+
+SPREADS = ("category", "conversation")
+"""`limit` over categories round-robin (a small limit still covers every category), or over
+conversations round-robin, each conversation's questions in category round-robin order (a
+limit spread evenly over a benchmark's conversations)."""
 
 
 @dataclass(frozen=True)
@@ -192,7 +209,7 @@ class RunSpec:
         its first definition adds its version (so the ids of unchanged methods stay as they
         were), a judge prompt file its content's hash, a construct backbone its name (only
         when the sweep gives one)."""
-        return {"benchmark": asdict(self.benchmark), "method": self.method,
+        return {"benchmark": self.benchmark.identity(), "method": self.method,
                 **method_version(self.method),
                 "params": dict(self.params), "backbone": self.backbone,
                 "judges": list(self.judges), "top_k": self.top_k, "budget": self.budget,

@@ -295,19 +295,28 @@ def prepare_benchmark(bench: BenchmarkConfig, data_root: Path) -> Path:
 
 def select_questions(bench_dir: Path, bench: BenchmarkConfig) -> list[tuple[str, str]]:
     """(qid, conv_id) of the run: category filter, then the first `limit` round-robin over
-    categories (so a small limit still covers every category)."""
+    categories (so a small limit still covers every category), or with `spread =
+    "conversation"` round-robin over conversations, each in that order."""
     table = read_prepared(bench_dir).questions.select(["qid", "conv_id", "category"])
     rows = sorted(table.to_pylist(), key=lambda r: r["qid"])
     if bench.categories:
         rows = [r for r in rows if r["category"] in bench.categories]
-    rank: Counter[str] = Counter()
-    ordered = []
-    for r in rows:
-        ordered.append((rank[r["category"]], r["category"], r["qid"], r["conv_id"]))
-        rank[r["category"]] += 1
-    ordered.sort()
+    ordered = _round_robin(rows, "category")
+    if bench.spread == "conversation":
+        ordered = _round_robin(ordered, "conv_id")
     chosen = ordered[: bench.limit] if bench.limit else ordered
-    return [(qid, conv) for _, _, qid, conv in chosen]
+    return [(r["qid"], r["conv_id"]) for r in chosen]
+
+
+def _round_robin(rows: list[dict[str, Any]], column: str) -> list[dict[str, Any]]:
+    """`rows` taken one per value of `column` in turn (values in sorted order), keeping the
+    order of each value's rows."""
+    rank: Counter[str] = Counter()
+    ranked = []
+    for index, row in enumerate(rows):
+        ranked.append((rank[row[column]], row[column], index, row))
+        rank[row[column]] += 1
+    return [row for *_, row in sorted(ranked, key=lambda r: r[:3])]
 
 
 @dataclass
