@@ -1,15 +1,28 @@
-"""Engine utilisation and throughput of the pipeline on simulated engine replicas.
+"""Engine utilisation, throughput and prefix affinity of the pipeline on simulated replicas.
 
-    python perf/bench_sim_cluster.py [--size 120000] [--limit 64] [--replicas 1,4,16]
-                                     [--methods tmem,t2mem] [--actors 4] [--batch-size 16]
+    python perf/bench_sim_cluster.py [--size 120000] [--questions 745] [--replicas 1,4,16]
+                                     [--methods tmem,t2mem] [--actors 4] [--in-flight 0]
+                                     [--step-s 0.02]
 
-One sweep per replica count on the synthetic benchmark (120,000 messages: 4 conversations,
-GroupMemBench's size), every backbone a simulated engine (`sim` backend) with GPU-like
-timing, a fresh seed per sweep so that nothing comes from the request cache. Per sweep:
-questions/s over the window of its LLM calls (first sent to last answered: the stage actors'
-start-up and index loading come before it), and each replica's busy time (a batch running)
-over that window. Ratios against the 1-replica sweep of the same
-run: throughput at N replicas / (N x throughput at 1), the target being >= 0.8 at 16.
+GroupMemBench's size: the 120,000-message synthetic benchmark (4 conversations), 745
+questions spread evenly over them (`spread = "conversation"`); every backbone a simulated
+engine (`sim` backend, continuous batching in virtual time with GPU-like timing).
+
+Per method, a first sweep (on the largest replica count, not measured) stores what retrieval
+computed; each measured sweep then resumes it in the same results folder with a fresh engine
+seed: the seed changes the backbone's definition, so every record that depends on the backbone
+(construction, answers, judgements, and a method's LLM-built memory) is redone against the new
+engines, while a retrieval that ranks without an LLM (T-MEM's discovery, the CPU-bound part) is
+reused: it is out of the measured window. Nothing comes from the request cache (new seed, new
+keys).
+
+Per measured sweep, over the window of its own LLM calls (first sent to last answered):
+questions/s, each replica's busy fraction (a batch running), the share of each question's
+calls that went to its most used replica, the prefix-cache hit rate the engines report
+(cached / prompt tokens) and the CPU the replicas' processes used (cores). Ratios against the
+1-replica sweep of the same run: throughput at N / (N x throughput at 1), targets >= 0.8 at
+16 replicas, utilisation >= 0.85 mean and >= 0.6 least busy, affinity >= 0.8, hit rate within
+10% of 1 replica's.
 """
 
 from __future__ import annotations
@@ -17,103 +30,141 @@ from __future__ import annotations
 import argparse
 import statistics
 import tempfile
+import time
 import uuid
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import ray
 
+from tmem_core.llm._sim import SimCounters
 from tmem_core.pipeline import init_ray, parse_sweep, run_sweep
 from tmem_core.pipeline._engine import ENGINE_PREFIX
 from tmem_core.results import calls_store, calls_window, run_dirs
 
-ENGINE = "{ seed = %d, step_s = 0.02, max_num_seqs = 128, max_output_tokens = 64 }"
+ENGINE = "{ seed = %d, step_s = %g, max_num_seqs = 128, max_output_tokens = 64 }"
 
 
 @dataclass
 class Measured:
+    method: str
     replicas: int
     questions: int = 0
     wall_s: float = 0.0
-    busy_s: list[float] = field(default_factory=list)
+    counters: list[SimCounters] = field(default_factory=list)
+    affinity: list[float] = field(default_factory=list)  # per question
 
     @property
     def qps(self) -> float:
         return self.questions / self.wall_s
 
     @property
-    def utilisation(self) -> float:
-        return statistics.mean(self.busy_s) / self.wall_s
+    def busy(self) -> list[float]:
+        return [c.busy_s / self.wall_s for c in self.counters]
+
+    @property
+    def hit_rate(self) -> float:
+        prompt = sum(c.prompt_tokens for c in self.counters)
+        return sum(c.cached_tokens for c in self.counters) / max(prompt, 1)
+
+    @property
+    def cores(self) -> float:
+        return sum(c.cpu_s for c in self.counters) / self.wall_s
+
+    def line(self, base: Measured) -> str:
+        scaling = self.qps / (self.replicas / base.replicas * base.qps)
+        hits = self.hit_rate / base.hit_rate if base.hit_rate else float("nan")
+        return (f"{self.method} {self.replicas:>2} replicas: {self.questions} questions in "
+                f"{self.wall_s:.1f}s, {self.qps:.3f} q/s, utilisation "
+                f"{statistics.mean(self.busy):.2f} (min {min(self.busy):.2f}), throughput / "
+                f"({self.replicas // base.replicas} x base) = {scaling:.2f}; affinity "
+                f"{statistics.mean(self.affinity):.2f} (p10 {_p10(self.affinity):.2f}); "
+                f"prefix hits {self.hit_rate:.3f} ({hits:.2f} x base); replicas' CPU "
+                f"{self.cores:.2f} cores")
 
 
-def sim_backbones(path: Path) -> Path:
-    """A backbones file with one `sim` backbone of GPU-like timing and a fresh seed (so that
-    nothing comes from the request cache)."""
+def sim_backbones(path: Path, step_s: float) -> Path:
+    """A backbones file with one `sim` backbone of GPU-like timing and a fresh seed."""
     path.write_text(f'[backbones.sim]\nbackend = "sim"\nmodel = "sim"\n'
-                    f"engine = {ENGINE % (uuid.uuid4().int % 10**6)}\n")
+                    f"engine = {ENGINE % (uuid.uuid4().int % 10**6, step_s)}\n")
     return path
 
 
-def sweep(args: argparse.Namespace, replicas: int, work: Path) -> Measured:
-    backbones = sim_backbones(work / f"backbones-{replicas}.toml")
+def sweep(args: argparse.Namespace, method: str, replicas: int, work: Path) -> Measured:
+    """One sweep of `method` on `replicas` replicas (resuming the folder's earlier ones)."""
+    backbones = sim_backbones(work / f"backbones-{method}-{replicas}.toml", args.step_s)
     config = parse_sweep({
-        "name": f"sim-{replicas}", "results_dir": str(work / "results"),
+        "name": f"sim-{method}", "results_dir": str(work / "results"),
         "backbones_file": str(backbones),
-        "benchmarks": [{"name": "synthetic", "size": args.size, "limit": args.limit}],
-        "grid": {"methods": args.methods.split(","), "backbones": ["sim"], "top_k": [36],
-                 "budget": [4096]},
+        "benchmarks": [{"name": "synthetic", "size": args.size, "limit": args.questions,
+                        "spread": "conversation"}],
+        "grid": {"methods": [method], "backbones": ["sim"], "top_k": [36], "budget": [4096]},
         "resources": {"llm_actors": args.actors, "retrieve_actors": args.actors,
-                      "batch_size": args.batch_size, "engine_replicas": replicas},
+                      "questions_in_flight": args.in_flight, "engine_replicas": replicas},
     })
-    measured = Measured(replicas)
+    measured = Measured(method, replicas)
 
     def log(line: str) -> None:
         if line.startswith("run "):
             measured.questions += int(line.split(": ", 1)[1].split(" ", 1)[0])
-            measured.busy_s = [_busy(f"{ENGINE_PREFIX}sim-{i}") for i in range(replicas)]
+            measured.counters = [_counters(f"{ENGINE_PREFIX}sim-{i}") for i in range(replicas)]
             print(f"  {line}", flush=True)
 
+    started = time.time()
     run_sweep(config, log=log)
-    measured.wall_s = _calls_window(work / "results" / config.name)
+    calls = [c for run_dir in run_dirs(work / "results" / config.name)
+             for c in calls_store(run_dir).read_all().to_pylist()
+             if c["finished_at"] is not None and not c["cached"]
+             and c["finished_at"] - c["latency_s"] >= started]
+    measured.wall_s = calls_window(calls)
+    measured.affinity = _affinity(calls)
     return measured
 
 
-def _calls_window(sweep_dir: Path) -> float:
-    """Seconds from the sweep's first LLM call sent to its last answered (the actors' start-up,
-    index loading included, comes before it)."""
-    return calls_window(c for run_dir in run_dirs(sweep_dir)
-                        for c in calls_store(run_dir).read_all().to_pylist())
+def _affinity(calls: list[dict[str, Any]]) -> list[float]:
+    """Per question, the share of its calls answered by its most used replica."""
+    replicas: defaultdict[str, Counter[Any]] = defaultdict(Counter)
+    for call in calls:
+        replicas[call["qid"]][call["replica"]] += 1
+    return [max(c.values()) / sum(c.values()) for c in replicas.values()]
 
 
-def _busy(name: str) -> float:
+def _counters(name: str) -> SimCounters:
     counters: Any = ray.get(ray.get_actor(name).counters.remote())
-    return float(counters.busy_s) if counters is not None else 0.0
+    return counters if counters is not None else SimCounters()
+
+
+def _p10(values: list[float]) -> float:
+    return sorted(values)[len(values) // 10]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=120_000)
-    parser.add_argument("--limit", type=int, default=64, help="questions per run")
+    parser.add_argument("--questions", type=int, default=745, help="questions per run")
     parser.add_argument("--replicas", default="1,4,16")
     parser.add_argument("--methods", default="tmem,t2mem")
     parser.add_argument("--actors", type=int, default=4)
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--in-flight", type=int, default=0,
+                        help="resources.questions_in_flight (0: derived from the engines)")
+    parser.add_argument("--step-s", type=float, default=0.02, help="a decode step's time")
     args = parser.parse_args()
+    counts = [int(r) for r in args.replicas.split(",")]
     init_ray()
     with tempfile.TemporaryDirectory() as tmp:
-        results = []
-        for replicas in (int(r) for r in args.replicas.split(",")):
-            print(f"{replicas} replicas:", flush=True)
-            results.append(sweep(args, replicas, Path(tmp)))
-    base = results[0]
-    for m in results:
-        scaling = m.qps / (m.replicas / base.replicas * base.qps)
-        print(f"{m.replicas:>3} replicas: {m.questions} questions in {m.wall_s:.1f}s, "
-              f"{m.qps:.3f} q/s, utilisation {m.utilisation:.2f} "
-              f"(min {min(m.busy_s) / m.wall_s:.2f}), throughput / "
-              f"({m.replicas // base.replicas} x base) = {scaling:.2f}")
+        for method in args.methods.split(","):
+            print(f"{method}: first sweep ({max(counts)} replicas, stores retrieval)",
+                  flush=True)
+            sweep(args, method, max(counts), Path(tmp))
+            results = []
+            for replicas in counts:
+                print(f"{method}, {replicas} replicas:", flush=True)
+                results.append(sweep(args, method, replicas, Path(tmp)))
+            for measured in results:
+                print(measured.line(results[0]), flush=True)
 
 
 if __name__ == "__main__":

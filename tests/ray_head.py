@@ -89,13 +89,12 @@ def sweep_config(tmp: Path, name: str, *, methods: str = '["bm25"]', limit: int 
         [resources]
         retrieve_actors = 1
         llm_actors = 1
-        batch_size = 2
         fuse_stages = {str(fused).lower()}
         """))
     return path
 
 
-ONE_ACTOR = {"retrieve_actors": 1, "llm_actors": 1, "batch_size": 2, "fuse_stages": True}
+ONE_ACTOR = {"retrieve_actors": 1, "llm_actors": 1, "fuse_stages": True}
 
 
 def locomo_and_synthetic(locomo: Path, limit: int) -> list[dict[str, Any]]:

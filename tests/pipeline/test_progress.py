@@ -1,4 +1,4 @@
-"""A run is summarised as soon as its last question is out, not when the next batch is."""
+"""A run is summarised as soon as its last question is out, not when the next run's are."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from tests.ray_head import run_sweep, sweep_config
 from tmem_core.pipeline._judge_stage import JudgeStage
 
 pytestmark = pytest.mark.slow
-CALL_DELAY_S = 2.0  # every LLM call: a batch of two questions takes at least two of these
+CALL_DELAY_S = 2.0  # every LLM call: a question takes at least two of these
 
 
-def test_run_summary_does_not_wait_for_the_next_batch(
+def test_run_summary_does_not_wait_for_the_next_run(
         ray_address: str, tmp_path: Path, scripted_server: Callable[..., Any],
         step: Callable[..., Any]) -> None:
     server = scripted_server([step(content='{"verdict": "CORRECT"}', delay_s=CALL_DELAY_S)])
@@ -25,9 +25,10 @@ def test_run_summary_does_not_wait_for_the_next_batch(
     backbones.write_text(  # a fresh model name: no request-cache hits from earlier sessions
         f'[backbones.slow]\nbackend = "openai"\nmodel = "slow-{uuid.uuid4().hex[:8]}"\n'
         f'engine = {{ base_url = "{server.base_url}" }}\n')
-    # two runs of one batch each, streamed one after the other through one actor
+    # two runs of two questions, two in flight: the runs stream one after the other
     config = sweep_config(tmp_path, "timely", methods='["bm25", "bm25_expand"]', limit=2,
                           backbones='["slow"]', extra=f'backbones_file = "{backbones}"')
+    config.write_text(config.read_text() + "questions_in_flight = 2\n")
     done = run_sweep(config, ray_address)
     sweep = tmp_path / "results" / "timely"
     runs = [sweep / r for r in json.loads((sweep / "sweep.json").read_text())["runs"]]

@@ -64,7 +64,6 @@ def test_two_backbones_of_four_replicas(ray_address: str, tmp_path: Path) -> Non
     backbones = _sim_backbones(tmp_path, 0.5, names, replicas=4)
     config = sweep_config(tmp_path, "replicas", limit=6, backbones='["sim-a", "sim-b"]',
                           extra=f'backbones_file = "{backbones}"')
-    config.write_text(config.read_text().replace("batch_size = 2", "batch_size = 6"))
     run_sweep(config, ray_address)
     for run_dir in _runs(tmp_path, "replicas"):
         calls = _assert_complete_once(run_dir, 6)
@@ -80,11 +79,11 @@ def test_a_killed_replica_loses_and_repeats_nothing(ray_address: str, tmp_path: 
     backbones = _sim_backbones(tmp_path, 0.2, ("sim-k",), replicas=2)
     config = sweep_config(tmp_path, "kill-replica", limit=6, backbones='["sim-k"]',
                           extra=f'backbones_file = "{backbones}"')
-    config.write_text(config.read_text().replace("batch_size = 2", "batch_size = 3"))
+    # three questions in flight: when the first is done, the engines are busy with the rest
+    config.write_text(config.read_text() + "questions_in_flight = 3\n")
     log = tmp_path / "driver.log"
     driver = start_sweep(config, ray_address, log)
     answers = tmp_path / "results" / "kill-replica"
-    # the first batch's answers are in: the engines are busy with the rest
     wait_for(lambda: any(answers.glob("*/answer/part-*.parquet")) or driver.poll() is not None,
              300, "first answers")
     os.kill(alive_actor_pid(ray_address, "tmem-llm-sim-k-0"), signal.SIGKILL)

@@ -88,6 +88,7 @@ class SimCounters:
     completion_tokens: int = 0
     max_batch: int = 0  # most sequences in one step
     shared_steps: int = 0  # steps that ran more than one sequence
+    cpu_s: float = 0.0  # CPU time of the engine's process so far (a live engine's)
 
 
 @dataclass(eq=False)
@@ -239,7 +240,7 @@ class SimBackend:
 
     @property
     def counters(self) -> SimCounters:
-        return self._model.counters
+        return dataclasses.replace(self._model.counters, cpu_s=time.process_time())
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
         answers = [self._answer(r) for r in requests]
