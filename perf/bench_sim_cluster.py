@@ -28,6 +28,7 @@ calls that went to its most used replica, the prefix-cache hit rate the engines 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import tempfile
 import time
@@ -44,6 +45,7 @@ from tmem_core.pipeline import init_ray, parse_sweep, run_sweep
 from tmem_core.pipeline._engine import ENGINE_PREFIX
 from tmem_core.results import calls_store, calls_window, run_dirs
 
+RUN_LINE = re.compile(r"run \S+: (?P<questions>\d+) questions")
 ENGINE = "{ seed = %d, step_s = %g, max_num_seqs = 128, max_output_tokens = 64 }"
 
 
@@ -107,8 +109,9 @@ def sweep(args: argparse.Namespace, method: str, replicas: int, work: Path) -> M
     measured = Measured(method, replicas)
 
     def log(line: str) -> None:
-        if line.startswith("run "):
-            measured.questions += int(line.split(": ", 1)[1].split(" ", 1)[0])
+        summary = RUN_LINE.match(line)
+        if summary:
+            measured.questions += int(summary["questions"])
             measured.counters = [_counters(f"{ENGINE_PREFIX}sim-{i}") for i in range(replicas)]
             print(f"  {line}", flush=True)
 
