@@ -16,7 +16,13 @@ from tests.ray_head import ROOT
 from tmem_core import ConfigError
 from tmem_core.llm import BackboneConfig, get_backbone, parse_backbones
 from tmem_core.pipeline import load_sweep
-from tmem_core.pipeline._capacity import check_gpus, check_sweep_gpus, engine_asks
+from tmem_core.pipeline._capacity import (
+    check_gpus,
+    check_sweep_gpus,
+    engine_asks,
+    questions_in_flight,
+    with_replicas,
+)
 from tmem_core.pipeline._config import Resources
 
 GPU_SWEEP = ROOT / "jobs" / "configs" / "gpu_sweep.toml"
@@ -84,3 +90,22 @@ def test_every_bundled_sweep_passes_its_own_check(tmp_path: Path) -> None:
         if config.name.startswith("backbones"):
             continue
         check_sweep_gpus(load_sweep(bundled_sweep(config, tmp_path)))
+
+
+def test_questions_in_flight_hold_every_replica_at_its_slots() -> None:
+    resources = Resources(engine_replicas=4)  # the GPU example sweep's two backbones
+    backbones = [with_replicas(get_backbone(name), resources)
+                 for name in ("qwen3.5-27b", "gemma4-31b")]
+    assert {b.slots for b in backbones} == {128} and {b.replicas for b in backbones} == {4}
+    assert questions_in_flight(backbones, resources, 10_000) == 2 * 4 * 128
+    assert questions_in_flight(backbones, resources, 745) == 745  # never more than asked
+    judged_twice = [*backbones, backbones[0]]  # a judge that is also a grid backbone: once
+    assert questions_in_flight(judged_twice, resources, 10_000) == 1024
+    stated = dataclasses.replace(resources, questions_in_flight=96)
+    assert questions_in_flight(backbones, stated, 10_000) == 96
+    embedded = get_backbone("smollm2")  # llama.cpp's slots, one replica unless resolved
+    assert embedded.slots == embedded.engine.n_parallel == 8
+    assert questions_in_flight([embedded], Resources(), 100) == 8
+    serve = dataclasses.replace(get_backbone("smollm2-serve"), replicas=1)
+    scaled = dataclasses.replace(serve, engine=dataclasses.replace(serve.engine, max_replicas=3))
+    assert questions_in_flight([scaled], Resources(), 10_000) == 3 * scaled.engine.max_num_seqs

@@ -33,8 +33,9 @@ def test_plan_counts_calls_and_prices_them(tmp_path: Path) -> None:
     backbones = tmp_path / "backbones.toml"
     backbones.write_text('[backbones.priced]\nbackend = "sim"\nmodel = "m"\n'
                          'prices = { input_per_mtok = 1000.0, output_per_mtok = 2000.0 }\n')
-    config = load_sweep(sweep_config(tmp_path, "plan", limit=6, backbones='["priced"]',
-                                     extra=f'backbones_file = "{backbones}"'))
+    path = sweep_config(tmp_path, "plan", limit=6, backbones='["priced"]',
+                        extra=f'backbones_file = "{backbones}"')
+    config = load_sweep(path)
     plan = plan_sweep(config, replicas=2, sample=2, timing=TIMING)
     (run,) = plan.runs
     assert run.questions == 6 and len(run.chains) == 6
@@ -47,10 +48,16 @@ def test_plan_counts_calls_and_prices_them(tmp_path: Path) -> None:
     assert plan.wall_s > 0 and not (tmp_path / "results" / "plan").exists()  # nothing written
     slower = plan_sweep(config, replicas=1, sample=2, timing=TIMING)
     assert slower.runs[0].calls == run.calls and slower.wall_s >= plan.wall_s
-    # sweep_config's 1 actor x batch 2: two questions in flight, half of one replica's 4 seqs
+    # in flight by default: the engines' slots (2 replicas x the sim's 128), at most the
+    # sweep's 6 questions, one and a half of the timing model's replicas of 4 seqs
     (capacity,) = [line for line in plan.lines() if "questions in flight" in line]
-    assert capacity.startswith("priced: 2 questions in flight") and "fill 0.50 of its 2" in capacity
+    assert capacity.startswith("priced: 6 questions in flight") and "fill 1.50 of its 2" in capacity
     assert capacity.endswith("max_num_seqs 4; up to 2 have work")
+    path.write_text(path.read_text() + "questions_in_flight = 2\n")
+    two = plan_sweep(load_sweep(path), replicas=2, sample=2, timing=TIMING)
+    (capacity,) = [line for line in two.lines() if "questions in flight" in line]
+    assert capacity.startswith("priced: 2 questions in flight") and "fill 0.50 of its 2" in capacity
+    assert two.wall_s >= plan.wall_s  # fewer in flight: no faster
 
 
 def test_bad_input_is_one_error_line(tmp_path: Path) -> None:

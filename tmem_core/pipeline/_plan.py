@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from tmem_core.llm import BackboneConfig, BatchModel, Seq, SimEngineConfig, load_backbones
+from tmem_core.pipeline._capacity import questions_in_flight, sweep_backbones
 from tmem_core.pipeline._config import SweepConfig
 from tmem_core.pipeline._runner import prepare_benchmark, run_sweep, select_questions
 from tmem_core.results import calls_store, conversation_of
@@ -57,7 +58,7 @@ class Plan:
     replicas: int
     wall_s: float
     busy_s: dict[str, float]  # engine busy seconds by backbone, all its replicas
-    in_flight: int = 0  # questions the stages hold at once (batch size x actors)
+    in_flight: int = 0  # questions the stages hold at once (`questions_in_flight`)
     max_num_seqs: dict[str, int] = field(default_factory=dict)  # per backbone, one replica
 
     def lines(self) -> list[str]:
@@ -74,9 +75,10 @@ class Plan:
     def _capacity(self) -> list[str]:
         """How many replicas the questions in flight can keep busy: one call in flight per
         question at a time, a replica full at its `max_num_seqs`."""
-        return [f"{name}: {self.in_flight} questions in flight (resources.batch_size x "
-                f"actors) fill {self.in_flight / seqs:.2f} of its {self.replicas} replicas at "
-                f"max_num_seqs {seqs}; up to {min(self.replicas, self.in_flight)} have work"
+        return [f"{name}: {self.in_flight} questions in flight (resources.questions_in_flight"
+                f" or the engines' slots, at most the sweep's questions) fill "
+                f"{self.in_flight / seqs:.2f} of its {self.replicas} replicas at max_num_seqs "
+                f"{seqs}; up to {min(self.replicas, self.in_flight)} have work"
                 for name, seqs in sorted(self.max_num_seqs.items())]
 
 
@@ -92,8 +94,8 @@ def plan_sweep(config: SweepConfig, replicas: int, sample: int = 4,
             for run_id, (calls, questions) in sampled.items()]
     models = {name: [BatchModel(_timing(backbones[name], timing)) for _ in range(replicas)]
               for name in {c.backbone for run in runs for chain in run.chains for c in chain}}
-    slots = config.resources.batch_size * max(config.resources.retrieve_actors,
-                                              config.resources.llm_actors)
+    slots = questions_in_flight(sweep_backbones(config, replicas), config.resources,
+                                sum(run.questions for run in runs))
     wall = simulate(models, (chain for run in runs for chain in run.chains), slots)
     busy = {name: sum(m.counters.busy_s for m in ms) for name, ms in models.items()}
     seqs = {name: ms[0].config.max_num_seqs for name, ms in models.items() if ms}
