@@ -43,7 +43,7 @@ import ray
 from tmem_core.llm._sim import SimCounters
 from tmem_core.pipeline import init_ray, parse_sweep, run_sweep
 from tmem_core.pipeline._engine import ENGINE_PREFIX
-from tmem_core.results import calls_store, calls_window, run_dirs
+from tmem_core.results import MEMORY_STAGE, calls_store, calls_window, run_dirs
 
 RUN_LINE = re.compile(r"run \S+: (?P<questions>\d+) questions")
 ENGINE = "{ seed = %d, step_s = %g, max_num_seqs = 128, max_output_tokens = 64 }"
@@ -57,6 +57,7 @@ class Measured:
     wall_s: float = 0.0
     counters: list[SimCounters] = field(default_factory=list)
     affinity: list[float] = field(default_factory=list)  # per question
+    memory_s: float = 0.0  # window of the memory-building calls (a method's LLM-built memory)
 
     @property
     def qps(self) -> float:
@@ -84,7 +85,8 @@ class Measured:
                 f"({self.replicas // base.replicas} x base) = {scaling:.2f}; affinity "
                 f"{statistics.mean(self.affinity):.2f} (p10 {_p10(self.affinity):.2f}); "
                 f"prefix hits {self.hit_rate:.3f} ({hits:.2f} x base); replicas' CPU "
-                f"{self.cores:.2f} cores")
+                f"{self.cores:.2f} cores"
+                + (f"; memory build {self.memory_s:.1f}s of it" if self.memory_s else ""))
 
 
 def sim_backbones(path: Path, step_s: float) -> Path:
@@ -122,7 +124,9 @@ def sweep(args: argparse.Namespace, method: str, replicas: int, work: Path) -> M
              if c["finished_at"] is not None and not c["cached"]
              and c["finished_at"] - c["latency_s"] >= started]
     measured.wall_s = calls_window(calls)
-    measured.affinity = _affinity(calls)
+    measured.affinity = _affinity([c for c in calls if c["stage"] != MEMORY_STAGE])
+    memory = [c for c in calls if c["stage"] == MEMORY_STAGE]
+    measured.memory_s = calls_window(memory) if memory else 0.0
     return measured
 
 
