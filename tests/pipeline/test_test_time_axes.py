@@ -111,7 +111,8 @@ def test_two_budgets_by_two_step_counts_run_four_runs_as_asked(tmp_path: Path) -
 
 def _main_run_id(run: RunSpec) -> str:
     """A run's id as defined before the test-time axes: the hash of these fields alone."""
-    identity = {"benchmark": asdict(run.benchmark), "method": run.method,
+    benchmark = {k: v for k, v in asdict(run.benchmark).items() if k != "spread"}  # added later
+    identity = {"benchmark": benchmark, "method": run.method,
                 **method_version(run.method), "params": dict(run.params),
                 "backbone": run.backbone, "judges": list(run.judges), "top_k": run.top_k,
                 "budget": run.budget, "judge_repeats": run.judge_repeats, "judge_prompts": {}}
