@@ -127,11 +127,13 @@ def test_concurrent_callers_share_steps_without_burning_cpu() -> None:
     callers = [ChatRequest.from_prompt(f"caller {i} asks about the Atlas rollout region")
                for i in range(8)]
     with open_backend(backbone) as engine, ThreadPoolExecutor(8) as pool:
+        assert engine.counters.cpu_s == 0.0  # type: ignore[attr-defined]  # nothing served yet
         cpu = time.process_time()
         responses = list(pool.map(lambda r: engine.generate([r])[0], callers))
         cpu = time.process_time() - cpu
         counters = engine.counters  # type: ignore[attr-defined]
     assert all(r.ok for r in responses)
+    assert 0.0 < counters.cpu_s <= cpu + 0.05  # serving only: the process's start left out
     assert counters.requests == 8 and counters.max_batch == 8
     assert counters.steps < sum(r.usage.completion_tokens for r in responses) / 4
     # ~0.6 s of simulated decoding: the waiting itself costs (almost) no CPU
