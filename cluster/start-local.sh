@@ -21,13 +21,13 @@ chmod 600 "$RAY_AUTH_TOKEN_PATH"
   --dashboard-host=127.0.0.1 --dashboard-port="$RAY_DASHBOARD_PORT" --include-dashboard=true \
   --dashboard-agent-listen-port="${RAY_AGENT_PORT:-52365}" \
   --num-cpus="$num_cpus" --object-store-memory="${RAY_OBJECT_STORE_BYTES:-268435456}" \
-  --disable-usage-stats >/dev/null
+  --temp-dir="$RAY_TEMP_DIR" --disable-usage-stats >/dev/null
 # remember this head's session, so that stop-local.sh stops this cluster and no other
 # (read from its own GCS server, not session_latest: heads started side by side, as
 # parallel test workers do, would race for that link)
 port="${RAY_GCS_PORT:-6379}"
 pgrep -af "gcs_server.*--gcs_server_port=$port( |$)" | grep -o 'session-name=[^ ]*' | head -1 \
-  | cut -d= -f2 > "/tmp/ray/tmem-eval-$port.session"
+  | cut -d= -f2 > "$RAY_TEMP_DIR/tmem-eval-$port.session"
 # The job server answers before its agent registers; a submitted no-op job proves both are up.
 for _ in $(seq 1 120); do
   if "$RAY" job submit --address "$RAY_ADDRESS" --submission-id "warmup-$(date +%s%N)" \

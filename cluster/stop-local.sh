@@ -5,7 +5,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 # shellcheck source=env.sh
 source "$here/env.sh"
-marker="/tmp/ray/tmem-eval-${RAY_GCS_PORT:-6379}.session"
+marker="$RAY_TEMP_DIR/tmem-eval-${RAY_GCS_PORT:-6379}.session"
 if [ -s "$marker" ]; then
   session="$(cat "$marker")"
   pkill -TERM -f "$session" 2>/dev/null || true

@@ -3,6 +3,7 @@ by every test of a session that runs a sweep on Ray, and helpers to run sweeps o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -48,23 +49,32 @@ TOKEN_PATH = Path(tempfile.gettempdir()) / f"tmem-eval-test-{os.getpid()}" / "to
 
 
 def cluster_env(ports: dict[str, str]) -> dict[str, str]:
-    """The environment of cluster/start-local.sh and stop-local.sh for a test cluster."""
-    env = {**os.environ, **ports, "PY": sys.executable, "RAY_AUTH_TOKEN_PATH": str(TOKEN_PATH)}
+    """The environment of cluster/start-local.sh and stop-local.sh for a test cluster, in a
+    folder of its own (a job's entrypoint joins the head that last started in its folder)."""
+    env = {**os.environ, **ports, "PY": sys.executable, "RAY_AUTH_TOKEN_PATH": str(TOKEN_PATH),
+           "RAY_TEMP_DIR": f"/tmp/ray-{ports['RAY_GCS_PORT']}"}
     env.pop("RAY_ADDRESS", None)
     return env
 
 
+@contextlib.contextmanager
+def local_head(ports: dict[str, str], **env: str) -> Iterator[str]:
+    """A head started by cluster/start-local.sh on `ports` (its job server's address), stopped
+    by stop-local.sh on leaving."""
+    environment = {**cluster_env(ports), **env}
+    subprocess.run([str(ROOT / "cluster" / "start-local.sh")], env=environment, check=True,
+                   timeout=180)
+    try:
+        yield f"http://127.0.0.1:{ports['RAY_DASHBOARD_PORT']}"
+    finally:
+        subprocess.run([str(ROOT / "cluster" / "stop-local.sh")], env=environment, timeout=120,
+                       check=False)
+
+
 @pytest.fixture(scope="session")
 def ray_address() -> Iterator[str]:
-    env = cluster_env(PORTS)
-    subprocess.run([str(ROOT / "cluster" / "start-local.sh")], env=env, check=True,
-                   timeout=180)
-    address = f"http://127.0.0.1:{PORTS['RAY_DASHBOARD_PORT']}"
-    try:
+    with local_head(PORTS) as address:
         yield address
-    finally:
-        subprocess.run([str(ROOT / "cluster" / "stop-local.sh")], env=env, timeout=120,
-                       check=False)
 
 
 def sweep_config(tmp: Path, name: str, *, methods: str = '["bm25"]', limit: int = 3,

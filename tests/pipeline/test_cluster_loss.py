@@ -8,14 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ray_head import (
-    ROOT,
-    cluster_env,
-    free_ports,
-    sweep_config,
-    sweep_env,
-    wait_for,
-)
+from tests.ray_head import ROOT, free_ports, local_head, sweep_config, sweep_env, wait_for
 
 pytestmark = pytest.mark.slow
 PORTS = free_ports()  # a head of its own, which the test stops
@@ -30,9 +23,7 @@ def test_lost_cluster_ends_the_driver_with_one_error_line(tmp_path: Path) -> Non
     config = sweep_config(tmp_path, "lost", limit=6, backbones='["slow-sim"]',
                           extra=f'backbones_file = "{backbones}"')
     cold = {"TMEM_CACHE_DIR": str(tmp_path / "cache")}
-    env = {**cluster_env(PORTS), **cold}
-    subprocess.run([str(ROOT / "cluster" / "start-local.sh")], env=env, check=True, timeout=180)
-    try:
+    with local_head(PORTS, **cold):
         log, err = tmp_path / "driver.log", tmp_path / "driver.err"
         with log.open("w") as out, err.open("w") as err_out:
             driver = subprocess.Popen(
@@ -42,9 +33,6 @@ def test_lost_cluster_ends_the_driver_with_one_error_line(tmp_path: Path) -> Non
         wait_for(lambda: "[progress]" in log.read_text() or driver.poll() is not None, 300,
                  "the first batch")
         assert driver.poll() is None, "the sweep ended before its cluster was stopped"
-    finally:
-        subprocess.run([str(ROOT / "cluster" / "stop-local.sh")], env=env, timeout=120,
-                       check=False)
     assert driver.wait(timeout=120) != 0
     stderr = err.read_text()
     errors = [line for line in stderr.splitlines() if line.startswith("error:")]

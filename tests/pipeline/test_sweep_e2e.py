@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.ray_head import ROOT, TOKEN_PATH, sweep_config, sweep_env
+from tests.ray_head import (
+    ROOT,
+    TOKEN_PATH,
+    free_ports,
+    gcs,
+    local_head,
+    sweep_config,
+    sweep_env,
+)
 from tmem_core.pipeline import STAGES
 from tmem_core.results import calls_store
 
@@ -21,12 +29,16 @@ pytestmark = pytest.mark.slow
 
 def test_ray_job_submit_runs_a_sweep(ray_address: str, tmp_path: Path) -> None:
     config = sweep_config(tmp_path, "e2e", methods='["bm25", "tmem_heuristic"]', limit=3)
-    done = subprocess.run(
-        ["ray", "job", "submit", "--working-dir", ".", "--", "python", "-m", "jobs.sweep",
-         str(config)], cwd=ROOT, env=sweep_env(ray_address), capture_output=True, text=True,
-        timeout=1200, check=False)
+    # a second head on this machine, started after the session's (as a second test worker's
+    # may be): the job still joins the head it was submitted to
+    with local_head(free_ports()):
+        done = subprocess.run(
+            ["ray", "job", "submit", "--working-dir", ".", "--", "python", "-m", "jobs.sweep",
+             str(config)], cwd=ROOT, env=sweep_env(ray_address), capture_output=True,
+            text=True, timeout=1200, check=False)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-4000:]
+    assert f"Ray cluster at address: {gcs(ray_address)}" in log
     assert "sweep e2e done: 2 runs" in log and "[progress]" in log
     runs = json.loads((tmp_path / "results" / "e2e" / "sweep.json").read_text())["runs"]
     assert len(runs) == 2
