@@ -6,7 +6,6 @@ import contextlib
 import hashlib
 import json
 import os
-import sys
 import time
 import warnings
 from collections import Counter
@@ -98,9 +97,9 @@ def init_ray(num_cpus: int | None = None, env: Mapping[str, str] | None = None) 
     if address and address.startswith("http"):
         # the job server's address (as for `ray job submit`): join this machine's cluster
         os.environ.pop("RAY_ADDRESS")
-        _join("auto", runtime_env)
+        ray.init(address="auto", log_to_driver=True, runtime_env=runtime_env)
     elif address:
-        _join(address, runtime_env)
+        ray.init(address=address, log_to_driver=True, runtime_env=runtime_env)
     else:
         # address="local": a new cluster even when another one runs on this machine; it has
         # no job server, and token authentication is on if the environment turned it on
@@ -108,33 +107,9 @@ def init_ray(num_cpus: int | None = None, env: Mapping[str, str] | None = None) 
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         ray.init(address="local", num_cpus=num_cpus, object_store_memory=256 * 1024**2,
                  include_dashboard=False, log_to_driver=True, runtime_env=runtime_env)
-    _quiet_data()
-
-
-def _quiet_data() -> None:
-    """The job log gets the sweep's own progress lines, not Ray Data's bars and detectors."""
     context = ray.data.DataContext.get_current()
-    context.enable_progress_bars = False
+    context.enable_progress_bars = False  # the job log gets one progress line per batch
     context.issue_detectors_config.high_memory_detector_config.detection_time_interval_s = -1
-
-
-JOIN_ATTEMPTS = 3
-
-
-def _join(address: str, runtime_env: dict[str, Any] | None) -> None:
-    """Join an existing cluster; a control store too busy to answer within Ray's request timeout
-    (a loaded head) is asked again, up to JOIN_ATTEMPTS times, before the error stands."""
-    for attempt in range(1, JOIN_ATTEMPTS + 1):
-        try:
-            ray.init(address=address, log_to_driver=True, runtime_env=runtime_env)
-            return
-        except ConnectionError as error:
-            ray.shutdown()
-            if attempt == JOIN_ATTEMPTS:
-                raise
-            retry = f"trying again ({attempt}/{JOIN_ATTEMPTS - 1})"
-            print(f"warning: {error}; {retry}", file=sys.stderr)
-            time.sleep(2.0 * attempt)
 
 
 @dataclass
