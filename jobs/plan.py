@@ -1,6 +1,7 @@
 """Dry run of a sweep: expected LLM calls, tokens, USD and wall time, before launching it.
 
     python -m jobs.plan jobs/configs/gpu_sweep.toml --replicas 8
+    python -m jobs.plan jobs/configs/tmem_paper/*_gpu.toml     # several: one plan each
 
 A few questions of each run go through the real stages here, on simulated twins of the
 backbones (nothing is sent to an engine); their calls, repeated to each run's size, flow
@@ -26,32 +27,40 @@ from tmem_core.pipeline import check_sources, check_sweep_gpus, load_sweep, plan
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m jobs.plan", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("config", type=Path, help="sweep config (TOML or YAML)")
+    parser.add_argument("configs", type=Path, nargs="+", metavar="config",
+                        help="sweep config (TOML or YAML); with several, one plan each")
     parser.add_argument("--replicas", type=int, default=0,
                         help="engine replicas per backbone (default: the config's)")
     parser.add_argument("--sample", type=int, default=4, help="questions run per run")
     parser.add_argument("--timing", help="a sim backbone whose engine settings time all calls")
     args = parser.parse_args()
-    try:
-        config = load_sweep(args.config, sources=False)  # the engines' fit needs no data
-        timing = _timing(args.timing, config.backbones_file)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     if args.replicas < 0 or args.sample < 1:
         print("error: --replicas must be 0 or more and --sample 1 or more", file=sys.stderr)
         return 2
-    try:
-        check_sweep_gpus(config, args.replicas)
-        check_sources(config)  # the plan runs a few questions of each run
-    except ConfigError as exc:  # engines that do not fit the GPUs the config states, or data
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    status = 0
+    for path in args.configs:
+        if len(args.configs) > 1:
+            print(f"== {path}", flush=True)
+        try:
+            lines = _plan(path, args)
+        except ConfigError as exc:  # a config, engines that do not fit its GPUs, or its data
+            where = f"{path}: " if len(args.configs) > 1 else ""
+            print(f"error: {where}{exc}", file=sys.stderr)
+            status = 2
+            continue
+        for line in lines:
+            print(line, flush=True)
+    return status
+
+
+def _plan(path: Path, args: argparse.Namespace) -> list[str]:
+    config = load_sweep(path, sources=False)  # the engines' fit needs no data
+    timing = _timing(args.timing, config.backbones_file)
+    check_sweep_gpus(config, args.replicas)
+    check_sources(config)  # the plan runs a few questions of each run
     plan = plan_sweep(config, args.replicas or config.resources.engine_replicas, args.sample,
                       timing)
-    for line in plan.lines():
-        print(line)
-    return 0
+    return plan.lines()
 
 
 def _timing(name: str | None, backbones_file: str | None) -> SimEngineConfig | None:

@@ -85,6 +85,19 @@ def test_jobs_plan_refuses_a_plan_that_does_not_fit_with_one_line(tmp_path: Path
     assert line.startswith("error: ") and "resources.cluster_gpus" in line and "16" in line
 
 
+def test_jobs_plan_over_several_configs_names_each_one_it_refuses(tmp_path: Path) -> None:
+    typo = tmp_path / "typo.toml"
+    typo.write_text(GPU_SWEEP.read_text().replace("[resources]", "[resources]\nllm_actor = 2"))
+    missing = tmp_path / "missing.toml"
+    done = subprocess.run([sys.executable, "-m", "jobs.plan", str(typo), str(missing)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 2
+    assert done.stdout.splitlines() == [f"== {typo}", f"== {missing}"]
+    typo_line, missing_line = done.stderr.splitlines()
+    assert typo_line.startswith(f"error: {typo}: ") and "llm_actor" in typo_line
+    assert missing_line.startswith(f"error: {missing}: ")
+
+
 def test_every_bundled_sweep_passes_its_own_check(tmp_path: Path) -> None:
     for config in sorted((ROOT / "jobs" / "configs").glob("*.toml")):
         if config.name.startswith("backbones"):
