@@ -28,8 +28,10 @@ def _run_dirs(tmp: Path, sweep: str) -> list[Path]:
 
 
 def test_killed_driver_resumes_without_recomputing(ray_address: str, tmp_path: Path) -> None:
-    config = sweep_config(tmp_path, "kill", limit=6)
-    cache = {"TMEM_CACHE_DIR": str(tmp_path / "cache")}  # cold: the kill lands mid-sweep
+    # one question at a time on a cold request cache: the kill lands mid-sweep
+    config = sweep_config(tmp_path, "kill", limit=4)
+    config.write_text(config.read_text() + "questions_in_flight = 1\n")
+    cache = {"TMEM_CACHE_DIR": str(tmp_path / "cache")}
     log = (tmp_path / "driver.log").open("w")
     driver = subprocess.Popen([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
                               env=sweep_env(gcs(ray_address), **cache), stdout=log,
@@ -44,7 +46,7 @@ def test_killed_driver_resumes_without_recomputing(ray_address: str, tmp_path: P
     (run_dir,) = _run_dirs(tmp_path, "kill")
     before = {s.name: set(s.store_for(run_dir).latest().column("key").to_pylist())
               for s in STAGES}
-    assert 0 < len(before["judge"]) < 6  # killed mid-sweep
+    assert 0 < len(before["judge"]) < 4  # killed mid-sweep
 
     run_sweep(config, ray_address, **cache)
 
@@ -52,7 +54,7 @@ def test_killed_driver_resumes_without_recomputing(ray_address: str, tmp_path: P
         history = stage.store_for(run_dir).read_all().to_pylist()
         ok_keys = [r["key"] for r in history if r["ok"]]
         assert len(ok_keys) == len(set(ok_keys)), f"{stage.name}: a record was recomputed"
-        assert len(set(ok_keys)) == 6
+        assert len(set(ok_keys)) == 4
     late_calls = [c for c in calls_store(run_dir).read_all().to_pylist()
                   if c["written_at"] > killed_at]
     assert not {c["qid"] for c in late_calls if c["stage"] == "judge"} & {
