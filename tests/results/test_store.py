@@ -4,6 +4,7 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tmem_core.results import StageStore, remove_leftovers
@@ -49,6 +50,14 @@ def test_a_damaged_part_is_reported_by_name_and_skipped(
     assert store.read_all().num_rows == 1
     reported = capsys.readouterr().err
     assert reported.count(f"warning: unreadable record part {damaged} skipped") == 1
+
+
+def test_parts_written_within_one_millisecond_list_oldest_first(tmp_path: Path) -> None:
+    store = StageStore(tmp_path, "answer", SCHEMA)
+    keys = [f"k{i}" for i in range(30)]
+    for key in keys:
+        store.append([row(key)])
+    assert [pq.read_table(p).column("key")[0].as_py() for p in store.parts()] == keys
 
 
 def test_leftover_temporaries_older_than_the_lease_are_removed(tmp_path: Path) -> None:

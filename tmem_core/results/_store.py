@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -24,6 +25,23 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
+
+class _Stamps:
+    """Part name stamps: milliseconds, rising with every part this process writes (two parts
+    of one millisecond still sort oldest first)."""
+
+    def __init__(self) -> None:
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, now: float) -> int:
+        with self._lock:
+            self._last = max(int(now * 1000), self._last + 1)
+            return self._last
+
+
+_stamp = _Stamps()
+
 
 RECORD_COLUMNS = [
     pa.field("run_id", pa.string(), nullable=False),
@@ -65,7 +83,7 @@ class StageStore:
         filled = [{"written_at": now, "attempt": attempt, "error": None, **row} for row in rows]
         table = pa.Table.from_pylist(filled, schema=self.schema)
         self.directory.mkdir(parents=True, exist_ok=True)
-        final = self.directory / f"part-{int(now * 1000):013d}-{attempt}.parquet"
+        final = self.directory / f"part-{_stamp(now):013d}-{attempt}.parquet"
         tmp = self.directory / f".{final.name}.tmp"
         pq.write_table(table, tmp)
         os.replace(tmp, final)
