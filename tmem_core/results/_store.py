@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
+
 class _Stamps:
     """Part name stamps: milliseconds, rising with every part this process writes (two parts
     of one millisecond still sort oldest first)."""
