@@ -8,9 +8,11 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tmem_core.pipeline._watch import CLUSTER_LOST, supervise
@@ -77,6 +79,30 @@ def test_the_drivers_own_endings_pass_through_without_another_line(
         live_gcs: str, code: int, returned: int, capsys: pytest.CaptureFixture[str]) -> None:
     assert supervise(driver(live_gcs, f"os._exit({code})")) == returned
     assert error_lines(capsys) == []
+
+
+def test_a_killed_supervisor_takes_its_driver_with_it_at_once(live_gcs: str) -> None:
+    # a driver slow to end on SIGTERM, as the Ray core's failure handler can be
+    child = driver(live_gcs, "signal.signal(signal.SIGTERM, lambda *_: time.sleep(10)); "
+                   "print(os.getpid(), flush=True); time.sleep(60)")
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from tmem_core.pipeline._watch import supervise; "
+         f"sys.exit(supervise({child!r}))"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    pid = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 2.0  # the driver's lease is free for a rerun at once
+    while _runs(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _runs(pid)
+
+
+def _runs(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def test_a_stopped_job_stops_its_driver_and_says_what_landed(live_gcs: str) -> None:

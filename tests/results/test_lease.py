@@ -14,6 +14,7 @@ import time
 from multiprocessing.synchronize import Event
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tmem_core.results._lease import LEASE_FILE, Holder, Lease, LeaseHeld, read_holder
@@ -60,6 +61,17 @@ def test_a_lease_whose_process_is_gone_is_taken_over_with_a_log_line(tmp_path: P
     (line,) = lines
     assert line.startswith(f"lease: took over the stale lease of {tmp_path} (host ")
     assert "Ray job 02000000" in line and "no longer runs" in line
+
+
+def test_a_holder_that_ended_but_was_not_reaped_yet_is_gone(tmp_path: Path) -> None:
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])  # a zombie until waited for
+    while psutil.Process(ended.pid).status() != psutil.STATUS_ZOMBIE:
+        time.sleep(0.01)
+    _write(tmp_path, pid=ended.pid, process_started=psutil.Process(ended.pid).create_time())
+    lines: list[str] = []
+    with Lease(tmp_path, log=lines.append):
+        assert "no longer runs" in lines[0]
+    ended.wait()
 
 
 def test_a_reused_pid_is_not_the_holder(tmp_path: Path) -> None:

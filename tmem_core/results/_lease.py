@@ -210,8 +210,13 @@ def _create(path: Path, holder: Holder) -> bool:
 
 
 def _process_started(pid: int) -> float:
+    """When `pid` started; 0 when it does not run (an ended process nobody reaped yet, a
+    zombie, included)."""
     try:
-        return float(psutil.Process(pid).create_time())
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return 0.0
+        return float(process.create_time())
     except psutil.Error:
         return 0.0
 
