@@ -16,11 +16,13 @@ from tmem_core.llm import Answered, ChatRequest, ChatResponse, error_response, g
 from tmem_core.pipeline._engine import (
     BALANCE,
     ROUTE_SLACK,
+    SPREAD_MIN,
     ReplicaRouter,
     replica_gpus,
     replica_name,
 )
 from tmem_core.pipeline._loads import LoadBoard, LocalLoads
+from tmem_core.results import MEMORY_STAGE
 
 BACKBONE = dataclasses.replace(get_backbone("sim"), replicas=4)
 
@@ -66,6 +68,31 @@ def test_a_question_keeps_its_replica_and_a_conversation_spreads() -> None:
     assert all(len(names) == 1 for names in by_question.values())
     assert len({n for names in by_question.values() for n in names}) > 2  # one conversation
     assert by_question["q0"] == {replica_name(BACKBONE, router.ranking("q0")[0])}
+
+
+def _batch(size: int, stage: str) -> list[ChatRequest]:
+    return [dataclasses.replace(ChatRequest.from_prompt(f"e{i}"), stage=stage, qid="q0",
+                                conv_id="c0") for i in range(size)]
+
+
+def test_a_memory_build_spreads_over_the_replicas_in_order() -> None:
+    def send(name: str, misses: list[ChatRequest]) -> Answered:
+        return [ChatResponse(text=f"{name}:{m.messages[-1].content}") for m in misses], []
+
+    router = ReplicaRouter(BACKBONE, lookup=lambda name: name, send=send)
+    responses, _ = router(_batch(4 * SPREAD_MIN - 1, MEMORY_STAGE))
+    names, prompts = zip(*(r.text.split(":") for r in responses), strict=True)
+    assert list(prompts) == [f"e{i}" for i in range(4 * SPREAD_MIN - 1)]  # in order
+    assert [len(list(part)) for _, part in itertools.groupby(names)] == [8, 8, 8, 7]
+    assert len(set(names)) == 4  # a part per replica
+
+
+def test_a_small_memory_batch_and_a_question_batch_stay_whole() -> None:
+    replicas = Replicas()
+    router = _router(replicas)
+    router(_batch(4 * SPREAD_MIN, "construct"))
+    router(_batch(SPREAD_MIN, MEMORY_STAGE))
+    assert len(replicas.asked) == 2
 
 
 def _in_flight_at_once(router: ReplicaRouter, replicas: Replicas, asks: list[list[ChatRequest]]

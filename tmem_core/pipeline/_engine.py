@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import psutil
@@ -49,6 +50,7 @@ from tmem_core.llm import (
 )
 from tmem_core.pipeline._config import import_plugins
 from tmem_core.pipeline._loads import Loads, SharedLoads
+from tmem_core.results import MEMORY_STAGE
 
 ENGINE_PREFIX = "tmem-llm-"
 MAX_IN_FLIGHT = 256
@@ -61,6 +63,8 @@ DOWN_S = 10.0
 """A replica that failed a call is avoided this long (Ray is restarting it; calls to it fail
 with `ActorUnavailableError` meanwhile). When every replica is down, a batch waits for the
 first one due back."""
+SPREAD_MIN = 8
+"""A memory build's batch is spread over the replicas in parts of at least this many requests."""
 RETRY_WAIT_S = 1.0  # the shortest pause before resending when every replica is down
 UNREACHABLE = ("connection", "engine")
 """Error kinds that mean a replica's engine could not be reached (not the request's fault)."""
@@ -209,7 +213,8 @@ def _send(handle: Any, misses: list[ChatRequest]) -> Answered:
 
 
 class ReplicaRouter:
-    """Sends each batch of misses to one of the backbone's replicas.
+    """Sends each batch of misses to one of the backbone's replicas (a memory build's, spread
+    over several).
 
     Replicas are ranked per question (its chain of calls shares prompt prefixes; a
     conversation's questions spread over every replica) by rendezvous hashing, and a batch
@@ -240,8 +245,27 @@ class ReplicaRouter:
 
     def __call__(self, misses: list[ChatRequest]) -> Answered:
         key = misses[0].qid or misses[0].conv_id
+        parts = self._spread(misses)
+        if len(parts) == 1:
+            return self._route(key, misses)
+        with ThreadPoolExecutor(len(parts)) as pool:  # part i prefers the key's i-th replica
+            answered = list(pool.map(self._route, [key] * len(parts), parts, range(len(parts))))
+        return ([r for responses, _ in answered for r in responses],
+                [c for _, calls in answered for c in calls])
+
+    def _spread(self, misses: list[ChatRequest]) -> list[list[ChatRequest]]:
+        """A memory build's batch (one request per episode: no prefix shared beyond the
+        instruction) in parts of at least SPREAD_MIN, one per replica at most; any other
+        batch whole (a question's calls share its prompt's prefix)."""
+        if len(self.names) == 1 or any(r.stage != MEMORY_STAGE for r in misses):
+            return [misses]
+        count = min(len(self.names), math.ceil(len(misses) / SPREAD_MIN))
+        size = math.ceil(len(misses) / count)
+        return [misses[i:i + size] for i in range(0, len(misses), size)]
+
+    def _route(self, key: str, misses: list[ChatRequest], part: int = 0) -> Answered:
         for attempt in range(1, self.attempts + 1):
-            index = self._choose(key)
+            index = self._choose(key, part)
             try:
                 answered = self._send(self._handle(index), misses)
                 if attempt == self.attempts or not self._unreachable(answered):
@@ -273,8 +297,9 @@ class ReplicaRouter:
         return sorted(range(len(self.names)), reverse=True, key=lambda i: hashlib.blake2b(
             f"{key}|{i}".encode(), digest_size=8).digest())
 
-    def _choose(self, key: str) -> int:
+    def _choose(self, key: str, part: int = 0) -> int:
         ranked = self.ranking(key)
+        ranked = ranked[part:] + ranked[:part]
         pause = 0.0
         with self._lock:
             now = time.monotonic()

@@ -40,6 +40,19 @@ def _accounted_memories(run_dir: Path) -> set[str]:
     return {conversation_of(q) for q in owners.to_pylist()}
 
 
+class _KeyedLocks:
+    """A lock per key: the questions of one conversation wait for its one memory build, while
+    other conversations' builds run beside it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def of(self, key: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+
 class MethodStage(Stage):
     """Stages that hold the run's method (its indexes load lazily, once per actor).
 
@@ -52,9 +65,8 @@ class MethodStage(Stage):
     """
 
     def __init__(self, job: StageJob, shares: MethodStage | None = None) -> None:
-        """`shares`: another stage of this process whose method (and memory lock) to use."""
-        self._prepare_lock: threading.Lock = (shares._prepare_lock if shares
-                                              else threading.Lock())
+        """`shares`: another stage of this process whose method (and memory locks) to use."""
+        self._memory_locks: _KeyedLocks = shares._memory_locks if shares else _KeyedLocks()
         self._memory_accounted: set[str] = (  # conversations whose memory the run counted
             shares._memory_accounted if shares else _accounted_memories(Path(job.run_dir)))
         if shares is not None:
@@ -81,7 +93,7 @@ class MethodStage(Stage):
         if prepare is None:
             return []
         llm = self.proxy(self.job.method_backbone, question.qid, stage=MEMORY_STAGE)
-        with self._prepare_lock:  # the batch's threads share one memory per conversation
+        with self._memory_locks.of(question.conv_id):  # one build per conversation at a time
             stats = prepare(question.conv_id, llm)
             first = question.conv_id not in self._memory_accounted
             self._memory_accounted.add(question.conv_id)
