@@ -21,7 +21,8 @@ def test_search_o1_runs_every_stage_on_smollm2(ray_address: str, tmp_path: Path,
                                                 locomo_path: Path) -> None:
     config = write_sweep(tmp_path, "so1", locomo_and_synthetic(locomo_path, 1),
                          {"methods": ["search_o1"], "top_k": [8], "budget": [512]},
-                         methods={"search_o1": {"max_steps": 2, "k": 3}}, resources=ONE_ACTOR)
+                         methods={"search_o1": {"max_steps": 2, "k": 3, "step_max_tokens": 96,
+                                               "doc_max_tokens": 384}}, resources=ONE_ACTOR)
     done = run_sweep(config, ray_address, timeout=1500)
     assert "sweep so1 done: 2 runs, 0 error records" in done.stdout
     sweep = tmp_path / "results" / "so1"

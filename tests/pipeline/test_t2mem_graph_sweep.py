@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow  # a minute or two: SmolLM2 extracts every episode
 
 def _config(tmp: Path) -> Path:
     graph = {"episodes": "topic_window", "topic_gap_hours": 1440, "max_triples": 4,
-             "max_steps": 2, "extract_max_tokens": 384}
+             "max_steps": 2, "extract_max_tokens": 256, "step_max_tokens": 128}
     return write_sweep(tmp, "graph", [{"name": "synthetic", "size": 200, "seed": 0, "limit": 2}],
                        {"methods": ["t2mem_graph"], "top_k": [8], "budget": [512]},
                        methods={"t2mem_graph": graph}, resources=ONE_ACTOR)
