@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +15,9 @@ from tmem_core.llm import (
     ChatRequest,
     LLMClient,
     RequestCache,
+    Sampling,
+    SharedEngine,
+    SimEngineConfig,
     Usage,
     cache_first,
     get_backbone,
@@ -49,3 +56,31 @@ def test_hits_are_replayed_and_only_misses_reach_the_engine(fake_backend: Any,
     assert sent == []  # a batch the cache holds never reaches the engine
     assert [r.text for r in cache_first(backbone, None, engine)(asked[:1])[0]] == ["fresh q0"]
 
+
+
+def test_each_call_of_a_batch_ends_when_it_was_answered_not_with_its_batch() -> None:
+    """A batch's short answer is on record as ending when it came back, its long one later:
+    the utilisation report reads when each call held its replica from these times."""
+    engine = SimEngineConfig(ttft_s=0.0, step_s=0.01, step_s_per_seq=0.0, step_s_per_ktok=0.0,
+                             min_output_tokens=40, max_output_tokens=60)
+    backbone = dataclasses.replace(get_backbone("sim"), engine=engine)
+    shared = SharedEngine(backbone)
+    words = f"{uuid.uuid4()} " + " ".join(f"word{i}" for i in range(100))  # a cache miss
+    short = ChatRequest.from_prompt(words, sampling=Sampling(max_tokens=4), qid="short")
+    long = ChatRequest.from_prompt(words + " again", qid="long")
+    before = time.time()
+    try:
+        responses, records = asyncio.run(shared.generate([short, long]))
+    finally:
+        shared.close()
+    after = time.time()
+    assert [(r.ok, r.cached) for r in responses] == [(True, False), (True, False)]
+    short_call, long_call = records
+    assert short_call.finished_at is not None and long_call.finished_at is not None
+    assert long_call.latency_s - short_call.latency_s > 0.3  # >= 36 more decode steps
+    # both were sent when the batch was, each ended after its own latency
+    for call in records:
+        assert call.finished_at is not None
+        assert before - 0.01 <= call.finished_at - call.latency_s <= before + 0.05
+    assert short_call.finished_at < long_call.finished_at - 0.3
+    assert long_call.finished_at <= after + 0.01

@@ -64,8 +64,11 @@ class CallRecord:
     @classmethod
     def of(
         cls, backbone: BackboneConfig, request: ChatRequest, response: ChatResponse,
-        replica: int | None = None,
+        replica: int | None = None, sent_at: float | None = None,
     ) -> CallRecord:
+        """The record of one call; `sent_at`: when its batch was sent (`time.time()`), so
+        that a call answered before the rest of its batch ends when it did, not with them."""
+        finished_at = time.time() if sent_at is None else sent_at + response.latency_s
         return cls(
             backbone=backbone.name,
             model=backbone.model,
@@ -79,7 +82,7 @@ class CallRecord:
             cost_usd=response.cost_usd,
             error=response.error,
             error_kind=response.error_kind,
-            finished_at=time.time(),
+            finished_at=finished_at,
             method_cost_usd=backbone.prices.cost(response.usage),
             replica=None if response.cached else replica,
             reasoning_stripped=response.reasoning_stripped,

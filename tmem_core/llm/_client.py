@@ -54,6 +54,7 @@ class LLMClient:
         self.records: list[CallRecord] = []
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        sent_at = time.time()
         requests = [self._with_sampling(r) for r in requests]
         keys, hits = cache_hits(self.backbone, self.cache, requests)
         todo = {k: r for k, r in zip(keys, requests, strict=True) if k not in hits}
@@ -65,7 +66,8 @@ class LLMClient:
             self._assemble(key, hits, fresh, first=first[key] == i) for i, key in enumerate(keys)
         ]
         self.records.extend(
-            CallRecord.of(self.backbone, r, x) for r, x in zip(requests, responses, strict=True)
+            CallRecord.of(self.backbone, r, x, sent_at=sent_at)
+            for r, x in zip(requests, responses, strict=True)
         )
         return responses
 

@@ -8,6 +8,7 @@ caller replays hits itself and only misses travel to the engine.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -51,6 +52,7 @@ class SharedEngine:
         self.client = LLMClient(backbone, self.backend, RequestCache())
 
     async def generate(self, requests: Sequence[ChatRequest]) -> Answered:
+        sent_at = time.time()
         try:
             responses = await self.client.agenerate(requests)
         except EngineDead as exc:
@@ -59,7 +61,7 @@ class SharedEngine:
         except EngineUnavailable as exc:
             responses = [error_response("engine", str(exc)) for _ in requests]
         self.client.records.clear()  # the caller keeps its own records
-        return responses, [CallRecord.of(self.client.backbone, q, r, self.replica)
+        return responses, [CallRecord.of(self.client.backbone, q, r, self.replica, sent_at)
                            for q, r in zip(requests, responses, strict=True)]
 
     def engine_died(self, exc: EngineDead) -> None:

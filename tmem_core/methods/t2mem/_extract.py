@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,12 +129,14 @@ def extract(episodes: Sequence[Episode], llm: LLM, config: T2MemConfig, cache: P
     stored = store.read(keys)
     missing = sorted(set(keys) - set(stored))
     todo: list[str] = []
+    sent_at = 0.0
     responses: list[ChatResponse] = []
     failed: list[str] = []
     if missing:
         with FileLock(str(store.lock_path([keys[eid] for eid in missing]))):
             stored |= store.read({eid: keys[eid] for eid in missing})  # written meanwhile
             todo = [eid for eid in missing if eid not in stored]
+            sent_at = time.time()  # the batch's calls end at sent_at + their own latency
             responses = llm.generate([requests[eid] for eid in todo]) if todo else []
             for eid, response in zip(todo, responses, strict=True):
                 if response.ok and isinstance(response.parsed, dict):
@@ -143,7 +146,7 @@ def extract(episodes: Sequence[Episode], llm: LLM, config: T2MemConfig, cache: P
     outputs = {eid: out for eid, (out, _) in stored.items()}
     outputs |= {eid: r.parsed for eid, r in zip(todo, responses, strict=True)
                 if r.ok and isinstance(r.parsed, dict)}
-    calls = tuple(CallRecord.of(llm.backbone, requests[eid], r)
+    calls = tuple(CallRecord.of(llm.backbone, requests[eid], r, sent_at=sent_at)
                   for eid, r in zip(todo, responses, strict=True))
     reused = tuple(CallRecord.reused_call(llm.backbone, requests[eid], usage)
                    for eid, (_, usage) in sorted(stored.items()))
