@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tmem_core.llm import (
+    GATING_PRIORITY,
     ChatRequest,
     HttpConfig,
     OpenAICompatBackend,
@@ -119,3 +120,17 @@ def test_openai_backbone_from_config_sends_key_model_and_extra_body(
     assert response.ok and response.text == "plain text" and response.parsed is None
     assert server.keys == ["sk-test"]
     assert server.bodies[0]["model"] == "served-model" and server.bodies[0]["top_k"] == 5
+
+
+def test_a_gating_call_waiting_for_a_slot_goes_before_calls_that_came_first(
+    scripted_server: Any, step: Any
+) -> None:
+    """With the one slot busy, three question calls and then a memory-build call wait: the
+    memory call (`GATING_PRIORITY`) is sent next, the others after it in arrival order."""
+    server = scripted_server([step()], by_prompt={"busy": step(delay_s=0.3)})
+    config = dataclasses.replace(FAST, max_concurrency=1)
+    asked = [ChatRequest.from_prompt(p) for p in ("busy", "a", "b")]
+    memory = dataclasses.replace(ChatRequest.from_prompt("memory"), priority=GATING_PRIORITY)
+    responses = _backend(server.base_url, config).generate([*asked, memory])
+    assert all(r.ok for r in responses)
+    assert [b["messages"][-1]["content"] for b in server.bodies] == ["busy", "memory", "a", "b"]

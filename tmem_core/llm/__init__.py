@@ -59,6 +59,7 @@ from tmem_core.llm._tokens import (
     tokenizer_counter,
 )
 from tmem_core.llm._types import (
+    GATING_PRIORITY,
     Backend,
     ChatMessage,
     ChatRequest,
@@ -75,6 +76,7 @@ from tmem_core.llm._vllm import VLLMBackend, VLLMEngineConfig
 
 __all__ = [
     "CALLS_SCHEMA",
+    "GATING_PRIORITY",
     "PREFIX_ROUTER",
     "SERVE_BACKEND",
     "START_ATTEMPTS",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tmem_core._typed import ConfigError
 from tmem_core.llm._backends import backend
 from tmem_core.llm._config import BackboneConfig, HttpConfig
+from tmem_core.llm._slots import PrioritySlots
 from tmem_core.llm._tokens import count_chat_tokens, count_tokens
 from tmem_core.llm._types import (
     Backend,
@@ -99,8 +100,8 @@ class OpenAICompatBackend:
         self.backbone, self.config, self.endpoint = backbone, config, endpoint
         self._api_key = api_key
         self._extra_body = extra_body or None
-        self._semaphores: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, asyncio.Semaphore
+        self._slots: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, PrioritySlots
         ] = weakref.WeakKeyDictionary()
         self._clients: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, openai.AsyncOpenAI
@@ -137,7 +138,7 @@ class OpenAICompatBackend:
         start = time.perf_counter()
         for attempt in range(1, self.config.max_attempts + 1):
             try:
-                async with self._semaphore():
+                async with self._slots_of_loop().slot(request.priority):
                     completion = await self._create(client, request)
             except openai.APIError as exc:
                 failed = await self._after_failure(exc, attempt)
@@ -206,12 +207,12 @@ class OpenAICompatBackend:
             )
         return output_response(text, usage, latency_s, request.schema)
 
-    def _semaphore(self) -> asyncio.Semaphore:
-        """One semaphore per event loop bounds the requests in flight from that loop."""
+    def _slots_of_loop(self) -> PrioritySlots:
+        """Slots per event loop bound the requests in flight from that loop (by priority)."""
         loop = asyncio.get_running_loop()
-        if loop not in self._semaphores:
-            self._semaphores[loop] = asyncio.Semaphore(self.config.max_concurrency)
-        return self._semaphores[loop]
+        if loop not in self._slots:
+            self._slots[loop] = PrioritySlots(self.config.max_concurrency)
+        return self._slots[loop]
 
     def _backoff(self, attempt: int) -> float:
         """Exponential backoff with equal jitter: half fixed, half random."""

@@ -97,10 +97,16 @@ def _checked_validator(schema_json: str) -> Any:
     return validator(schema)
 
 
+GATING_PRIORITY = -1
+"""The priority of a call that other work waits for (a conversation's memory build)."""
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat completion. `sampling=None` takes the backbone's default sampling; `stage`,
-    `qid` and `conv_id` say who asked (the conversation routes it to an engine replica)."""
+    `qid` and `conv_id` say who asked (the conversation routes it to an engine replica);
+    `priority`: lower goes first where requests wait for an engine's slot (vLLM's sense),
+    `GATING_PRIORITY` for a call that other questions' calls wait for."""
 
     messages: Sequence[ChatMessage]
     sampling: Sampling | None = None
@@ -108,6 +114,7 @@ class ChatRequest:
     stage: str = ""
     qid: str = ""
     conv_id: str = ""
+    priority: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", tuple(self.messages))

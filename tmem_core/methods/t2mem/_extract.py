@@ -22,6 +22,7 @@ from typing import Any
 from filelock import FileLock
 
 from tmem_core.llm import (
+    GATING_PRIORITY,
     BackboneConfig,
     CallRecord,
     ChatRequest,
@@ -198,7 +199,8 @@ def _request(prompt: Prompt, episode: Episode, config: T2MemConfig, backbone: Ba
     label = f"{episode.source}, from {episode.start:%Y-%m-%d %H:%M}"
     sampling = dataclasses.replace(backbone.sampling, max_tokens=config.extract_max_tokens)
     return ChatRequest(prompt.chat(**_values(prompt, label, messages, config)), sampling,
-                       extraction_schema(config), stage=EXTRACT_STAGE)
+                       extraction_schema(config), stage=EXTRACT_STAGE,
+                       priority=GATING_PRIORITY)  # every question of the conversation waits
 
 
 def _values(prompt: Prompt, episode: str, messages: str, config: T2MemConfig) -> dict[str, str]:
