@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -169,3 +170,37 @@ def test_threads_of_one_process_share_a_store_without_embedding_twice(tmp_path: 
 def persisted(query: list[str]) -> bool:
     """Half the callers keep their new vectors, half ask one-off (as queries do)."""
     return query[1] in {"new text 0", "new text 1"}
+
+
+class GatedHashEmbedder(HashEmbedder):
+    """Holds the batch that holds `held` inside `encode` until `release` is set."""
+
+    def __init__(self, held: str) -> None:
+        super().__init__()
+        self.held, self.inside, self.release = held, threading.Event(), threading.Event()
+
+    def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+        if self.held in texts:
+            self.inside.set()
+            assert self.release.wait(10)
+        return super().encode(texts, progress)
+
+
+def test_a_query_is_not_held_up_by_another_callers_memory_build(tmp_path: Path) -> None:
+    """One caller embeds a conversation's entries (persisted); meanwhile another caller's
+    query and a third caller's other entries are embedded, not queued behind it."""
+    embedder = GatedHashEmbedder(held="entry of conversation a")
+    store = EmbeddingStore(embedder, tmp_path)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        build = pool.submit(store.embed, ["entry of conversation a", "another entry of a"])
+        assert embedder.inside.wait(10)
+        query = pool.submit(store.embed, ["what did Ann decide?"], persist=False)
+        other = pool.submit(store.embed, ["entry of conversation b"])
+        assert query.result(timeout=5).shape == (1, 256)
+        assert other.result(timeout=5).shape == (1, 256)
+        assert not build.done()
+        embedder.release.set()
+        assert build.result(timeout=5).shape == (2, 256)
+    fresh = EmbeddingStore(HashEmbedder(), tmp_path)  # both persisted batches are on disk
+    fresh.embed(["entry of conversation a", "another entry of a", "entry of conversation b"])
+    assert fresh.embedded == 0

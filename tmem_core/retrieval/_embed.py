@@ -7,7 +7,8 @@ import os
 import tempfile
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -74,10 +75,12 @@ class EmbeddingStore:
     """Vectors keyed by (model, sha256 of the exact text), kept in append-only shard files.
 
     Identical texts are embedded once, whatever conversation or index variant asks for them.
-    Each batch of new vectors becomes a new shard, written to a temporary file and renamed;
-    a file lock serialises embedding so that concurrent processes never embed the same text
-    twice, and a thread lock does the same for the threads of one process (a stage actor's
-    concurrent questions share its store).
+    Each batch of new vectors becomes a new shard, written to a temporary file and renamed.
+    Callers that miss the same texts take turns on a lock named by those texts (a file lock
+    across processes, a thread lock within one: a stage actor's concurrent questions share
+    its store), so the first embeds them and the others read its vectors; callers that miss
+    different texts embed side by side (texts in two different missing batches may be
+    embedded by both).
     """
 
     def __init__(self, embedder: Embedder, directory: Path) -> None:
@@ -87,31 +90,58 @@ class EmbeddingStore:
         self._vectors: dict[str, np.ndarray] = {}
         self._shards: set[str] = set()
         self.embedded = 0  # texts this store had to embed (not found in the cache)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the vectors and shards held here
+        self._batches: dict[str, tuple[threading.Lock, int]] = {}  # batch -> lock, users
 
     def embed(self, texts: Sequence[str], progress: bool = False,
               persist: bool = True) -> Vectors:
         """Vectors of `texts`, in order: cached ones are read, the rest embedded.
 
         New vectors are written to disk when `persist` (use False for one-off queries).
+        Callers missing the same texts embed them once (the first, while the others wait);
+        callers missing different texts embed at once, so one conversation's memory build
+        holds up neither another's nor a question's query.
         """
-        with self._lock:
-            return self._embed(texts, progress, persist)
-
-    def _embed(self, texts: Sequence[str], progress: bool, persist: bool) -> Vectors:
         keys = [text_key(t) for t in texts]
         if self._missing(keys):
-            self._load_shards()
-        if self._missing(keys) and persist:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            with FileLock(str(self.directory / ".lock")):
-                self._load_shards()  # another process may have embedded them meanwhile
-                self._write_shard(*self._encode_missing(keys, texts, progress))
-        elif self._missing(keys):
-            self._vectors.update(zip(*self._encode_missing(keys, texts, progress), strict=True))
+            with self._lock:
+                self._load_shards()
+        missing = self._missing(keys)
+        if missing:
+            batch = hashlib.sha256("".join(sorted(missing)).encode()).hexdigest()[:32]
+            with self._batch_lock(batch):
+                if persist:
+                    self.directory.mkdir(parents=True, exist_ok=True)
+                    with FileLock(str(self.directory / f".lock-{batch}")):
+                        with self._lock:
+                            self._load_shards()  # another process may have embedded them
+                        done, vectors = self._encode_missing(keys, texts, progress)
+                        with self._lock:
+                            self._write_shard(done, vectors)
+                else:
+                    done, vectors = self._encode_missing(keys, texts, progress)
+                    with self._lock:
+                        self._vectors.update(zip(done, vectors, strict=True))
         if not keys:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([self._vectors[k] for k in keys])
+
+    @contextmanager
+    def _batch_lock(self, batch: str) -> Iterator[None]:
+        """The threads of this process that miss the same texts, one at a time."""
+        with self._lock:
+            lock, users = self._batches.get(batch, (threading.Lock(), 0))
+            self._batches[batch] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                lock, users = self._batches[batch]
+                if users == 1:
+                    del self._batches[batch]
+                else:
+                    self._batches[batch] = (lock, users - 1)
 
     def _missing(self, keys: Sequence[str]) -> list[str]:
         return [k for k in dict.fromkeys(keys) if k not in self._vectors]
@@ -121,7 +151,8 @@ class EmbeddingStore:
         todo = {k: t for k, t in zip(keys, texts, strict=True) if k not in self._vectors}
         if not todo:
             return [], np.zeros((0, 0), dtype=np.float32)
-        self.embedded += len(todo)
+        with self._lock:
+            self.embedded += len(todo)
         return list(todo), self.embedder.encode(list(todo.values()), progress=progress)
 
     def _write_shard(self, keys: list[str], vectors: Vectors) -> None:
