@@ -77,10 +77,11 @@ def test_each_call_of_a_batch_ends_when_it_was_answered_not_with_its_batch() -> 
     assert [(r.ok, r.cached) for r in responses] == [(True, False), (True, False)]
     short_call, long_call = records
     assert short_call.finished_at is not None and long_call.finished_at is not None
-    assert long_call.latency_s - short_call.latency_s > 0.3  # >= 36 more decode steps
+    gap = long_call.latency_s - short_call.latency_s
+    assert gap > 0.1  # at least ten more decode steps
     # both were sent when the batch was, each ended after its own latency
     for call in records:
         assert call.finished_at is not None
         assert before - 0.01 <= call.finished_at - call.latency_s <= before + 0.05
-    assert short_call.finished_at < long_call.finished_at - 0.3
+    assert abs((long_call.finished_at - short_call.finished_at) - gap) < 0.02
     assert long_call.finished_at <= after + 0.01

@@ -39,12 +39,16 @@ class PrioritySlots:
             self._free -= 1
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._waiting, (priority, next(self._order), future))
+        entry = (priority, next(self._order), future)
+        heapq.heappush(self._waiting, entry)
         try:
             await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
                 self._release()  # handed a slot as it was cancelled: pass it on
+            else:  # gone from the queue, so that it never holds back an arrival
+                self._waiting.remove(entry)
+                heapq.heapify(self._waiting)
             raise
 
     def _release(self) -> None:
