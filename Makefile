@@ -21,7 +21,9 @@ TORCH_STAMP := $(VENV)/.torch-$(subst +,_,$(subst ==,-,$(TORCH)))
 TORCH_LOG := $(VENV)/torch-install.log
 # The rest of the lock goes in with uv (pinned here, installed by pip): it downloads and
 # unpacks in parallel and keeps what it downloaded (~/.cache/uv), so a set-up takes seconds
-# where pip took two minutes; INSTALLER=pip installs with pip instead.
+# where pip took two minutes; INSTALLER=pip installs with pip instead. Bytecode is compiled
+# at install, as pip does: with PYTHONDONTWRITEBYTECODE set (as on these machines) nothing
+# else writes it, and every process (each Ray worker) would compile its imports again.
 UV_PIN := uv==0.13.8
 INSTALLER ?= uv
 
@@ -47,7 +49,7 @@ $(TORCH_STAMP): $(VPY) requirements.lock
 # Every locked package without resolving again (--no-deps: the lock is the whole set; torch
 # is in already), then the project itself, editable.
 ifeq ($(INSTALLER),uv)
-INSTALL = $(VENV)/bin/uv pip install --quiet --python $(VPY) --no-deps
+INSTALL = $(VENV)/bin/uv pip install --quiet --python $(VPY) --no-deps --compile-bytecode
 else
 INSTALL = $(VPY) -m pip install --quiet --no-deps
 endif
