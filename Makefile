@@ -19,13 +19,6 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 TORCH_PIP ?= --timeout 10 --retries 1
 TORCH_STAMP := $(VENV)/.torch-$(subst +,_,$(subst ==,-,$(TORCH)))
 TORCH_LOG := $(VENV)/torch-install.log
-# The rest of the lock goes in with uv (pinned here, installed by pip): it downloads and
-# unpacks in parallel and keeps what it downloaded (~/.cache/uv), so a set-up takes seconds
-# where pip took two minutes; INSTALLER=pip installs with pip instead. Bytecode is compiled
-# at install, as pip does: with PYTHONDONTWRITEBYTECODE set (as on these machines) nothing
-# else writes it, and every process (each Ray worker) would compile its imports again.
-UV_PIN := uv==0.13.8
-INSTALLER ?= uv
 
 .PHONY: setup torch browser run test lint typecheck pytest bench lock
 
@@ -48,15 +41,9 @@ $(TORCH_STAMP): $(VPY) requirements.lock
 
 # Every locked package without resolving again (--no-deps: the lock is the whole set; torch
 # is in already), then the project itself, editable.
-ifeq ($(INSTALLER),uv)
-INSTALL = $(VENV)/bin/uv pip install --quiet --python $(VPY) --no-deps --compile-bytecode
-else
-INSTALL = $(VPY) -m pip install --quiet --no-deps
-endif
 $(STAMP): $(TORCH_STAMP) $(VPY) requirements.lock pyproject.toml
-	$(if $(filter uv,$(INSTALLER)),$(VPY) -m pip install --quiet '$(UV_PIN)')
-	$(INSTALL) -r requirements.lock
-	$(INSTALL) -e .
+	$(VPY) -m pip install --quiet --no-deps -r requirements.lock
+	$(VPY) -m pip install --quiet --no-deps -e .
 	rm -f $(VENV)/.installed-* && touch $@
 
 # Debian's Chromium for the viewer's browser tests (tests/viewer): Playwright drives
