@@ -105,8 +105,9 @@ GATING_PRIORITY = -1
 class ChatRequest:
     """One chat completion. `sampling=None` takes the backbone's default sampling; `stage`,
     `qid` and `conv_id` say who asked (the conversation routes it to an engine replica);
-    `priority`: lower goes first where requests wait for an engine's slot (vLLM's sense),
-    `GATING_PRIORITY` for a call that other questions' calls wait for."""
+    `priority`: lower goes first where requests wait for a slot in the client (the HTTP and
+    embedded backends; vLLM's and the sim's own queues ignore it), `GATING_PRIORITY` for a
+    call that other questions' calls wait for."""
 
     messages: Sequence[ChatMessage]
     sampling: Sampling | None = None

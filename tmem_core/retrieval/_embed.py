@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 from filelock import FileLock
 
-from tmem_core.retrieval._index_keys import NUMPY_LOADS
+from tmem_core.retrieval._index_keys import NUMPY_LOADS, content_key
 
 if TYPE_CHECKING:
     from tmem_core.retrieval._minilm import MiniLM
@@ -108,7 +108,7 @@ class EmbeddingStore:
                 self._load_shards()
         missing = self._missing(keys)
         if missing:
-            batch = hashlib.sha256("".join(sorted(missing)).encode()).hexdigest()[:32]
+            batch = content_key(sorted(missing))[:32]
             with self._batch_lock(batch):
                 if persist:
                     self.directory.mkdir(parents=True, exist_ok=True)
