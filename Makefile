@@ -8,6 +8,23 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 # the environment's commands (ray, and the python a Ray job runs) come first on the PATH
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+# Bytecode is written when a module is first imported, not for every installed file at set-up
+# (pip's default compiles all 31,000 of them: half of set-up's two minutes, for modules a run
+# mostly never imports). So the installs below pass --no-compile, and make's commands write the
+# .pyc files they need even where PYTHONDONTWRITEBYTECODE is set (these machines set it): the
+# first run compiles what it imports, once, and every process after it reads the .pyc.
+unexport PYTHONDONTWRITEBYTECODE
+PIP_INSTALL := -m pip install --quiet --no-compile --no-deps
+# The rest of the lock goes in with uv (pinned here, installed by pip): it downloads and
+# unpacks in parallel and keeps what it downloaded (~/.cache/uv), so a set-up takes seconds
+# where pip takes a minute and a half; INSTALLER=pip installs with pip instead.
+UV_PIN := uv==0.13.8
+INSTALLER ?= uv
+ifeq ($(INSTALLER),uv)
+INSTALL = $(VENV)/bin/uv pip install --quiet --python $(VPY) --no-deps
+else
+INSTALL = $(VPY) $(PIP_INSTALL)
+endif
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | sha256sum | cut -c1-12)
 LOCK_VENV := .cache/lock-venv
 # torch is PyTorch's CPU build (the lock's torch==<version>+cpu), which PyPI does not have:
@@ -32,7 +49,7 @@ $(VPY):
 # torch first, from PyTorch's CPU index or what pip already has; pip's own output goes to
 # TORCH_LOG, and a failure is one line saying which build is needed and where it comes from.
 $(TORCH_STAMP): $(VPY) requirements.lock
-	@$(VPY) -m pip install --quiet --no-deps --extra-index-url $(TORCH_INDEX) $(TORCH_PIP) \
+	@$(VPY) $(PIP_INSTALL) --extra-index-url $(TORCH_INDEX) $(TORCH_PIP) \
 	  '$(TORCH)' >$(TORCH_LOG) 2>&1 || { echo "error: $(TORCH) is PyTorch's CPU build, not \
 	on PyPI: it comes from $(TORCH_INDEX), which pip could not reach or which does not list \
 	it, and no find-links folder or other index of pip's has it (pip's output: $(TORCH_LOG))" \
@@ -42,8 +59,9 @@ $(TORCH_STAMP): $(VPY) requirements.lock
 # Every locked package without resolving again (--no-deps: the lock is the whole set; torch
 # is in already), then the project itself, editable.
 $(STAMP): $(TORCH_STAMP) $(VPY) requirements.lock pyproject.toml
-	$(VPY) -m pip install --quiet --no-deps -r requirements.lock
-	$(VPY) -m pip install --quiet --no-deps -e .
+	$(if $(filter uv,$(INSTALLER)),$(VPY) $(PIP_INSTALL) '$(UV_PIN)')
+	$(INSTALL) -r requirements.lock
+	$(INSTALL) -e .
 	rm -f $(VENV)/.installed-* && touch $@
 
 # Debian's Chromium for the viewer's browser tests (tests/viewer): Playwright drives
