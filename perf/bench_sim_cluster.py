@@ -10,11 +10,14 @@ engine (`sim` backend, continuous batching in virtual time with GPU-like timing)
 
 Per method, a first sweep (on the largest replica count, not measured) stores what retrieval
 computed; each measured sweep then resumes it in the same results folder with a fresh engine
-seed: the seed changes the backbone's definition, so every record that depends on the backbone
-(construction, answers, judgements, and a method's LLM-built memory) is redone against the new
-engines, while a retrieval that ranks without an LLM (T-MEM's discovery, the CPU-bound part) is
-reused: it is out of the measured window. Nothing comes from the request cache (new seed, new
-keys).
+revision: the revision changes the backbone's definition, so every record that depends on the
+backbone (construction, answers, judgements, and a method's LLM-built memory) is redone
+against the new engines, while a retrieval that ranks without an LLM (T-MEM's discovery, the
+CPU-bound part) is reused: it is out of the measured window. A revision answers as the first
+sweep's engines did, so the texts a method embeds (T2Mem's memory entries) are the first
+sweep's too and their embeddings come from the embedding cache: the CPU-bound encoding is out of
+the window as well, the memory's LLM calls are in it. Nothing comes from the request cache (new
+revision, new keys).
 
 Per measured sweep, over the window of its own LLM calls (first sent to last answered):
 questions/s, each replica's busy fraction (a batch running), the share of each question's
@@ -46,7 +49,7 @@ from tmem_core.pipeline._engine import ENGINE_PREFIX
 from tmem_core.results import MEMORY_STAGE, calls_store, calls_window, run_dirs
 
 RUN_LINE = re.compile(r"run \S+: (?P<questions>\d+) questions")
-ENGINE = "{ seed = %d, step_s = %g, max_num_seqs = 128, max_output_tokens = 64 }"
+ENGINE = '{ revision = "%s", step_s = %g, max_num_seqs = 128, max_output_tokens = 64 }'
 
 
 @dataclass
@@ -90,9 +93,9 @@ class Measured:
 
 
 def sim_backbones(path: Path, step_s: float) -> Path:
-    """A backbones file with one `sim` backbone of GPU-like timing and a fresh seed."""
+    """A backbones file with one `sim` backbone of GPU-like timing and a fresh revision."""
     path.write_text(f'[backbones.sim]\nbackend = "sim"\nmodel = "sim"\n'
-                    f"engine = {ENGINE % (uuid.uuid4().int % 10**6, step_s)}\n")
+                    f"engine = {ENGINE % (uuid.uuid4().hex[:12], step_s)}\n")
     return path
 
 

@@ -22,6 +22,7 @@ from tmem_core.llm import (
     get_backbone,
     open_backend,
     parse_backbones,
+    request_hash,
 )
 from tmem_core.llm._sim import Seq
 from tmem_core.llm._types import schema_validator
@@ -110,6 +111,19 @@ def test_answers_are_deterministic_schema_valid_and_counted() -> None:
     other = dataclasses.replace(backbone, engine=SimEngineConfig(step_s=0.001, seed=1))
     with open_backend(other) as engine:
         assert [r.text for r in engine.generate(requests)] != [r.text for r in first]
+
+
+def test_a_new_revision_is_a_new_backbone_that_answers_the_same() -> None:
+    backbone = _sim_backbone(step_s=0.001)
+    revised = dataclasses.replace(backbone, engine=SimEngineConfig(step_s=0.001, revision="r2"))
+    requests = [ChatRequest.from_prompt("What did the team decide about the retry limit?"),
+                ChatRequest.from_prompt("Atlas checkout", schema=step_schema(["search"]))]
+    assert revised.definition() != backbone.definition()
+    assert {request_hash(revised, r) for r in requests}.isdisjoint(
+        request_hash(backbone, r) for r in requests)
+    with open_backend(backbone) as engine, open_backend(revised) as again:
+        assert [r.text for r in again.generate(requests)] == [
+            r.text for r in engine.generate(requests)]
 
 
 def test_free_text_length_follows_the_config_and_max_tokens() -> None:

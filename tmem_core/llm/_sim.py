@@ -61,6 +61,10 @@ class SimEngineConfig:
     min_output_tokens: int = 4  # free-text answers: a length drawn in [min, max]
     max_output_tokens: int = 64
     prefix_cache_blocks: int = 65536  # of BLOCK_CHARS characters; 0 = no prefix cache
+    # A new revision is a new backbone that answers as the old one did: stage records and
+    # request keys change, so every call is made again, but the texts do not (a benchmark
+    # measuring the calls again keeps what was computed from the texts, such as embeddings).
+    revision: str = ""
 
     def __post_init__(self) -> None:
         _require_positive(self, "prefill_tokens_per_s", "step_s", "max_num_seqs",
@@ -73,7 +77,8 @@ class SimEngineConfig:
 
     def weights_identity(self) -> str:
         """What changes the answers (the timing does not)."""
-        return f"sim:{self.seed}:{self.min_output_tokens}-{self.max_output_tokens}"
+        answers = f"sim:{self.seed}:{self.min_output_tokens}-{self.max_output_tokens}"
+        return f"{answers}:{self.revision}" if self.revision else answers
 
 
 @dataclass
@@ -301,8 +306,10 @@ class SimBackend:
 
 
 def reply_text(request: ChatRequest, backbone: BackboneConfig, config: SimEngineConfig) -> str:
-    """The simulated answer: a JSON instance of the schema, or words of the last message."""
-    rng = random.Random(f"{config.seed}:{request_hash(backbone, request)}")
+    """The simulated answer: a JSON instance of the schema, or words of the last message
+    (the same at every `revision`)."""
+    unrevised = dataclasses.replace(backbone, engine=dataclasses.replace(config, revision=""))
+    rng = random.Random(f"{config.seed}:{request_hash(unrevised, request)}")
     words = _WORD.findall(request.messages[-1].content)[:4000] or list(_FALLBACK_WORDS)
     if request.schema is not None:
         return json.dumps(schema_instance(request.schema, rng, words))
