@@ -2,7 +2,7 @@
 
     python perf/bench_sim_cluster.py [--size 120000] [--questions 745] [--replicas 1,4,16]
                                      [--methods tmem,t2mem] [--actors 4] [--in-flight 0]
-                                     [--step-s 0.02]
+                                     [--step-s 0.02] [--work DIR]
 
 GroupMemBench's size: the 120,000-message synthetic benchmark (4 conversations), 745
 questions spread evenly over them (`spread = "conversation"`); every backbone a simulated
@@ -31,6 +31,7 @@ calls that went to its most used replica, the prefix-cache hit rate the engines 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import statistics
 import tempfile
@@ -161,18 +162,25 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=0,
                         help="resources.questions_in_flight (0: derived from the engines)")
     parser.add_argument("--step-s", type=float, default=0.02, help="a decode step's time")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="a folder kept between runs: its first sweep (per method and "
+                             "question count) is made once, later runs only measure")
     args = parser.parse_args()
     counts = [int(r) for r in args.replicas.split(",")]
     init_ray()
-    with tempfile.TemporaryDirectory() as tmp:
+    with contextlib.ExitStack() as stack:
+        work = args.work or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         for method in args.methods.split(","):
-            print(f"{method}: first sweep ({max(counts)} replicas, stores retrieval)",
-                  flush=True)
-            sweep(args, method, max(counts), Path(tmp))
+            first = work / f"first-{method}-{args.size}-{args.questions}"
+            if not first.exists():
+                print(f"{method}: first sweep ({max(counts)} replicas, stores retrieval)",
+                      flush=True)
+                sweep(args, method, max(counts), work)
+                first.touch()
             results = []
             for replicas in counts:
                 print(f"{method}, {replicas} replicas:", flush=True)
-                results.append(sweep(args, method, replicas, Path(tmp)))
+                results.append(sweep(args, method, replicas, work))
             for measured in results:
                 print(measured.line(results[0]), flush=True)
 
