@@ -70,7 +70,10 @@ class Resources:
     the moment it is done) and every actor runs as many calls at once as it takes to keep
     `questions_in_flight` questions in each pool (0: enough to hold every replica of every
     backbone of the sweep at its engine's slots, `max_num_seqs`; never more than the sweep's
-    questions). A call's records are on disk before its questions move on; when a run is
+    questions). Of an actor's questions, at most `retrievals_per_actor` run their method's
+    retrieval (CPU-bound, and what holds the most memory) at once; the others wait for their
+    turn holding only their row, so an actor's memory stays bounded however many questions it
+    keeps in flight. A call's records are on disk before its questions move on; when a run is
     done its parts are merged into one per store. Every backbone
     runs `engine_replicas` engine replicas unless its own `replicas` says otherwise; a
     replica of a GPU engine holds its engine's GPUs (tensor x pipeline parallel shards x
@@ -90,6 +93,7 @@ class Resources:
     llm_actors: int = 1
     batch_size: int = 1
     questions_in_flight: int = 0
+    retrievals_per_actor: int = 2
     cpus_per_actor: float = 0.5  # retrieve actors (and vLLM stage actors); others take 0.1
     gpus_per_engine: float = 0.0  # at least this many per GPU replica (0: the engine's own)
     engine_replicas: int = 1
@@ -102,7 +106,7 @@ class Resources:
 
     def __post_init__(self) -> None:
         _not_negative(self, *(f.name for f in fields(self) if f.name != "fuse_stages"))
-        for key in ("engine_replicas", "engine_start_attempts"):
+        for key in ("engine_replicas", "engine_start_attempts", "retrievals_per_actor"):
             if getattr(self, key) < 1:
                 raise ValueError(f"{key} must be 1 or more, got {getattr(self, key)!r}")
 

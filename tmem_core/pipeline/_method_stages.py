@@ -53,6 +53,18 @@ class _KeyedLocks:
             return self._locks.setdefault(key, threading.Lock())
 
 
+_SLOTS_GUARD = threading.Lock()
+_RETRIEVAL_SLOTS: dict[int, threading.BoundedSemaphore] = {}
+
+
+def retrieval_slots(count: int) -> threading.BoundedSemaphore:
+    """The slots of this process's retrievals (`count` at once), shared by every run's
+    stages in the process: however many questions an actor holds, so many retrievals (the
+    stage's CPU-bound part, and its largest memory) run at once."""
+    with _SLOTS_GUARD:
+        return _RETRIEVAL_SLOTS.setdefault(count, threading.BoundedSemaphore(count))
+
+
 class MethodStage(Stage):
     """Stages that hold the run's method (its indexes load lazily, once per actor).
 
@@ -119,11 +131,12 @@ class RetrieveStage(MethodStage):
     def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
         question = self.questions[row["qid"]]
         calls = self.prepare_memory(question)
-        started = time.perf_counter()
-        evidence = self.method.retrieve(question)
+        with retrieval_slots(self.job.retrievals):
+            started = time.perf_counter()
+            evidence = self.method.retrieve(question)
+            latency_s = time.perf_counter() - started
         record = self.record(row, evidence_ids=list(evidence.ids), trace=to_json(evidence.trace),
-                             payload=_payload_json(evidence.payload),
-                             latency_s=time.perf_counter() - started)
+                             payload=_payload_json(evidence.payload), latency_s=latency_s)
         return Output([record], calls)
 
 

@@ -109,6 +109,9 @@ def init_ray(num_cpus: int | None = None, env: Mapping[str, str] | None = None) 
                  include_dashboard=False, log_to_driver=True, runtime_env=runtime_env)
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False  # the job log gets one progress line per batch
+    # each map task would poll its process's memory from a thread of its own every second:
+    # a stage actor runs hundreds of question tasks at once
+    context.memory_usage_poll_interval_s = None
     context.issue_detectors_config.high_memory_detector_config.detection_time_interval_s = -1
 
 
@@ -176,7 +179,7 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
                 init_ray(env=expected_tokenizers(backbones[n] for n in config.backbone_names))
                 lease.note(_ray_job())
             plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, local,
-                              deps[run.run_id]) for run in runs]
+                              deps[run.run_id], config.resources) for run in runs]
             return _run_held(config, plans, log, local)
     finally:  # a sweep that wrote nothing leaves no folder behind (rmdir: only empty ones)
         for folder in missing if held else ():
@@ -340,9 +343,11 @@ class RunPlan:
 
 
 def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig], root: Path,
-             local: bool = False, deps: Mapping[str, Deps] | None = None) -> RunPlan:
+             local: bool = False, deps: Mapping[str, Deps] | None = None,
+             resources: Resources | None = None) -> RunPlan:
     """A run's contract (written now, with its earlier attempts), questions and stage job
-    (`deps`: each stage's dependencies, `run_dependencies` by default)."""
+    (`deps`: each stage's dependencies, `run_dependencies` by default; `resources`: the
+    sweep's, the defaults if not given)."""
     run_dir = root / run.run_id
     prepared = read_prepared(bench_dir)
     prompts = [*prompt_names(), *run.judge_prompts.values()]
@@ -355,7 +360,8 @@ def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig]
                    tuple(backbones[j] for j in run.judges), os.environ.get(PROBE_ENV, ""),
                    local, deps if deps is not None else run_dependencies(run, backbones),
                    contract.git_commit,
-                   backbones[run.construct_backbone] if run.construct_backbone else None)
+                   backbones[run.construct_backbone] if run.construct_backbone else None,
+                   (resources or Resources()).retrievals_per_actor)
     return RunPlan(job, questions, contract, prepared)
 
 

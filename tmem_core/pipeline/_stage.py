@@ -64,6 +64,7 @@ class StageJob:
     deps: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # per stage (`_deps`)
     code: str | None = None  # the driver's git commit, on every record
     construct: BackboneConfig | None = None  # the run's construct backbone, if it has one
+    retrievals: int = 2  # retrievals at once per process (`Resources.retrievals_per_actor`)
 
     @property
     def method_backbone(self) -> BackboneConfig:
