@@ -16,6 +16,10 @@ variant sets is refused in its table. The hooks:
 - `show`: how `jobs.inspect` prints the method's evidence and context;
 - `ranked`: its `retrieve` ranks messages without an LLM and keeps `env.top_k` (scored by
   evidence recall@k);
+- `memory`: its retrieval reads a memory that its LLM steps built for the conversation
+  (`prepare(conv_id, llm)`), so what it retrieves depends on their backbone; a method
+  without it retrieves the same whatever the backbone (its retrieve records are reused when
+  only a backbone changed);
 - `llm_free`: neither its memory nor its construction calls an LLM (by default, as `ranked`:
   a ranked method shows its messages as a flat list), so a sweep refuses it a construct
   backbone;
@@ -103,6 +107,7 @@ class MethodSpec(Generic[P]):
     show: Show = show_context
     ranked: bool = False
     llm_free: bool = False
+    memory: bool = False
     evidence: type[Any] | None = None
     context: type[Any] | None = None
     checks: Mapping[str, Check] = field(default_factory=dict)
@@ -133,7 +138,7 @@ METHODS: Registry[MethodSpec[Any]] = Registry("method", tuple(
 
 def method(name: str, *, description: str, config: type[Any] = NoParams,
            variants: Mapping[str, Mapping[str, Any]] | None = None, show: Show | None = None,
-           ranked: bool = False, llm_free: bool | None = None,
+           ranked: bool = False, llm_free: bool | None = None, memory: bool = False,
            evidence: type[Any] | None = None, context: type[Any] | None = None,
            checks: Mapping[str, Check] | None = None, view: View | None = None, version: int = 1,
            axes: Mapping[str, str | None] | None = None,
@@ -153,6 +158,7 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
                  ) -> Callable[[MethodEnv, P, str], ContextMethod]:
         base = MethodSpec(name, build, config, description, show=show or show_context,
                           ranked=ranked, llm_free=ranked if llm_free is None else llm_free,
+                          memory=memory,
                           evidence=evidence, context=context, checks=checks or {},
                           view=view, version=version,
                           axes=dict(axes or {}), prompts=tuple(prompts),

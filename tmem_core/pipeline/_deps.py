@@ -5,8 +5,9 @@ and the git commit of the driver that wrote it (`code`: recorded, never compared
 dependencies accumulate along the flow, as each stage reads what the one before made:
 
 - retrieve: the method's version, its resolved parameters (with the grid's Top-k and
-  budget), the prompts it declares, and the backbone of its LLM steps (its memory) unless
-  it ranks without an LLM: the run's construct backbone if it has one, else its backbone;
+  budget), the prompts it declares, and, when its retrieval reads a memory its LLM steps
+  built (the registry's `memory`), their backbone: the run's construct backbone if it has
+  one, else its backbone;
 - construct: retrieve's, the backbone (its token counter sets the budget) and the backbone
   of the method's LLM steps;
 - answer: construct's, and every answer prompt (a question's context kind picks one);
@@ -60,7 +61,7 @@ def run_dependencies(run: RunSpec, backbones: Mapping[str, BackboneConfig]
     retrieve = {"method version": str(spec.version),
                 "method parameters": _sha({**method_in_effect(run), "top_k": run.top_k,
                                            "budget": run.budget}),
-                **_prompts(spec.prompts), **({} if spec.ranked else steps)}
+                **_prompts(spec.prompts), **(steps if spec.memory else {})}
     construct = {**retrieve, **own, **steps}
     answer = {**construct, **_prompts(CONTEXT_PROMPTS.values())}
     protocol = get_protocol(run.benchmark.name)

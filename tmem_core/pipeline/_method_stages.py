@@ -94,7 +94,12 @@ class MethodStage(Stage):
         run = self.job.run
         env = MethodEnv(conversations_from_table(self.prepared.messages), run.top_k,
                         run.budget)
-        return self.spec.create(env, run.method_params)
+        method = self.spec.create(env, run.method_params)
+        if hasattr(method, "prepare") and not self.spec.memory:
+            # its retrieve records would be reused after its memory's backbone changed
+            raise TypeError(f"method {run.method!r} builds a memory (`prepare`) but is not "
+                            "registered with memory=True")
+        return method
 
     def warm_up(self) -> None:
         self.method  # noqa: B018 (builds the method)

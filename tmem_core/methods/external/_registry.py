@@ -29,7 +29,7 @@ def memory_system(name: str, *, description: str, config: type[Any] = NoParams,
                                   method_name)
 
         method(name, config=config, show=show_recalled, version=EXTERNAL_VERSION,
-               prompts=prompts,
+               prompts=prompts, memory=True,
                description=f"{description} (external system; Top-k items recalled)")(build)
         return factory
 

@@ -176,7 +176,7 @@ def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Me
 
 
 @method("t2mem", config=T2MemConfig, show=show_trace, evidence=Initial, context=LoopRecord,
-        view=View("timeline", timeline), version=2,
+        view=View("timeline", timeline), version=2, memory=True,
         axes={"reasoning_budget": "reasoning_tokens", "steps": "max_steps"},
         prompts=("t2mem/extract", "t2mem/summarize", "t2mem/graph", "t2mem/step"),
         variant_axes={"t2mem_no_rollout": ("reasoning_budget",)}, variants={
