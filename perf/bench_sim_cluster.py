@@ -20,7 +20,9 @@ the window as well, the memory's LLM calls are in it. Nothing comes from the req
 revision, new keys).
 
 Per measured sweep, over the window of its own LLM calls (first sent to last answered):
-questions/s, each replica's busy fraction (a batch running), the share of each question's
+questions/s, each replica's busy fraction (a batch running) and sequences per decode step
+(how full the batches ran: a step's cost grows slowly with its sequences, so fewer per step
+is less work done per busy second), the share of each question's
 calls that went to its most used replica, the prefix-cache hit rate the engines report
 (cached / prompt tokens) and the CPU the replicas' processes used (cores). Ratios against the
 1-replica sweep of the same run: throughput at N / (N x throughput at 1), targets >= 0.8 at
@@ -77,6 +79,12 @@ class Measured:
         return sum(c.cached_tokens for c in self.counters) / max(prompt, 1)
 
     @property
+    def batch(self) -> float:
+        """Sequences per decode step: how full the engines ran while busy."""
+        steps = sum(c.steps for c in self.counters)
+        return sum(c.completion_tokens for c in self.counters) / max(steps, 1)
+
+    @property
     def cores(self) -> float:
         return sum(c.cpu_s for c in self.counters) / self.wall_s
 
@@ -85,7 +93,8 @@ class Measured:
         hits = self.hit_rate / base.hit_rate if base.hit_rate else float("nan")
         return (f"{self.method} {self.replicas:>2} replicas: {self.questions} questions in "
                 f"{self.wall_s:.1f}s, {self.qps:.3f} q/s, utilisation "
-                f"{statistics.mean(self.busy):.2f} (min {min(self.busy):.2f}), throughput / "
+                f"{statistics.mean(self.busy):.2f} (min {min(self.busy):.2f}), "
+                f"{self.batch:.1f} sequences per step, throughput / "
                 f"({self.replicas // base.replicas} x base) = {scaling:.2f}; affinity "
                 f"{statistics.mean(self.affinity):.2f} (p10 {_p10(self.affinity):.2f}); "
                 f"prefix hits {self.hit_rate:.3f} ({hits:.2f} x base); replicas' CPU "

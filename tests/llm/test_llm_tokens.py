@@ -17,7 +17,13 @@ from tmem_core.llm import (
     expected_tokenizers,
     get_backbone,
 )
-from tmem_core.llm._tokens import TOKENIZERS_ENV, tokenizer_counter, tokenizer_identity
+from tmem_core.llm._tokens import (
+    REMEMBERED_CHARS,
+    TOKENIZERS_ENV,
+    remembered,
+    tokenizer_counter,
+    tokenizer_identity,
+)
 
 TEXT = "Alice moved the launch to Friday, then rolled it back on 2024-03-02."
 
@@ -86,3 +92,21 @@ def _no_expectations(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test names its own expected tokenizers (none by default), restored after it."""
     monkeypatch.setenv(TOKENIZERS_ENV, "{}")
     tokenizer_counter.cache_clear()
+
+
+def test_remembered_counts_are_the_counter_s_own_and_long_texts_are_counted_each_time(
+) -> None:
+    seen: list[str] = []
+
+    def count(text: str) -> int:
+        seen.append(text)
+        return len(text.split())
+
+    counter = remembered(count)
+    short, long = "a short line of text", "word " * (REMEMBERED_CHARS // 5 + 1)
+    assert [counter(short) for _ in range(3)] == [5, 5, 5]
+    assert [counter(long) for _ in range(2)] == [len(long.split())] * 2
+    assert seen == [short, long, long]  # the short text counted once, the long one each time
+    cl100k = tokenizer_counter("cl100k")
+    texts = [f"message {i}: the team moved the launch to Friday" for i in range(50)]
+    assert [cl100k(t) for t in texts * 2] == [count_tokens("smollm2", t) for t in texts * 2]

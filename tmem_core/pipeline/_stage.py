@@ -31,6 +31,7 @@ from tmem_core.pipeline._config import RunSpec, import_plugins
 from tmem_core.pipeline._deps import deps_json
 from tmem_core.pipeline._engine import EngineProxy, local_engine, ray_engine
 from tmem_core.pipeline._probe import Probe, load_probe
+from tmem_core.pipeline._writer import WRITER, Batch
 from tmem_core.results import STAGE_SCHEMAS, StageStore, calls_store, stage_store
 from tmem_core.schema import (
     Gold,
@@ -178,8 +179,9 @@ class Stage:
     def __call__(self, rows: list[Row]) -> list[Row]:
         """A call's flow rows through this stage, its records and calls written before they
         move on (a streaming actor runs several calls at once)."""
-        results = self.each(rows, self.step)
-        write_records(self.calls, self.probe, [(self, results)])
+        with WRITER.working():
+            results = self.each(rows, self.step)
+            write_records(self.calls, self.probe, [(self, results)])
         return [r.flow for r in results]
 
     def each(self, rows: list[Row], step: Callable[[Row], T]) -> list[T]:
@@ -249,15 +251,14 @@ def flow_schema(stages: Iterable[type[Stage]]) -> pa.Schema:
 
 def write_records(calls: StageStore, probe: Probe,
                   results: list[tuple[Stage, list[StageResult]]]) -> None:
-    """The stages' results of one call on disk, one part file per store: calls first, so a
-    record on disk always has its calls (a kill in between redoes the question, whose calls
-    then count once, by identity)."""
-    calls.append([row for stage, done in results
-                  for row in call_rows(stage.job.run.run_id, done, stage.deps)])
-    probe.calls_written([(stage.name, r.flow["qid"]) for stage, done in results for r in done])
-    for stage, done in results:
-        for store, rows in stage.records(done):
-            store.append(rows)
+    """The stages' results of one call on disk, with those of the process's other calls
+    that end meanwhile (`WRITER`): calls first, so a record on disk always has its calls (a
+    kill in between redoes the question, whose calls then count once, by identity)."""
+    WRITER.write(Batch(
+        calls, [row for stage, done in results
+                for row in call_rows(stage.job.run.run_id, done, stage.deps)],
+        [(stage.name, r.flow["qid"]) for stage, done in results for r in done],
+        [append for stage, done in results for append in stage.records(done)], probe))
 
 
 def call_rows(run_id: str, results: Iterable[StageResult], deps: str) -> list[Row]:

@@ -112,6 +112,12 @@ def run_stores(run_dir: Path) -> list[StageStore]:
             memory_quality_store(run_dir), calls_store(run_dir)]
 
 
+def merge_run_levels(run_dir: Path) -> None:
+    """`StageStore.merge_levels` for each store of a running run: its parts stay few."""
+    for store in run_stores(run_dir):
+        store.merge_levels()
+
+
 def compact_run(run_dir: Path) -> None:
     """Merge each store's parts of a run into one (`StageStore.compact`): a done run's
     records, written a call at a time as its questions streamed, in one part per store."""

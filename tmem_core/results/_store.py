@@ -2,8 +2,11 @@
 
 Every write is one new part file (written to a temporary name, then renamed), so a crash
 never leaves a half-written record and nothing already written is ever rewritten. Questions
-stream, so a run writes many small parts; when it is done they are merged into one
-(`compact`), its rows unchanged, so that later readers open one file per store. Failed
+stream, so a run writes many small parts: while it runs, every `MERGE_FANOUT` parts of one
+level are merged into one part of the next level (`merge_levels`: a written part is level 0),
+so a store holds fewer than `MERGE_FANOUT` parts per level and each row is rewritten once
+per level; when the run is done all are merged into one (`compact`), its rows unchanged, so
+that later readers open one file per store. Failed
 attempts are records too (`ok=False` with an `error`); a re-run retries them. A part that
 cannot be read (damaged on disk) is reported by name and skipped: its records count as never
 written, so a re-run does their questions again.
@@ -101,17 +104,35 @@ class StageStore:
         in row groups a reader filtering by question can skip), if it has several and all
         are readable. Crash-safe: a journal names the merged part and the parts it replaces
         before the merged part lands; readers skip the replaced parts of a landed merge, and
-        the next `compact` removes what a crash left."""
+        the next merge removes what a crash left. One process merges a store at a time (the
+        run's driver); others may append meanwhile."""
         self._merge().finish()
         parts = self.parts()
-        if len(parts) < 2:
-            return
+        if len(parts) >= 2:
+            self._merge_parts(parts, max(part_level(p) for p in parts) + 1)
+
+    def merge_levels(self, fanout: int = 0) -> None:
+        """While the run streams: merge every `fanout` (`MERGE_FANOUT`) parts of one level
+        into one part of the next, lowest level first."""
+        fanout = fanout or MERGE_FANOUT
+        self._merge().finish()
+        while True:
+            levels: dict[int, list[Path]] = {}
+            for part in self.parts():
+                levels.setdefault(part_level(part), []).append(part)
+            full = [(level, parts) for level, parts in sorted(levels.items())
+                    if len(parts) >= fanout]
+            if not full or not self._merge_parts(full[0][1], full[0][0] + 1):
+                return
+
+    def _merge_parts(self, parts: list[Path], level: int) -> bool:
+        """`parts` as one part of `level` (False, and nothing changed, if one is damaged)."""
         try:
             table = _dataset(parts, self.schema).to_table()
         except (OSError, pa.ArrowException):  # a damaged part: leave the store as it is
-            return
+            return False
         newest = max(p.name.split("-")[1] for p in parts)
-        final = self.directory / f"part-{newest}-{uuid.uuid4().hex}.parquet"
+        final = self.directory / f"part-{newest}-L{level}-{uuid.uuid4().hex}.parquet"
         tmp = self.directory / f".{final.name}.tmp"
         pq.write_table(table.sort_by([("qid", "ascending"), ("written_at", "ascending")]),
                        tmp, row_group_size=MERGED_ROW_GROUP)
@@ -119,6 +140,7 @@ class StageStore:
         merge.record()
         os.replace(tmp, final)
         merge.finish()
+        return True
 
     def read_all(self) -> pa.Table:
         """Every attempt ever written (the audit history); unreadable parts are skipped."""
@@ -141,6 +163,17 @@ class StageStore:
 
 
 MERGED_ROW_GROUP = 256
+MERGE_FANOUT = 16
+"""Parts of one level merged into one of the next while a run streams."""
+
+
+def part_level(part: Path) -> int:
+    """A part's merge level: 0 as written, n for a merge of level n - 1 parts (a merge
+    named before levels were counts as 0)."""
+    fields = part.name.split("-")
+    if len(fields) > 3 and fields[2].startswith("L") and fields[2][1:].isdigit():
+        return int(fields[2][1:])
+    return 0
 JOURNAL = "merge.json"
 
 
