@@ -78,6 +78,26 @@ def test_a_late_request_joins_at_the_next_step_boundary() -> None:
     assert model.counters.shared_steps == 2
 
 
+@pytest.mark.parametrize(("policy", "order"), [("priority", [1, 2, 3, 4]),
+                                                ("fcfs", [1, 3, 4, 2])])
+def test_waiting_requests_run_by_priority_then_arrival(policy: str, order: list[int]) -> None:
+    config = dataclasses.replace(FLAT, prefill_tokens_per_s=1e12, max_num_seqs=1,
+                                 scheduling_policy=policy)
+    model = BatchModel(config)
+    started: list[int] = []
+    model.submit(Seq(prompt_tokens=1, output_tokens=1, priority=5), 0.0)  # runs at once
+    for tokens, priority in ((3, 7), (4, 7), (2, 0)):  # wait while the first runs
+        model.submit(Seq(prompt_tokens=1, output_tokens=tokens, priority=priority), 0.001)
+    while (at := model.next_event()) is not None:
+        started += [seq.output_tokens for seq in model.advance(at)]
+    assert started == order  # by output length: which ran when
+
+
+def test_an_unknown_scheduling_policy_is_refused() -> None:
+    with pytest.raises(ValueError, match="scheduling_policy"):
+        SimEngineConfig(scheduling_policy="lifo")
+
+
 def test_step_time_grows_with_the_batch() -> None:
     config = dataclasses.replace(FLAT, prefill_tokens_per_s=1e12, step_s_per_seq=0.01,
                                  step_s_per_ktok=0.01, max_num_seqs=8)

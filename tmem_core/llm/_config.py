@@ -275,6 +275,11 @@ def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+SCHEDULING_POLICIES = ("priority", "fcfs")
+"""How an engine (vLLM, the sim) runs waiting requests: by `ChatRequest.priority`, then
+arrival, or by arrival alone (vLLM's `scheduling_policy`)."""
+
+
 def _require_positive(config: object, *names: str) -> None:
     for name in names:
         value = getattr(config, name)

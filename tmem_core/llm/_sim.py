@@ -3,11 +3,13 @@ model, for capacity planning and for running the pipeline at cluster scale on a 
 
 `BatchModel` runs in virtual time. A request reaches the scheduler `ttft_s` after it is sent
 and joins the running batch at the next step boundary (at most `max_num_seqs` run at once, the
-others wait in arrival order). A decode step costs `step_s`, plus `step_s_per_seq` for each
-running sequence, plus `step_s_per_ktok` for each thousand tokens the batch holds (prompts and
-outputs so far); the step that admits requests also prefills their prompt tokens that the
-prefix cache does not hold, at `prefill_tokens_per_s`. Every step adds one output token to each
-running sequence, so one sequence alone decodes at 1 / step time tokens/s. The live backend
+others wait: by `ChatRequest.priority`, then arrival, as vLLM's priority scheduling runs them,
+or by arrival alone with `scheduling_policy = "fcfs"`). A decode step costs `step_s`, plus
+`step_s_per_seq` for each running sequence, plus `step_s_per_ktok` for each thousand tokens
+the batch holds (prompts and outputs so far); the step that admits requests also prefills
+their prompt tokens that the prefix cache does not hold, at `prefill_tokens_per_s`. Every
+step adds one output token to each running sequence, so one sequence alone decodes at
+1 / step time tokens/s. The live backend
 sleeps on an asyncio timer until the model's next completion (no CPU while it waits); the
 planner (`jobs.plan`) runs the same model without sleeping.
 """
@@ -18,6 +20,8 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
+import heapq
+import itertools
 import json
 import math
 import random
@@ -29,7 +33,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from tmem_core.llm._backends import backend
-from tmem_core.llm._config import BackboneConfig, _require_non_negative, _require_positive
+from tmem_core.llm._config import (
+    SCHEDULING_POLICIES,
+    BackboneConfig,
+    _require_non_negative,
+    _require_positive,
+)
 from tmem_core.llm._request_cache import request_hash
 from tmem_core.llm._tokens import count_chat_tokens, count_tokens
 from tmem_core.llm._types import (
@@ -58,6 +67,7 @@ class SimEngineConfig:
     step_s_per_seq: float = 0.00005
     step_s_per_ktok: float = 0.0001
     max_num_seqs: int = 128
+    scheduling_policy: str = "priority"  # vLLM's names: "priority" or "fcfs"
     min_output_tokens: int = 4  # free-text answers: a length drawn in [min, max]
     max_output_tokens: int = 64
     prefix_cache_blocks: int = 65536  # of BLOCK_CHARS characters; 0 = no prefix cache
@@ -71,6 +81,9 @@ class SimEngineConfig:
                           "min_output_tokens")
         _require_non_negative(self, "ttft_s", "step_s_per_seq", "step_s_per_ktok",
                               "prefix_cache_blocks")
+        if self.scheduling_policy not in SCHEDULING_POLICIES:
+            raise ValueError(f"scheduling_policy must be one of {SCHEDULING_POLICIES}, got "
+                             f"{self.scheduling_policy!r}")
         if self.max_output_tokens < self.min_output_tokens:
             raise ValueError("max_output_tokens must be at least min_output_tokens, got "
                              f"{self.max_output_tokens!r}")
@@ -103,6 +116,7 @@ class Seq:
     prompt_tokens: int
     output_tokens: int
     cached_tokens: int = 0
+    priority: int = 0  # lower runs first (`ChatRequest.priority`)
     arrived: float = 0.0
     done: int = 0  # output tokens so far
     finished_at: float | None = None
@@ -116,7 +130,9 @@ class BatchModel:
     def __init__(self, config: SimEngineConfig, now: float = 0.0) -> None:
         self.config = config
         self.clock = now
-        self.waiting: deque[Seq] = deque()
+        self.arriving: deque[Seq] = deque()  # submitted, not yet at the scheduler's clock
+        self._ready: list[tuple[int, int, Seq]] = []  # heap: (priority, arrival order, seq)
+        self._order = itertools.count()
         self.running: list[Seq] = []
         self.counters = SimCounters()
         self._prefill_s = 0.0  # owed by the next step
@@ -124,7 +140,12 @@ class BatchModel:
 
     def submit(self, seq: Seq, now: float) -> None:
         seq.arrived = now
-        self.waiting.append(seq)
+        self.arriving.append(seq)
+
+    @property
+    def waiting(self) -> int:
+        """Requests submitted and not running yet."""
+        return len(self.arriving) + len(self._ready)
 
     def advance(self, now: float) -> list[Seq]:
         """Run the model up to `now`; the sequences that finished meanwhile."""
@@ -132,8 +153,8 @@ class BatchModel:
         while True:
             self._admit()
             if not self.running:
-                if self.waiting and self.waiting[0].arrived <= now:
-                    self.clock = max(self.clock, self.waiting[0].arrived)
+                if self.arriving and self.arriving[0].arrived <= now:
+                    self.clock = max(self.clock, self.arriving[0].arrived)
                     continue
                 self.clock = max(self.clock, now)
                 return finished
@@ -153,13 +174,17 @@ class BatchModel:
         if self.running:
             step = self._step_s()
             return self.clock + self._prefill_s + self._steps_to_event(step) * step
-        return self.waiting[0].arrived if self.waiting else None
+        return self.arriving[0].arrived if self.arriving else None
 
     def _admit(self) -> None:
         config = self.config
-        while (self.waiting and len(self.running) < config.max_num_seqs
-               and self.waiting[0].arrived <= self.clock):
-            seq = self.waiting.popleft()
+        by_priority = config.scheduling_policy == "priority"
+        while self.arriving and self.arriving[0].arrived <= self.clock:
+            seq = self.arriving.popleft()
+            heapq.heappush(self._ready, (seq.priority if by_priority else 0,
+                                         next(self._order), seq))
+        while self._ready and len(self.running) < config.max_num_seqs:
+            seq = heapq.heappop(self._ready)[2]
             self._prefill_s += (seq.prompt_tokens - seq.cached_tokens) / config.prefill_tokens_per_s
             self._held += seq.prompt_tokens
             self.running.append(seq)
@@ -175,8 +200,8 @@ class BatchModel:
 
     def _steps_to_event(self, step: float) -> int:
         steps = min(s.output_tokens - s.done for s in self.running)
-        if self.waiting and len(self.running) < self.config.max_num_seqs:
-            until = self.waiting[0].arrived - self.clock - self._prefill_s
+        if self.arriving and len(self.running) < self.config.max_num_seqs:
+            until = self.arriving[0].arrived - self.clock - self._prefill_s
             steps = min(steps, max(1, math.ceil(until / step)))
         return steps
 
@@ -276,7 +301,8 @@ class SimBackend:
         prompt = "\n".join(m.content for m in request.messages)
         cached = int(usage.prompt_tokens * self._cache.cached_share(prompt))
         response = output_response(text, usage, 0.0, request.schema)
-        return response, Seq(usage.prompt_tokens, usage.completion_tokens, cached)
+        return response, Seq(usage.prompt_tokens, usage.completion_tokens, cached,
+                             request.priority)
 
     async def _delay(self, answers: list[tuple[ChatResponse, Seq]]) -> list[ChatResponse]:
         """On the scheduler's loop: each answer once the model has finished its sequence."""

@@ -139,9 +139,10 @@ GATING_PRIORITY = -1
 class ChatRequest:
     """One chat completion. `sampling=None` takes the backbone's default sampling; `stage`,
     `qid` and `conv_id` say who asked (the conversation routes it to an engine replica);
-    `priority`: lower goes first where requests wait for a slot in the client (the HTTP and
-    embedded backends; vLLM's and the sim's own queues ignore it), `GATING_PRIORITY` for a
-    call that other questions' calls wait for."""
+    `priority`: lower goes first where requests wait (for a slot in the HTTP and embedded
+    clients, in the queue of vLLM and the sim with their default "priority" scheduling;
+    not part of the request's hash), `GATING_PRIORITY` for a call that other questions' calls
+    wait for. The pipeline adds each question's place among the sweep's questions."""
 
     messages: Sequence[ChatMessage]
     sampling: Sampling | None = None

