@@ -9,10 +9,11 @@ dataclasses (given as sub-tables), then calls the constructor; a `ValueError` fr
 
 from __future__ import annotations
 
+import functools
 import json
 import tomllib
 import types
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import MISSING, fields, is_dataclass
 from datetime import datetime
 from pathlib import Path
@@ -37,10 +38,8 @@ def build_config(cls: type[_T], raw: object, where: str) -> _T:
     """Instantiate the config dataclass `cls` from a mapping, checking keys and types."""
     if not isinstance(raw, Mapping):
         raise ConfigError(where, f"expected a table, got {type(raw).__name__}")
-    hints = get_type_hints(cls)
-    specs = [f for f in fields(cast(Any, cls)) if f.init]
-    check_keys(raw, {f.name for f in specs}, where)
-    required = [f.name for f in specs if f.default is MISSING and f.default_factory is MISSING]
+    hints, names, required = _shape(cast(Hashable, cls))
+    check_keys(raw, names, where)
     missing = [name for name in required if name not in raw]
     if missing:
         raise ConfigError(where, f"missing key {missing[0]!r}")
@@ -51,6 +50,16 @@ def build_config(cls: type[_T], raw: object, where: str) -> _T:
         raise ConfigError(exc.key or where, exc.reason) from None
     except (TypeError, ValueError) as exc:
         raise ConfigError(where, str(exc)) from None
+
+
+@functools.cache
+def _shape(cls: Hashable) -> tuple[dict[str, Any], set[str], tuple[str, ...]]:
+    """A dataclass's field types, its keys and its required keys, resolved once (a typed
+    record of a thousand candidates is thousands of dataclasses)."""
+    specs = [f for f in fields(cast(Any, cls)) if f.init]
+    required = tuple(f.name for f in specs
+                     if f.default is MISSING and f.default_factory is MISSING)
+    return get_type_hints(cls), {f.name for f in specs}, required
 
 
 def read_config(path: Path) -> Mapping[str, Any]:

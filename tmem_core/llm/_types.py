@@ -84,13 +84,19 @@ def object_schema(properties: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def schema_validator(schema: dict[str, Any]) -> Any:
-    """A validator for `schema`, which is checked against its meta-schema first.
+    """A validator for `schema`, which is checked against its meta-schema first
+    (`check_schema`)."""
+    check_schema(schema)
+    return _validator(json.dumps(schema, sort_keys=True))
+
+
+def check_schema(schema: dict[str, Any]) -> None:
+    """Raise `jsonschema.SchemaError` if `schema` is not a valid JSON schema.
 
     Checking costs ~10 ms, and a method step's schemas differ per request only in their
     enum values and property names (the ids it may pick from), on which a schema's validity
     does not depend: the check is made once per skeleton (`schema_skeleton`)."""
     _check_skeleton(json.dumps(schema_skeleton(schema), sort_keys=True))
-    return _validator(json.dumps(schema, sort_keys=True))
 
 
 def schema_skeleton(node: Any) -> Any:
@@ -157,7 +163,7 @@ class ChatRequest:
         if not self.messages:
             raise ValueError("a chat request needs at least one message")
         if self.schema is not None:
-            schema_validator(self.schema)  # raises when the schema itself is invalid
+            check_schema(self.schema)
 
     @classmethod
     def from_prompt(
