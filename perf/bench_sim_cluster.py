@@ -46,10 +46,12 @@ from typing import Any
 
 import ray
 
+from tmem_core.benchmarks import read_prepared
+from tmem_core.llm import BatchModel, Seq, SimEngineConfig
 from tmem_core.llm._sim import SimCounters
 from tmem_core.pipeline import init_ray, parse_sweep, run_sweep
 from tmem_core.pipeline._engine import ENGINE_PREFIX
-from tmem_core.results import MEMORY_STAGE, calls_store, calls_window, run_dirs
+from tmem_core.results import MEMORY_STAGE, calls_store, calls_window, memory_qid, run_dirs
 
 RUN_LINE = re.compile(r"run \S+: (?P<questions>\d+) questions")
 ENGINE = '{ revision = "%s", step_s = %g, max_num_seqs = 128, max_output_tokens = 64 }'
@@ -64,6 +66,8 @@ class Measured:
     counters: list[SimCounters] = field(default_factory=list)
     affinity: list[float] = field(default_factory=list)  # per question
     memory_s: float = 0.0  # window of the memory-building calls (a method's LLM-built memory)
+    calls: list[dict[str, Any]] = field(default_factory=list)  # answered by an engine
+    conversations: dict[str, str] = field(default_factory=dict)  # qid -> its conversation
 
     @property
     def qps(self) -> float:
@@ -137,10 +141,74 @@ def sweep(args: argparse.Namespace, method: str, replicas: int, work: Path) -> M
              if c["finished_at"] is not None and not c["cached"]
              and c["finished_at"] - c["latency_s"] >= started]
     measured.wall_s = calls_window(calls)
+    measured.calls = calls
+    prepared = read_prepared(next((work / "results" / config.name / "data").iterdir()))
+    measured.conversations = dict(zip(prepared.questions.column("qid").to_pylist(),
+                                      prepared.questions.column("conv_id").to_pylist(),
+                                      strict=True))
     measured.affinity = _affinity([c for c in calls if c["stage"] != MEMORY_STAGE])
     memory = [c for c in calls if c["stage"] == MEMORY_STAGE]
     measured.memory_s = calls_window(memory) if memory else 0.0
     return measured
+
+
+def engines_alone(calls: list[dict[str, Any]], conversations: dict[str, str], replicas: int,
+                  config: SimEngineConfig, hit_rate: float) -> float:
+    """Seconds the engines alone need for a sweep's calls: each question's calls in the rounds
+    they were sent in (a round: the calls of one batch), every question in flight from the
+    start and a question's first round once its conversation's memory is built, each round the
+    moment the one before is answered (no pipeline between them), on the least busy replica,
+    waiting by question; `hit_rate` of each prompt found in the prefix cache."""
+    rounds: defaultdict[str, defaultdict[float, list[dict[str, Any]]]] = defaultdict(
+        lambda: defaultdict(list))
+    for call in calls:
+        rounds[call["qid"]][call["finished_at"] - call["latency_s"]].append(call)
+    chains = {q: [by_time[t] for t in sorted(by_time)] for q, by_time in rounds.items()}
+    priority = {q: rank for rank, q in enumerate(sorted(chains, key=lambda q: min(rounds[q])))}
+    gates = {q: memory_qid(conversations[q]) for q in chains if q in conversations}
+    waiting = defaultdict(list)  # memory chain -> questions that wait for it
+    models = [BatchModel(config) for _ in range(replicas)]
+    left: dict[str, int] = {}
+
+    def send(qid: str, position: int, now: float) -> None:
+        left[qid] = len(chains[qid][position])
+        for call in chains[qid][position]:
+            model = min(models, key=lambda m: len(m.running) + m.waiting)
+            model.submit(Seq(call["prompt_tokens"], max(1, call["completion_tokens"]),
+                             int(call["prompt_tokens"] * hit_rate), priority[qid],
+                             tag=(qid, position)), now)
+
+    for qid in chains:
+        if gates.get(qid) in chains:
+            waiting[gates[qid]].append(qid)
+        else:
+            send(qid, 0, 0.0)
+    now = 0.0
+    while events := [t for m in models if (t := m.next_event()) is not None]:
+        now = max(now, min(events))
+        for seq in [seq for m in models for seq in m.advance(now)]:
+            qid, position = seq.tag
+            left[qid] -= 1
+            if left[qid]:
+                continue
+            if position + 1 < len(chains[qid]):
+                send(qid, position + 1, now)
+            for gated in waiting.pop(qid, []):
+                send(gated, 0, now)
+    return now
+
+
+def bound(measured: Measured, step_s: float) -> str:
+    """The engines' own limit on the measured sweep's calls (`engines_alone`) at 1 and at its
+    replicas, beside what the sweep took."""
+    config = SimEngineConfig(step_s=step_s, max_num_seqs=128)
+    alone = [engines_alone(measured.calls, measured.conversations, n, config,
+                           measured.hit_rate) for n in (1, measured.replicas)]
+    return (f"{measured.method}: the engines alone take {alone[0]:.1f}s on 1 replica and "
+            f"{alone[1]:.1f}s on {measured.replicas} for these calls: at most "
+            f"{alone[0] / (measured.replicas * alone[1]):.2f} of linear with every question in "
+            f"flight; the sweep took {measured.wall_s:.1f}s, "
+            f"{alone[1] / measured.wall_s:.2f} of the engines' own speed")
 
 
 def _affinity(calls: list[dict[str, Any]]) -> list[float]:
@@ -192,6 +260,7 @@ def main() -> None:
                 results.append(sweep(args, method, replicas, work))
             for measured in results:
                 print(measured.line(results[0]), flush=True)
+            print(bound(results[-1], args.step_s), flush=True)
 
 
 if __name__ == "__main__":
