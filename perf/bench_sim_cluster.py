@@ -159,12 +159,13 @@ def engines_alone(calls: list[dict[str, Any]], conversations: dict[str, str], re
     start and a question's first round once its conversation's memory is built, each round the
     moment the one before is answered (no pipeline between them), on the least busy replica,
     waiting by question; `hit_rate` of each prompt found in the prefix cache."""
-    rounds: defaultdict[str, defaultdict[float, list[dict[str, Any]]]] = defaultdict(
-        lambda: defaultdict(list))
+    sent: defaultdict[str, list[tuple[float, dict[str, Any]]]] = defaultdict(list)
     for call in calls:
-        rounds[call["qid"]][call["finished_at"] - call["latency_s"]].append(call)
-    chains = {q: [by_time[t] for t in sorted(by_time)] for q, by_time in rounds.items()}
-    priority = {q: rank for rank, q in enumerate(sorted(chains, key=lambda q: min(rounds[q])))}
+        sent[call["qid"]].append((call["finished_at"] - call["latency_s"], call))
+    for pairs in sent.values():
+        pairs.sort(key=lambda pair: pair[0])
+    chains = {q: _rounds(pairs) for q, pairs in sent.items()}
+    priority = {q: rank for rank, q in enumerate(sorted(chains, key=lambda q: sent[q][0][0]))}
     gates = {q: memory_qid(conversations[q]) for q in chains if q in conversations}
     waiting = defaultdict(list)  # memory chain -> questions that wait for it
     models = [BatchModel(config) for _ in range(replicas)]
@@ -196,6 +197,21 @@ def engines_alone(calls: list[dict[str, Any]], conversations: dict[str, str], re
             for gated in waiting.pop(qid, []):
                 send(gated, 0, now)
     return now
+
+
+def _rounds(sent: list[tuple[float, dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+    """A question's calls (by send time) in the rounds they went out in: a call sent before
+    any call of the current round was answered belongs to it (the parts of one batch reach
+    their replicas a little apart), one sent later starts the next."""
+    rounds: list[list[dict[str, Any]]] = []
+    answered = float("-inf")  # the current round's first answer
+    for at, call in sent:
+        if not rounds or at >= answered:
+            rounds.append([])
+            answered = float("inf")
+        rounds[-1].append(call)
+        answered = min(answered, call["finished_at"])
+    return rounds
 
 
 def bound(measured: Measured, step_s: float) -> str:

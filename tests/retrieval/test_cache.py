@@ -22,6 +22,7 @@ from tmem_core.retrieval import (
     EmbeddingStore,
     IndexStore,
 )
+from tmem_core.retrieval._embed import QUERY_SHARD
 from tmem_core.retrieval._index_keys import default_index_dir
 from tmem_core.schema import Message
 
@@ -204,3 +205,19 @@ def test_a_query_is_not_held_up_by_another_callers_memory_build(tmp_path: Path) 
     fresh = EmbeddingStore(HashEmbedder(), tmp_path)  # both persisted batches are on disk
     fresh.embed(["entry of conversation a", "another entry of a", "entry of conversation b"])
     assert fresh.embedded == 0
+
+
+def test_queries_are_written_a_shard_at_a_time_and_found_by_a_later_process(
+        tmp_path: Path) -> None:
+    store = EmbeddingStore(HashEmbedder(), tmp_path)
+    queries = [f"what did person {i} decide?" for i in range(QUERY_SHARD + 3)]
+    for query in queries:  # one at a time, as questions ask them
+        store.embed([query], persist=False)
+    shards = list(store.directory.glob("shard-*.npz"))
+    assert len(shards) == 1  # the first QUERY_SHARD, together; the last 3 not yet
+    later = EmbeddingStore(HashEmbedder(), tmp_path)
+    later.embed(queries[:QUERY_SHARD], persist=False)
+    assert later.embedded == 0
+    later.embed(queries[QUERY_SHARD:], persist=False)
+    assert later.embedded == 3
+    assert np.allclose(later.embed(queries[:2], persist=False), store.embed(queries[:2]))

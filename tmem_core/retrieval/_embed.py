@@ -67,6 +67,10 @@ class MiniLMEmbedder:
         return self._model.encode(list(texts), self.batch_size, progress)
 
 
+QUERY_SHARD = 64
+"""One-off texts (queries) written to the cache per shard."""
+
+
 def text_key(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -75,7 +79,10 @@ class EmbeddingStore:
     """Vectors keyed by (model, sha256 of the exact text), kept in append-only shard files.
 
     Identical texts are embedded once, whatever conversation or index variant asks for them.
-    Each batch of new vectors becomes a new shard, written to a temporary file and renamed.
+    Each batch of new vectors becomes a new shard, written to a temporary file and renamed;
+    one-off texts (queries, `persist=False`) are kept and written `QUERY_SHARD` at a time, so
+    that a re-run finds them too without a shard per query (a process that ends loses the
+    ones it had not written yet: they are embedded again when next asked for).
     Callers that miss the same texts take turns on a lock named by those texts (a file lock
     across processes, a thread lock within one: a stage actor's concurrent questions share
     its store), so the first embeds them and the others read its vectors; callers that miss
@@ -91,13 +98,15 @@ class EmbeddingStore:
         self._shards: set[str] = set()
         self.embedded = 0  # texts this store had to embed (not found in the cache)
         self._lock = threading.Lock()  # the vectors and shards held here
+        self._queries: list[str] = []  # one-off texts' keys, not written yet
         self._batches: dict[str, tuple[threading.Lock, int]] = {}  # batch -> lock, users
 
     def embed(self, texts: Sequence[str], progress: bool = False,
               persist: bool = True) -> Vectors:
         """Vectors of `texts`, in order: cached ones are read, the rest embedded.
 
-        New vectors are written to disk when `persist` (use False for one-off queries).
+        New vectors are written to disk at once when `persist`, else with the next
+        `QUERY_SHARD` one-off texts (use False for queries).
         Callers missing the same texts embed them once (the first, while the others wait);
         callers missing different texts embed at once, so one conversation's memory build
         holds up neither another's nor a question's query.
@@ -120,8 +129,7 @@ class EmbeddingStore:
                             self._write_shard(done, vectors)
                 else:
                     done, vectors = self._encode_missing(keys, texts, progress)
-                    with self._lock:
-                        self._vectors.update(zip(done, vectors, strict=True))
+                    self._keep_queries(done, vectors)
         if not keys:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([self._vectors[k] for k in keys])
@@ -154,6 +162,17 @@ class EmbeddingStore:
         with self._lock:
             self.embedded += len(todo)
         return list(todo), self.embedder.encode(list(todo.values()), progress=progress)
+
+    def _keep_queries(self, keys: list[str], vectors: Vectors) -> None:
+        """One-off texts' vectors, held here and written `QUERY_SHARD` at a time."""
+        with self._lock:
+            self._vectors.update(zip(keys, vectors, strict=True))
+            self._queries += keys
+            if len(self._queries) < QUERY_SHARD:
+                return
+            full, self._queries = self._queries, []
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._write_shard(full, np.stack([self._vectors[k] for k in full]))
 
     def _write_shard(self, keys: list[str], vectors: Vectors) -> None:
         if not keys:
