@@ -1,9 +1,12 @@
-"""A stage actor's calls write their records in groups: one part per store for the calls that
-end together, each call returning only once its own records are on disk, calls first."""
+"""A stage actor's calls write their records in groups: the calls that end while a group is
+being written share the next group's part per store, each call returning only once its own
+records are on disk, calls first; a call that meets no other writes at once."""
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,62 +36,66 @@ class Watching(Probe):
         self.records_before_calls.append(len(self.records.parts()))
 
 
-def test_calls_ending_together_share_a_part_and_return_with_their_records_on_disk(
-        tmp_path: Path) -> None:
-    writer = RecordWriter(window_s=0.3)
-    calls, answers = StageStore(tmp_path, "calls", SCHEMA), StageStore(tmp_path, "answer", SCHEMA)
+class SlowStore(StageStore):
+    """A store whose writes take a while (a busy disk), so that calls pile up behind one."""
+
+    def append(self, rows: Sequence[dict[str, Any]]) -> None:
+        time.sleep(0.3)
+        super().append(rows)
+
+
+def test_calls_ending_while_a_group_is_written_share_the_next_part(tmp_path: Path) -> None:
+    writer = RecordWriter()
+    calls, answers = SlowStore(tmp_path, "calls", SCHEMA), SlowStore(tmp_path, "answer", SCHEMA)
     probe = Watching(answers)
     seen: dict[str, bool] = {}
-    start = threading.Barrier(12)
 
     def call(index: int) -> None:
         qid = f"q{index}"
-        with writer.working():
-            start.wait()
-            writer.write(Batch(calls, [_row(f"{qid}-call")], [("answer", qid)],
-                               [(answers, [_row(qid)])], probe))
-            seen[qid] = qid in answers.read_all().column("qid").to_pylist()
+        writer.write(Batch(calls, [_row(f"{qid}-call")], [("answer", qid)],
+                           [(answers, [_row(qid)])], probe))
+        seen[qid] = qid in answers.read_all().column("qid").to_pylist()
 
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(12)]
+    first = threading.Thread(target=call, args=(0,))
+    first.start()
+    time.sleep(0.1)  # the first call's group is being written: the others pile up behind it
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(1, 12)]
     for thread in threads:
         thread.start()
-    for thread in threads:
+    for thread in [first, *threads]:
         thread.join()
     assert seen == {f"q{i}": True for i in range(12)}  # each returned with its record on disk
-    assert len(answers.parts()) < 12 and len(calls.parts()) == len(answers.parts())
+    assert len(answers.parts()) == len(calls.parts()) == 2  # the first call's, then the rest
     assert answers.read_all().num_rows == 12 and calls.read_all().num_rows == 12
-    assert probe.records_before_calls[0] == 0  # a group's calls land before its records
+    assert probe.records_before_calls == [0] + [1] * 11  # each group: its calls, then records
 
 
 def test_a_lone_call_writes_at_once(tmp_path: Path) -> None:
-    writer = RecordWriter(window_s=30.0)  # would time the test out if it waited
     answers = StageStore(tmp_path, "answer", SCHEMA)
-    with writer.working():
-        writer.write(Batch(StageStore(tmp_path, "calls", SCHEMA), [], [("answer", "q")],
-                           [(answers, [_row("q")])], Probe()))
-    assert answers.read_all().num_rows == 1
+    started = time.perf_counter()
+    RecordWriter().write(Batch(StageStore(tmp_path, "calls", SCHEMA), [], [("answer", "q")],
+                               [(answers, [_row("q")])], Probe()))
+    assert answers.read_all().num_rows == 1 and time.perf_counter() - started < 0.5
 
 
 def test_every_call_of_a_group_that_could_not_be_written_raises(tmp_path: Path) -> None:
-    writer = RecordWriter(window_s=0.2)
+    writer = RecordWriter()
     (tmp_path / "answer").write_text("a file where the store's folder should be")
     answers = StageStore(tmp_path, "answer", SCHEMA)
+    calls = SlowStore(tmp_path, "calls", SCHEMA)
     failed: list[str] = []
-    start = threading.Barrier(3)
 
     def call(index: int) -> None:
-        with writer.working():
-            start.wait()
-            try:
-                writer.write(Batch(StageStore(tmp_path, "calls", SCHEMA), [],
-                                   [("answer", f"q{index}")], [(answers, [_row(f"q{index}")])],
-                                   Probe()))
-            except OSError as exc:
-                failed.append(type(exc).__name__)
+        try:
+            writer.write(Batch(calls, [_row(f"q{index}-call")], [("answer", f"q{index}")],
+                               [(answers, [_row(f"q{index}")])], Probe()))
+        except OSError as exc:
+            failed.append(type(exc).__name__)
 
     threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
     for thread in threads:
         thread.start()
+        time.sleep(0.05)
     for thread in threads:
         thread.join()
     assert len(failed) == 3

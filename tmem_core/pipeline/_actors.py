@@ -21,7 +21,6 @@ from tmem_core.pipeline._stage import (
     flow_schema,
     write_records,
 )
-from tmem_core.pipeline._writer import WRITER
 from tmem_core.results import calls_store
 
 STAGES: tuple[type[Stage], ...] = (RetrieveStage, ConstructStage, AnswerStage, JudgeStage)
@@ -44,11 +43,10 @@ class FusedStages:
         self.calls = calls_store(Path(job.run_dir))
 
     def __call__(self, rows: list[Row]) -> list[Row]:
-        with WRITER.working():
-            per_question = self.stages[0].each(rows, self._through_all)
-            write_records(self.calls, self.stages[0].probe, [
-                (stage, [results[index] for results in per_question])
-                for index, stage in enumerate(self.stages)])
+        per_question = self.stages[0].each(rows, self._through_all)
+        write_records(self.calls, self.stages[0].probe, [
+            (stage, [results[index] for results in per_question])
+            for index, stage in enumerate(self.stages)])
         return [results[-1].flow for results in per_question]
 
     def _through_all(self, row: Row) -> list[StageResult]:

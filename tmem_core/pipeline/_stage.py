@@ -180,9 +180,8 @@ class Stage:
     def __call__(self, rows: list[Row]) -> list[Row]:
         """A call's flow rows through this stage, its records and calls written before they
         move on (a streaming actor runs several calls at once)."""
-        with WRITER.working():
-            results = self.each(rows, self.step)
-            write_records(self.calls, self.probe, [(self, results)])
+        results = self.each(rows, self.step)
+        write_records(self.calls, self.probe, [(self, results)])
         return [r.flow for r in results]
 
     def each(self, rows: list[Row], step: Callable[[Row], T]) -> list[T]:

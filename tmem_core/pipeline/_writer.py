@@ -2,27 +2,22 @@
 
 An actor holds many questions at once and each stage call writes its records before its
 questions move on. Written one call at a time, a 745-question run left thousands of small
-part files per store. Here the first call to write while other calls of the process are
-still at work waits `GROUP_WINDOW_S` for those that finish meanwhile, then writes everything
-gathered as one part per store (calls first: a record on disk always has its calls); every
-call of the group returns once the group is on disk, so a question still moves on only with
-its records written. A call with no other at work writes at once.
+part files per store. Here one group is written at a time: a call that ends while a group is
+being written joins the next one, written as one part per store as soon as the one before
+is on disk (calls first: a record on disk always has its calls). Every call of a group
+returns once the group is on disk, so a question still moves on only with its records
+written, and a call that meets no other waits for nothing.
 """
 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tmem_core.pipeline._probe import Probe
 from tmem_core.results import StageStore
-
-GROUP_WINDOW_S = 1.0
 
 Row = dict[str, Any]
 Appends = list[tuple[StageStore, list[Row]]]
@@ -67,24 +62,12 @@ def _append_grouped(appends: Appends) -> None:
 
 
 class RecordWriter:
-    """Group commit of the records of a process's stage calls (`GROUP_WINDOW_S`)."""
+    """Group commit of the records of a process's stage calls: one group written at a time."""
 
-    def __init__(self, window_s: float = GROUP_WINDOW_S) -> None:
-        self.window_s = window_s
+    def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._writing = threading.Lock()  # held while a group is written
         self._open: _Group | None = None
-        self._working = 0  # stage calls under way in this process
-
-    @contextmanager
-    def working(self) -> Iterator[None]:
-        """Around a stage call: while it runs, a group waits for it."""
-        with self._lock:
-            self._working += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._working -= 1
 
     def write(self, batch: Batch) -> None:
         """`batch` on disk, with the group it joined; raises what writing the group raised."""
@@ -94,13 +77,11 @@ class RecordWriter:
             if group is None:
                 group = self._open = _Group()
             group.batches.append(batch)
-            others = self._working > 1
         if leader:
-            if others:
-                time.sleep(self.window_s)
-            with self._lock:
-                self._open = None
-            group.write()
+            with self._writing:  # the group before is on disk; others joined meanwhile
+                with self._lock:
+                    self._open = None
+                group.write()
         else:
             group.done.wait()
         if group.error is not None:
