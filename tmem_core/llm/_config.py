@@ -287,6 +287,13 @@ def _require_positive(config: object, *names: str) -> None:
             raise ValueError(f"{name} must be positive, got {value!r}")
 
 
+def _require_policy(policy: str) -> None:
+    """An engine's `scheduling_policy` is one of `SCHEDULING_POLICIES`."""
+    if policy not in SCHEDULING_POLICIES:
+        raise ValueError(f"scheduling_policy must be one of {SCHEDULING_POLICIES}, got "
+                         f"{policy!r}")
+
+
 def _require_non_negative(config: object, *names: str) -> None:
     for name in names:
         value = getattr(config, name)

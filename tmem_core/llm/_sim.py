@@ -34,9 +34,9 @@ from typing import Any
 
 from tmem_core.llm._backends import backend
 from tmem_core.llm._config import (
-    SCHEDULING_POLICIES,
     BackboneConfig,
     _require_non_negative,
+    _require_policy,
     _require_positive,
 )
 from tmem_core.llm._request_cache import request_hash
@@ -81,9 +81,7 @@ class SimEngineConfig:
                           "min_output_tokens")
         _require_non_negative(self, "ttft_s", "step_s_per_seq", "step_s_per_ktok",
                               "prefix_cache_blocks")
-        if self.scheduling_policy not in SCHEDULING_POLICIES:
-            raise ValueError(f"scheduling_policy must be one of {SCHEDULING_POLICIES}, got "
-                             f"{self.scheduling_policy!r}")
+        _require_policy(self.scheduling_policy)
         if self.max_output_tokens < self.min_output_tokens:
             raise ValueError("max_output_tokens must be at least min_output_tokens, got "
                              f"{self.max_output_tokens!r}")

@@ -14,9 +14,9 @@ from typing import Any
 
 from tmem_core.llm._backends import backend
 from tmem_core.llm._config import (
-    SCHEDULING_POLICIES,
     BackboneConfig,
     _require_non_negative,
+    _require_policy,
     _require_positive,
 )
 from tmem_core.llm._models import hf_model_path
@@ -64,9 +64,7 @@ class VLLMEngineConfig:
         _require_positive(self, "tensor_parallel_size", "pipeline_parallel_size",
                           "max_num_seqs")
         _require_non_negative(self, "gpus_per_shard")
-        if self.scheduling_policy not in SCHEDULING_POLICIES:
-            raise ValueError(f"scheduling_policy must be one of {SCHEDULING_POLICIES}, got "
-                             f"{self.scheduling_policy!r}")
+        _require_policy(self.scheduling_policy)
 
     @property
     def shards(self) -> int:
