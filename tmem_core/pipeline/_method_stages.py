@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import pyarrow.compute as pc
 
@@ -40,29 +40,35 @@ def _accounted_memories(run_dir: Path) -> set[str]:
     return {conversation_of(q) for q in owners.to_pylist()}
 
 
-class _KeyedLocks:
-    """A lock per key: the questions of one conversation wait for its one memory build, while
-    other conversations' builds run beside it."""
+K = TypeVar("K")
+V = TypeVar("V")
 
-    def __init__(self) -> None:
-        self._locks: dict[str, threading.Lock] = {}
+
+class _Keyed(Generic[K, V]):
+    """One `make(key)` per key, made once however many threads ask for it."""
+
+    def __init__(self, make: Callable[[K], V]) -> None:
+        self._make = make
+        self._made: dict[K, V] = {}
         self._guard = threading.Lock()
 
-    def of(self, key: str) -> threading.Lock:
+    def of(self, key: K) -> V:
         with self._guard:
-            return self._locks.setdefault(key, threading.Lock())
+            if key not in self._made:
+                self._made[key] = self._make(key)
+            return self._made[key]
 
 
-_SLOTS_GUARD = threading.Lock()
-_RETRIEVAL_SLOTS: dict[int, threading.BoundedSemaphore] = {}
+def _memory_locks() -> _Keyed[str, threading.Lock]:
+    """A lock per conversation: its questions wait for its one memory build, while other
+    conversations' builds run beside it."""
+    return _Keyed(lambda _: threading.Lock())
 
 
-def retrieval_slots(count: int) -> threading.BoundedSemaphore:
-    """The slots of this process's retrievals (`count` at once), shared by every run's
-    stages in the process: however many questions an actor holds, so many retrievals (the
-    stage's CPU-bound part, and its largest memory) run at once."""
-    with _SLOTS_GUARD:
-        return _RETRIEVAL_SLOTS.setdefault(count, threading.BoundedSemaphore(count))
+_RETRIEVAL_SLOTS: _Keyed[int, threading.BoundedSemaphore] = _Keyed(threading.BoundedSemaphore)
+"""The slots of this process's retrievals (`count` at once), shared by every run's stages in
+the process: however many questions an actor holds, so many retrievals (the stage's CPU-bound
+part, and its largest memory) run at once."""
 
 
 class MethodStage(Stage):
@@ -78,7 +84,8 @@ class MethodStage(Stage):
 
     def __init__(self, job: StageJob, shares: MethodStage | None = None) -> None:
         """`shares`: another stage of this process whose method (and memory locks) to use."""
-        self._memory_locks: _KeyedLocks = shares._memory_locks if shares else _KeyedLocks()
+        self._memory_locks: _Keyed[str, threading.Lock] = (
+            shares._memory_locks if shares else _memory_locks())
         self._memory_accounted: set[str] = (  # conversations whose memory the run counted
             shares._memory_accounted if shares else _accounted_memories(Path(job.run_dir)))
         if shares is not None:
@@ -136,7 +143,7 @@ class RetrieveStage(MethodStage):
     def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
         question = self.questions[row["qid"]]
         calls = self.prepare_memory(question)
-        with retrieval_slots(self.job.retrievals):
+        with _RETRIEVAL_SLOTS.of(self.job.retrievals):
             started = time.perf_counter()
             evidence = self.method.retrieve(question)
             latency_s = time.perf_counter() - started
