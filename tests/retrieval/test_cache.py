@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -21,12 +23,15 @@ from tmem_core.retrieval import (
     Conversation,
     EmbeddingStore,
     IndexStore,
+    _embed,
 )
 from tmem_core.retrieval._embed import QUERY_SHARD
 from tmem_core.retrieval._index_keys import default_index_dir
 from tmem_core.schema import Message
 
 TEXTS = ["the checkout retry limit is five", "lunch at noon", "retry the upload later"]
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _conversation(conv_id: str, texts: list[str], topic: str | None = None) -> Conversation:
@@ -221,3 +226,28 @@ def test_queries_are_written_a_shard_at_a_time_and_found_by_a_later_process(
     later.embed(queries[QUERY_SHARD:], persist=False)
     assert later.embedded == 3
     assert np.allclose(later.embed(queries[:2], persist=False), store.embed(queries[:2]))
+
+
+def test_queries_fewer_than_a_shard_are_written_after_a_while(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_embed, "QUERY_FLUSH_S", 0.2)
+    store = EmbeddingStore(HashEmbedder(), tmp_path)
+    store.embed(["what did Ann decide?"], persist=False)
+    store.embed(["when did Bo leave?"], persist=False)
+    assert not list(store.directory.glob("shard-*.npz"))  # not at once
+    time.sleep(1.0)
+    assert len(list(store.directory.glob("shard-*.npz"))) == 1  # both, in one shard
+    later = EmbeddingStore(HashEmbedder(), tmp_path)
+    later.embed(["what did Ann decide?", "when did Bo leave?"], persist=False)
+    assert later.embedded == 0
+
+
+def test_a_process_writes_its_last_queries_when_it_exits(tmp_path: Path) -> None:
+    script = (f"from pathlib import Path\nfrom tests.hashed_embedder import HashEmbedder\n"
+              f"from tmem_core.retrieval import EmbeddingStore\n"
+              f"store = EmbeddingStore(HashEmbedder(), Path({str(tmp_path)!r}))\n"
+              f"store.embed(['what did Ann decide?'], persist=False)\n")
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT)
+    later = EmbeddingStore(HashEmbedder(), tmp_path)
+    later.embed(["what did Ann decide?"], persist=False)
+    assert later.embedded == 0

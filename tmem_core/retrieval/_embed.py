@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import tempfile
 import threading
 import uuid
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cached_property
@@ -68,7 +70,9 @@ class MiniLMEmbedder:
 
 
 QUERY_SHARD = 64
-"""One-off texts (queries) written to the cache per shard."""
+"""One-off texts (queries) written to the cache per shard ..."""
+QUERY_FLUSH_S = 20.0
+"""... or once the first of them has waited this long (and the rest at the process's exit)."""
 
 
 def text_key(text: str) -> str:
@@ -81,8 +85,9 @@ class EmbeddingStore:
     Identical texts are embedded once, whatever conversation or index variant asks for them.
     Each batch of new vectors becomes a new shard, written to a temporary file and renamed;
     one-off texts (queries, `persist=False`) are kept and written `QUERY_SHARD` at a time, so
-    that a re-run finds them too without a shard per query (a process that ends loses the
-    ones it had not written yet: they are embedded again when next asked for).
+    that a re-run finds them too without a shard per query, or `QUERY_FLUSH_S` after the
+    first of them was kept, and at the process's exit (a process killed before loses what it
+    had not written: it is embedded again when next asked for).
     Callers that miss the same texts take turns on a lock named by those texts (a file lock
     across processes, a thread lock within one: a stage actor's concurrent questions share
     its store), so the first embeds them and the others read its vectors; callers that miss
@@ -99,7 +104,9 @@ class EmbeddingStore:
         self.embedded = 0  # texts this store had to embed (not found in the cache)
         self._lock = threading.Lock()  # the vectors and shards held here
         self._queries: list[str] = []  # one-off texts' keys, not written yet
+        self._flush_timer: threading.Timer | None = None
         self._batches: dict[str, tuple[threading.Lock, int]] = {}  # batch -> lock, users
+        _LIVE.add(self)
 
     def embed(self, texts: Sequence[str], progress: bool = False,
               persist: bool = True) -> Vectors:
@@ -168,9 +175,24 @@ class EmbeddingStore:
         with self._lock:
             self._vectors.update(zip(keys, vectors, strict=True))
             self._queries += keys
-            if len(self._queries) < QUERY_SHARD:
-                return
-            full, self._queries = self._queries, []
+            if len(self._queries) >= QUERY_SHARD:
+                self._write_queries()
+            elif self._queries and self._flush_timer is None:
+                self._flush_timer = threading.Timer(QUERY_FLUSH_S, self.flush)
+                self._flush_timer.daemon = True
+                self._flush_timer.start()
+
+    def flush(self) -> None:
+        """Write the one-off texts' vectors not written yet."""
+        with self._lock:
+            self._write_queries()
+
+    def _write_queries(self) -> None:
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        full, self._queries = self._queries, []
+        if full:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._write_shard(full, np.stack([self._vectors[k] for k in full]))
 
@@ -195,3 +217,12 @@ class EmbeddingStore:
     def _add(self, name: str, keys: list[str], vectors: np.ndarray) -> None:
         self._shards.add(name)
         self._vectors.update(zip(keys, vectors.astype(np.float32), strict=True))
+
+
+_LIVE: weakref.WeakSet[EmbeddingStore] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_live() -> None:
+    for store in list(_LIVE):
+        store.flush()
