@@ -89,7 +89,7 @@ def tokenizer_counter(spec: str) -> TokenCounter:
 REMEMBERED_CHARS = 2048
 """Texts up to this long have their counts remembered (a budget's fitting counts the same
 message lines and spans again at every correction)."""
-REMEMBERED_TEXTS = 65536
+REMEMBERED_TEXTS = 1 << 18
 
 
 def remembered(count: TokenCounter) -> TokenCounter:

@@ -71,10 +71,11 @@ def segment(conversation: Conversation, mode: Mode, limit: int, count: TokenCoun
             topic_gap: timedelta = timedelta(hours=24)) -> tuple[Episode, ...]:
     """Episodes in order of their first message; none renders to more than `limit` tokens
     unless it is a single message."""
+    lines = {m.msg_id: render_message(m) for m in conversation.messages}
     parts = [part for source, group in _groups(conversation.messages, mode, topic_gap)
-             for part in _cut(source, group, limit, count)]
+             for part in _cut(source, group, limit, [count(lines[m.msg_id]) + 1 for m in group])]
     parts.sort(key=lambda p: p[1][0].seq)
-    return tuple(Episode(f"E{i}", source, tuple(ms), tuple(map(render_message, ms)))
+    return tuple(Episode(f"E{i}", source, tuple(ms), tuple(lines[m.msg_id] for m in ms))
                  for i, (source, ms) in enumerate(parts, 1))
 
 
@@ -130,10 +131,9 @@ def _windows(label: str, group: list[Message], gap: timedelta) -> list[_Group]:
     return [(label, w) for w in windows]
 
 
-def _cut(source: str, group: list[Message], limit: int,
-         count: TokenCounter) -> list[_Group]:
-    """Balanced parts of about equal size, none above `limit` tokens (but a single message)."""
-    costs = [count(render_message(m)) + 1 for m in group]
+def _cut(source: str, group: list[Message], limit: int, costs: list[int]) -> list[_Group]:
+    """Balanced parts of about equal size, none above `limit` tokens (but a single message),
+    a message costing its `costs` (its line's tokens and a line break)."""
     pieces = math.ceil(sum(costs) / limit)
     if pieces <= 1:
         return [(source, group)]
