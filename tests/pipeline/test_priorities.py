@@ -5,10 +5,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tmem_core.llm import GATING_PRIORITY, ChatRequest, get_backbone, load_backbones
+from tmem_core.llm import (
+    GATING_PRIORITY,
+    CallRecord,
+    ChatRequest,
+    ChatResponse,
+    gating_threads,
+    gating_work,
+    get_backbone,
+    load_backbones,
+)
 from tmem_core.pipeline import parse_sweep
 from tmem_core.pipeline._engine import EngineProxy
 from tmem_core.pipeline._runner import in_order, plan_run, prepare_benchmark
+from tmem_core.results import MEMORY_STAGE
 
 
 def test_a_question_s_requests_carry_its_place_and_a_gating_call_keeps_its_own() -> None:
@@ -31,3 +41,20 @@ def test_the_sweep_s_questions_are_numbered_in_grid_order(tmp_path: Path) -> Non
                       for run in config.runs()])
     first, second = ([p.job.order[q] for q, _ in p.questions] for p in plans)
     assert first == list(range(5)) and second == list(range(5, 10))
+
+
+def test_a_memory_build_s_engine_calls_let_the_other_questions_run() -> None:
+    during: list[int] = []
+
+    def engine(requests: list[ChatRequest]) -> tuple[list[ChatResponse], list[CallRecord]]:
+        during.append(gating_threads())
+        answers = [ChatResponse("{}") for _ in requests]
+        return answers, [CallRecord.of(get_backbone("sim"), r, a)
+                         for r, a in zip(requests, answers, strict=True)]
+
+    proxy = EngineProxy(engine, get_backbone("sim"), MEMORY_STAGE, "c1", "c1")
+    with gating_work():  # the build's CPU work: the others pause at their calls
+        assert gating_threads() == 1
+        proxy.generate([ChatRequest.from_prompt("extract")])  # its wait: they run
+        assert gating_threads() == 1
+    assert during == [0]

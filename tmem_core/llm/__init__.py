@@ -39,6 +39,7 @@ from tmem_core.llm._config import (
     parse_backbones,
 )
 from tmem_core.llm._embedded import EmbeddedBackend
+from tmem_core.llm._gating import defer_to_gating, gating_threads, gating_wait, gating_work
 from tmem_core.llm._http import (
     OpenAICompatBackend,
     OpenAIEngineConfig,
@@ -119,8 +120,12 @@ __all__ = [
     "count_chat_tokens",
     "count_tokens",
     "counter_for",
+    "defer_to_gating",
     "error_response",
     "expected_tokenizers",
+    "gating_threads",
+    "gating_wait",
+    "gating_work",
     "get_backbone",
     "get_backend",
     "load_backbones",

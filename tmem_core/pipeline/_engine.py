@@ -45,6 +45,8 @@ from tmem_core.llm import (
     SharedEngine,
     cache_first,
     counter_for,
+    defer_to_gating,
+    gating_wait,
     get_backend,
     run_sync,
 )
@@ -393,8 +395,10 @@ class EngineProxy:
         return other
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+        defer_to_gating()  # a memory build others wait for runs first
         stamped = self.stamped(requests)
-        responses, records = self._call(stamped)
+        with gating_wait():
+            responses, records = self._call(stamped)
         self.records.extend(dataclasses.replace(record, leaks=found) if (found := self._leaks(
             request)) else record for request, record in zip(stamped, records, strict=True))
         return list(responses)

@@ -14,7 +14,8 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from tmem_core.llm import (
     TokenCounter,
     Usage,
     count_chat_tokens,
+    gating_wait,
     object_schema,
     request_hash,
 )
@@ -134,9 +136,8 @@ def extract(episodes: Sequence[Episode], llm: LLM, config: T2MemConfig, cache: P
     responses: list[ChatResponse] = []
     failed: list[str] = []
     if missing:
-        with FileLock(str(store.lock_path([keys[eid] for eid in missing]))):
-            stored |= store.read({eid: keys[eid] for eid in missing})  # written meanwhile
-            todo = [eid for eid in missing if eid not in stored]
+        with _acquired(FileLock(str(store.lock_path([keys[eid] for eid in missing])))):
+            todo = [eid for eid in missing if not store.has(keys[eid])]
             sent_at = time.time()  # the batch's calls end at sent_at + their own latency
             responses = llm.generate([requests[eid] for eid in todo]) if todo else []
             for eid, response in zip(todo, responses, strict=True):
@@ -144,6 +145,8 @@ def extract(episodes: Sequence[Episode], llm: LLM, config: T2MemConfig, cache: P
                     store.write(keys[eid], response.parsed, response.usage)
                 else:
                     failed.append(f"{eid}: {response.error or 'output is not a JSON object'}")
+        # written meanwhile by another caller: read once the lock is free for the next one
+        stored |= store.read({eid: keys[eid] for eid in sorted(set(missing) - set(todo))})
     outputs = {eid: out for eid, (out, _) in stored.items()}
     outputs |= {eid: r.parsed for eid, r in zip(todo, responses, strict=True)
                 if r.ok and isinstance(r.parsed, dict)}
@@ -152,6 +155,17 @@ def extract(episodes: Sequence[Episode], llm: LLM, config: T2MemConfig, cache: P
     reused = tuple(CallRecord.reused_call(llm.backbone, requests[eid], usage)
                    for eid, (_, usage) in sorted(stored.items()))
     return Extraction(outputs, calls, len(stored), tuple(failed), reused)
+
+
+@contextmanager
+def _acquired(lock: FileLock) -> Iterator[None]:
+    """`lock`, waited for as a wait of gating work (the build may be another process's)."""
+    with gating_wait():
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def metadata_entries(episodes: Sequence[Episode], outputs: dict[str, dict[str, Any]],
@@ -259,6 +273,9 @@ class _Store:
         locks = self.directory / ".locks"
         locks.mkdir(parents=True, exist_ok=True)
         return locks / f"{content_key(sorted(keys))}.lock"
+
+    def has(self, key: str) -> bool:
+        return self.path(key).exists()
 
     def read(self, keys: dict[str, str]) -> dict[str, tuple[dict[str, Any], Usage]]:
         """Stored outputs by name, with the usage of the call that made each."""
