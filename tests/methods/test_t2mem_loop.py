@@ -29,7 +29,7 @@ from tmem_core.methods._registry import build_method
 from tmem_core.methods.t2mem import T2Mem, render_trace
 from tmem_core.methods.t2mem._config import T2MemConfig
 from tmem_core.methods.t2mem._extract import EXTRACT_STAGE, extraction_limit
-from tmem_core.methods.t2mem._loop import STEP_STAGE, raw_budget
+from tmem_core.methods.t2mem._loop import _UNREAD_DEPTH, STEP_STAGE, Loop, raw_budget
 from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
 from tmem_core.schema import Message, Question
 
@@ -400,3 +400,20 @@ def test_the_agent_names_the_page_it_reads(tmp_path: Path, argument: str, page: 
     assert repair is None or repair in first["repair"]
     assert "E1 (#ops part 1/2, 2025-03-03) [2 pages; read page " \
         f"{page}]" in llm.steps()[1].messages[-1].content
+
+
+def test_the_unread_episode_is_found_however_far_down_the_ranking(store: IndexStore,
+                                                                   tmp_path: Path) -> None:
+    method = T2Mem(store, T2MemConfig(), cache=tmp_path / "t2mem", budget=4096)
+    llm = ScriptedLLM()
+    method.prepare("c", llm)
+    index = method._memory("c").index
+    assert len(index.entries) > _UNREAD_DEPTH  # some episodes are only found past the first
+    for left in index.episodes:  # every episode but `left` read in full
+        loop = Loop(QUESTION, index, method.config, raw_budget(method.config, llm.backbone),
+                    counter_for(llm.backbone))
+        loop.pages_read = {e.episode_id: set(range(1, len(loop.pages(e)) + 1))
+                           for e in index.episodes if e is not left}
+        assert loop._unread() is left
+    loop.pages_read[left.episode_id] = set(range(1, len(loop.pages(left)) + 1))
+    assert loop._unread() is None

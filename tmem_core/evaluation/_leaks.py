@@ -57,7 +57,7 @@ def ids_in(text: str, ids: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted({m.group(1) for m in _id_pattern(ids).finditer(text)}))
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=4096)  # a stage actor holds hundreds of questions at once
 def _id_pattern(ids: tuple[str, ...]) -> re.Pattern[str]:
     """Any of `ids` as a whole token, found at every position (inside a lookahead), so that
     an id inside a longer one ("answer_1" in "q7:answer_1:0") is found too."""

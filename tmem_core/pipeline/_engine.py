@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import math
 import os
@@ -296,8 +297,7 @@ class ReplicaRouter:
 
     def ranking(self, key: str) -> list[int]:
         """The replicas in the order `key` prefers them."""
-        return sorted(range(len(self.names)), reverse=True, key=lambda i: hashlib.blake2b(
-            f"{key}|{i}".encode(), digest_size=8).digest())
+        return list(_rendezvous(key, len(self.names)))
 
     def _choose(self, key: str, part: int = 0) -> int:
         ranked = self.ranking(key)
@@ -335,6 +335,13 @@ class ReplicaRouter:
             if index not in self._handles:
                 self._handles[index] = self._lookup(self.names[index])
             return self._handles[index]
+
+
+@functools.lru_cache(maxsize=8192)
+def _rendezvous(key: str, replicas: int) -> tuple[int, ...]:
+    """Replica positions by rendezvous hashing of `key` (a question's calls rank alike)."""
+    return tuple(sorted(range(replicas), reverse=True, key=lambda i: hashlib.blake2b(
+        f"{key}|{i}".encode(), digest_size=8).digest()))
 
 
 def ray_engine(backbone: BackboneConfig, cache: RequestCache | None) -> EngineCall:

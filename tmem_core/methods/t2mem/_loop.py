@@ -48,6 +48,7 @@ STEP_STAGE = "construct"
 _ALIASES = {"searchmeta": "search", "readraw": "read"}
 _PAGE = re.compile(r"^(?P<episode>.*?)[\s,:;/#(-]*(?:page|pg|p)\.?\s*(?P<page>\d+)\)?\s*$",
                    re.IGNORECASE)
+_UNREAD_DEPTH = 32  # unseen entries ranked at first when looking for an unread episode
 _LIMITS = {"reasoning": 300, "memory": 400, "argument": 100}  # characters
 
 
@@ -284,11 +285,21 @@ class Loop:
 
     def _unread(self) -> Episode | None:
         """The episode of the best-ranked entry shown with a page unread, else that of the
-        best unseen entry for the question."""
+        best unseen entry for the question (ranked a few at a time: most are found early)."""
         shown = [e.episode_id for e in self.seen.values()]
-        unseen = self.index.search(self.question.question, len(self.index.entries), self.seen)
-        candidates = [self.index.by_episode[eid] for eid in shown + [e.episode_id for e in unseen]]
-        return next((e for e in candidates if self._page(e, None) is not None), None)
+        found = self._first_unread(shown)
+        depth = _UNREAD_DEPTH
+        while found is None:
+            unseen = self.index.search(self.question.question, depth, self.seen)
+            found = self._first_unread([e.episode_id for e in unseen])
+            if depth >= len(self.index.entries):
+                break
+            depth *= 4
+        return found
+
+    def _first_unread(self, episode_ids: Sequence[str]) -> Episode | None:
+        episodes = (self.index.by_episode[eid] for eid in episode_ids)
+        return next((e for e in episodes if self._page(e, None) is not None), None)
 
 
 def describe(entry: Entry, index: MemoryIndex) -> str:
