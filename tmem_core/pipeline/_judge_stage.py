@@ -4,9 +4,10 @@ calibrate it (`tmem_core.evaluation.ControlPool`: the kinds the question and dat
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 
 from tmem_core.benchmarks import get_protocol
@@ -21,7 +22,7 @@ from tmem_core.evaluation import (
     says_not_available,
     stemmer,
 )
-from tmem_core.llm import BackboneConfig, ChatRequest, Sampling
+from tmem_core.llm import BackboneConfig, CallRecord, ChatRequest, Sampling
 from tmem_core.pipeline._engine import EngineProxy
 from tmem_core.pipeline._memory_quality import score_memory
 from tmem_core.pipeline._stage import GoldStage, Output, Row, StageJob, StageResult
@@ -97,38 +98,50 @@ class JudgeStage(GoldStage):
         return get_protocol(self.job.run.benchmark.name)
 
     def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
+        """Every verdict the question still needs, asked at once (none depends on another:
+        one after the other, they made each question's last stage a chain of calls)."""
         question, gold = self.questions[row["qid"]], self.gold[row["qid"]]
-        output = Output()
+        tasks: list[Callable[[], _Made]] = []
         for judge in self.job.judges:
             for repeat in range(self.job.run.judge_repeats):
                 key = f"{row['qid']}|{judge.name}|{repeat}"
                 if key not in stored:
-                    llm = self.proxy(judge, question.qid)
-                    output.records.append(self._judge(row, key, question, gold, judge.name,
-                                                      repeat, llm))
-                    output.calls.extend(llm.records)
+                    tasks.append(partial(self._judged, row, key, question, gold, judge, repeat))
         for judge in self.job.judges:
-            for key, control in self._controls_of(question.qid, judge):
-                if key not in stored:
-                    llm = self.proxy(judge, question.qid, CALIBRATION_STAGE)
-                    verdict = self._verdict(question, gold, control.prediction, 0, llm)
-                    output.calls.extend(llm.records)
-                    output.controls.append(self.record(
-                        row, key=key, ok=verdict.error is None, error=verdict.error,
-                        judge=judge.name, control=control.kind, other_qid=control.other_qid,
-                        category=question.category, expected=control.expected,
-                        prediction=control.prediction, score=verdict.score, raw=verdict.raw,
-                        prompt_name=verdict.prompt_name, prompt_sha256=verdict.prompt_sha256))
-        for key in self._quality_keys(question.qid):
-            if key not in stored:
-                judge = self.job.judges[0]
-                llm = self.proxy(judge, question.qid, MEMORY_QUALITY_STAGE)
-                values = score_memory(question, gold, row["context"] or "",
-                                      self.evidence_messages, llm)
-                output.calls.extend(llm.records)
-                output.quality.append(self.record(row, key=key, judge=judge.name,
-                                                  method=self.job.run.method, **values))
+            tasks += [partial(self._control, row, key, question, gold, judge, control)
+                      for key, control in self._controls_of(question.qid, judge)
+                      if key not in stored]
+        tasks += [partial(self._quality, row, key, question, gold)
+                  for key in self._quality_keys(question.qid) if key not in stored]
+        output = Output()
+        for kind, record, calls in _at_once(tasks):
+            getattr(output, kind).append(record)
+            output.calls.extend(calls)
         return output
+
+    def _judged(self, row: Row, key: str, question: Question, gold: Gold,
+                judge: BackboneConfig, repeat: int) -> _Made:
+        llm = self.proxy(judge, question.qid)
+        record = self._judge(row, key, question, gold, judge.name, repeat, llm)
+        return "records", record, llm.records
+
+    def _control(self, row: Row, key: str, question: Question, gold: Gold,
+                 judge: BackboneConfig, control: Control) -> _Made:
+        llm = self.proxy(judge, question.qid, CALIBRATION_STAGE)
+        verdict = self._verdict(question, gold, control.prediction, 0, llm)
+        return "controls", self.record(
+            row, key=key, ok=verdict.error is None, error=verdict.error, judge=judge.name,
+            control=control.kind, other_qid=control.other_qid, category=question.category,
+            expected=control.expected, prediction=control.prediction, score=verdict.score,
+            raw=verdict.raw, prompt_name=verdict.prompt_name,
+            prompt_sha256=verdict.prompt_sha256), llm.records
+
+    def _quality(self, row: Row, key: str, question: Question, gold: Gold) -> _Made:
+        judge = self.job.judges[0]
+        llm = self.proxy(judge, question.qid, MEMORY_QUALITY_STAGE)
+        values = score_memory(question, gold, row["context"] or "", self.evidence_messages, llm)
+        return "quality", self.record(row, key=key, judge=judge.name,
+                                      method=self.job.run.method, **values), llm.records
 
     def _judge(self, row: Row, key: str, question: Question, gold: Gold, judge: str,
                repeat: int, llm: EngineProxy) -> Row:
@@ -181,6 +194,17 @@ class JudgeStage(GoldStage):
                 return Verdict(float(parsed), "llm", raw, prompt.name, prompt.sha256)
         return Verdict(None, "llm", raw, prompt.name, prompt.sha256,
                        f"unparseable verdict after {1 + JUDGE_RETRIES} attempts: {raw[:120]!r}")
+
+
+_Made = tuple[str, Row, list[CallRecord]]  # the Output list a record joins, it, its calls
+
+
+def _at_once(tasks: list[Callable[[], _Made]]) -> list[_Made]:
+    """Each task's result, in order; the tasks run in threads of their own."""
+    if len(tasks) <= 1:
+        return [task() for task in tasks]
+    with ThreadPoolExecutor(len(tasks), thread_name_prefix="verdict") as pool:
+        return list(pool.map(lambda task: task(), tasks))
 
 
 def judge_request(prompt: Prompt, question: Question, gold: Gold, prediction: str, repeat: int,
