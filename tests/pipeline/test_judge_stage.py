@@ -1,5 +1,6 @@
-"""The judge stage asks a question's verdicts at once: the judge's on the prediction and on
-each control answer, each with its own calls, in a fixed order."""
+"""The judge stage asks a question's verdicts at once: the judge's on the prediction in one
+batch, on the control answers in another, the batches side by side, records in a fixed
+order."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ class SlowJudge:
 
     def __init__(self, delay_s: float) -> None:
         self.delay_s, self.in_flight, self.most = delay_s, 0, 0
+        self.batches: list[int] = []
         self._lock = threading.Lock()
 
     def __call__(self, requests: list[ChatRequest]
@@ -30,6 +32,7 @@ class SlowJudge:
         with self._lock:
             self.in_flight += 1
             self.most = max(self.most, self.in_flight)
+            self.batches.append(len(requests))
         time.sleep(self.delay_s)
         with self._lock:
             self.in_flight -= 1
@@ -53,8 +56,8 @@ def stage(tmp_path: Path) -> JudgeStage:
     return JudgeStage(plan.job)
 
 
-def test_a_question_s_verdicts_are_asked_at_once(stage: JudgeStage,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_question_s_verdicts_are_asked_at_once_in_a_batch_per_kind(
+        stage: JudgeStage, monkeypatch: pytest.MonkeyPatch) -> None:
     judge = SlowJudge(0.3)
     monkeypatch.setattr(stage, "proxy", lambda backbone, qid, kind=None: EngineProxy(
         judge, backbone, kind or stage.name, qid))
@@ -64,9 +67,36 @@ def test_a_question_s_verdicts_are_asked_at_once(stage: JudgeStage,
     started = time.perf_counter()
     output = stage.process(row, {})
     took = time.perf_counter() - started
-    asked = len(output.records) + len(output.controls)
-    assert asked == len(stage.keys(qid)) >= 3
-    assert judge.most == asked and took < 2 * judge.delay_s  # at once, not one by one
+    controls = len(stage.keys(qid)) - 1  # one judge, one repeat
+    assert len(output.records) == 1 and len(output.controls) == controls >= 2
+    assert sorted(judge.batches) == [1, controls]  # one route each
+    assert judge.most == 2 and took < 2 * judge.delay_s  # side by side, not one by one
     assert [r["key"] for r in output.records + output.controls] == stage.keys(qid)
-    assert [c.stage for c in output.calls] == (
-        [stage.name] * len(output.records) + [CALIBRATION_STAGE] * len(output.controls))
+    assert all(r["score"] == 1.0 and r["ok"] for r in output.records + output.controls)
+    assert sorted(c.stage for c in output.calls) == sorted(
+        [stage.name] + [CALIBRATION_STAGE] * controls)
+
+
+def test_an_unparseable_verdict_alone_is_asked_again(
+        stage: JudgeStage, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[list[int]] = []
+
+    def judge(requests: list[ChatRequest]) -> tuple[list[ChatResponse], list[CallRecord]]:
+        asked.append([r.sampling.seed if r.sampling else -1 for r in requests])
+        first = len(asked) == 1
+        answers = [ChatResponse("maybe?") if first and i == 0 else
+                   ChatResponse('{"verdict": "WRONG"}', {"verdict": "WRONG"})
+                   for i in range(len(requests))]
+        return answers, [CallRecord.of(SlowJudge.backbone, r, a)
+                         for r, a in zip(requests, answers, strict=True)]
+
+    monkeypatch.setattr(stage, "proxy", lambda backbone, qid, kind=None: EngineProxy(
+        judge, backbone, kind or stage.name, qid))
+    qid = next(q for q in stage.questions if len(stage.keys(q)) >= 3)
+    controls = [(key, c) for key, c in stage._controls_of(qid, stage.job.judges[0])]
+    kind, records, calls = stage._controlled(
+        {"qid": qid, "conv_id": stage.questions[qid].conv_id}, stage.questions[qid],
+        stage.gold[qid], stage.job.judges[0], controls)
+    assert kind == "controls" and asked == [[0] * len(controls), [1]]  # the first, again
+    assert [r["score"] for r in records] == [0.0] * len(controls) and len(calls) == \
+        len(controls) + 1

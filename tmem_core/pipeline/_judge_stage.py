@@ -98,65 +98,65 @@ class JudgeStage(GoldStage):
         return get_protocol(self.job.run.benchmark.name)
 
     def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
-        """Every verdict the question still needs, asked at once (none depends on another:
-        one after the other, they made each question's last stage a chain of calls)."""
-        question, gold = self.questions[row["qid"]], self.gold[row["qid"]]
+        """Every verdict the question still needs: per judge, its verdicts on the prediction
+        in one batch and those on the control answers in another (each batch one route:
+        they share the question's prompt), the batches and the memory-quality scores at
+        once (none depends on another; one after the other they made each question's last
+        stage a chain of calls)."""
+        qid = row["qid"]
+        question, gold = self.questions[qid], self.gold[qid]
         tasks: list[Callable[[], _Made]] = []
         for judge in self.job.judges:
-            for repeat in range(self.job.run.judge_repeats):
-                key = f"{row['qid']}|{judge.name}|{repeat}"
-                if key not in stored:
-                    tasks.append(partial(self._judged, row, key, question, gold, judge, repeat))
-        for judge in self.job.judges:
-            tasks += [partial(self._control, row, key, question, gold, judge, control)
-                      for key, control in self._controls_of(question.qid, judge)
-                      if key not in stored]
+            repeats = [(key, repeat) for repeat in range(self.job.run.judge_repeats)
+                       if (key := f"{qid}|{judge.name}|{repeat}") not in stored]
+            controls = [(key, c) for key, c in self._controls_of(qid, judge) if key not in stored]
+            if repeats:
+                tasks.append(partial(self._judged, row, question, gold, judge, repeats))
+            if controls:
+                tasks.append(partial(self._controlled, row, question, gold, judge, controls))
         tasks += [partial(self._quality, row, key, question, gold)
-                  for key in self._quality_keys(question.qid) if key not in stored]
+                  for key in self._quality_keys(qid) if key not in stored]
         output = Output()
-        for kind, record, calls in _at_once(tasks):
-            getattr(output, kind).append(record)
+        for kind, records, calls in _at_once(tasks):
+            getattr(output, kind).extend(records)
             output.calls.extend(calls)
         return output
 
-    def _judged(self, row: Row, key: str, question: Question, gold: Gold,
-                judge: BackboneConfig, repeat: int) -> _Made:
+    def _judged(self, row: Row, question: Question, gold: Gold, judge: BackboneConfig,
+                repeats: list[tuple[str, int]]) -> _Made:
         llm = self.proxy(judge, question.qid)
-        record = self._judge(row, key, question, gold, judge.name, repeat, llm)
-        return "records", record, llm.records
+        prediction = row["prediction"] or ""
+        verdicts = self._verdicts(question, gold, [(prediction, r) for _, r in repeats], llm)
+        token_f1 = self.protocol.token_f1
+        f1 = token_f1(prediction, gold.answer, question.category) if token_f1 else None
+        em = (exact_match(prediction, gold.answer)
+              if gold.answer is not None and gold.answer_kind == "text" else None)
+        return "records", [self.record(
+            row, key=key, ok=verdict.error is None, error=verdict.error, judge=judge.name,
+            repeat=repeat, category=question.category, answer_kind=gold.answer_kind,
+            scored_by=verdict.scored_by, score=verdict.score, f1=f1, exact_match=em,
+            raw=verdict.raw, prompt_name=verdict.prompt_name,
+            prompt_sha256=verdict.prompt_sha256)
+            for (key, repeat), verdict in zip(repeats, verdicts, strict=True)], llm.records
 
-    def _control(self, row: Row, key: str, question: Question, gold: Gold,
-                 judge: BackboneConfig, control: Control) -> _Made:
+    def _controlled(self, row: Row, question: Question, gold: Gold, judge: BackboneConfig,
+                    controls: list[tuple[str, Control]]) -> _Made:
         llm = self.proxy(judge, question.qid, CALIBRATION_STAGE)
-        verdict = self._verdict(question, gold, control.prediction, 0, llm)
-        return "controls", self.record(
+        verdicts = self._verdicts(question, gold, [(c.prediction, 0) for _, c in controls], llm)
+        return "controls", [self.record(
             row, key=key, ok=verdict.error is None, error=verdict.error, judge=judge.name,
             control=control.kind, other_qid=control.other_qid, category=question.category,
             expected=control.expected, prediction=control.prediction, score=verdict.score,
             raw=verdict.raw, prompt_name=verdict.prompt_name,
-            prompt_sha256=verdict.prompt_sha256), llm.records
+            prompt_sha256=verdict.prompt_sha256)
+            for (key, control), verdict in zip(controls, verdicts, strict=True)], llm.records
 
     def _quality(self, row: Row, key: str, question: Question, gold: Gold) -> _Made:
         judge = self.job.judges[0]
         llm = self.proxy(judge, question.qid, MEMORY_QUALITY_STAGE)
         values = score_memory(question, gold, row["context"] or "", self.evidence_messages, llm)
-        return "quality", self.record(row, key=key, judge=judge.name,
-                                      method=self.job.run.method, **values), llm.records
-
-    def _judge(self, row: Row, key: str, question: Question, gold: Gold, judge: str,
-               repeat: int, llm: EngineProxy) -> Row:
-        prediction = row["prediction"] or ""
-        verdict = self._verdict(question, gold, prediction, repeat, llm)
-        token_f1 = self.protocol.token_f1
-        f1 = token_f1(prediction, gold.answer, question.category) if token_f1 else None
-        em = (exact_match(prediction, gold.answer)
-              if gold.answer is not None and gold.answer_kind == "text" else None)
-        return self.record(
-            row, key=key, ok=verdict.error is None, error=verdict.error, judge=judge,
-            repeat=repeat, category=question.category, answer_kind=gold.answer_kind,
-            scored_by=verdict.scored_by, score=verdict.score, f1=f1, exact_match=em,
-            raw=verdict.raw, prompt_name=verdict.prompt_name,
-            prompt_sha256=verdict.prompt_sha256)
+        return "quality", [self.record(row, key=key, judge=judge.name,
+                                       method=self.job.run.method, **values)], llm.records
 
     def _controls_of(self, qid: str, judge: BackboneConfig) -> list[tuple[str, Control]]:
         """(key, control) of the judge's control answers, every kind that applies to the
@@ -171,32 +171,52 @@ class JudgeStage(GoldStage):
         return ControlPool([(q, self.gold[q.qid]) for q in self.questions.values()],
                            Rules.of(self.protocol))
 
-    def _verdict(self, question: Question, gold: Gold, prediction: str, repeat: int,
-                 llm: EngineProxy) -> Verdict:
+    def _verdicts(self, question: Question, gold: Gold, asked: list[tuple[str, int]],
+                  llm: EngineProxy) -> list[Verdict]:
+        """A verdict per (prediction, repeat): each attempt's requests in one batch, an
+        unparseable verdict asked once more (`JUDGE_RETRIES`), then an error."""
         prompt_ref = self.protocol.judge_for(question, gold)
         if prompt_ref is None:
-            if gold.answer_kind == "choice":
-                labels = tuple(o.label for o in gold.options or ())
-                return Verdict(float(choice_correct(prediction, gold.answer or "", labels)),
-                               "choice")
-            return Verdict(float(says_not_available(prediction)), "rule")
+            return [_by_rule(gold, prediction) for prediction, _ in asked]
         prompt = load_prompt(self.job.run.judge_prompts.get(prompt_ref, prompt_ref))
-        raw = ""
+        done: dict[int, Verdict] = {}
+        raw = [""] * len(asked)
+        pending = list(range(len(asked)))
         for attempt in range(1 + JUDGE_RETRIES):
-            request = judge_request(prompt, question, gold, prediction, repeat, attempt)
-            (response,) = llm.generate([request])
-            if not response.ok:
-                return Verdict(None, "llm", raw, prompt.name, prompt.sha256, response.error)
-            raw = response.text
-            label = response.parsed["verdict"] if response.parsed else raw
-            parsed = parse_verdict(str(label))
-            if parsed is not None:
-                return Verdict(float(parsed), "llm", raw, prompt.name, prompt.sha256)
-        return Verdict(None, "llm", raw, prompt.name, prompt.sha256,
-                       f"unparseable verdict after {1 + JUDGE_RETRIES} attempts: {raw[:120]!r}")
+            if not pending:
+                break
+            responses = llm.generate([judge_request(prompt, question, gold, *asked[i], attempt)
+                                      for i in pending])
+            unparsed = []
+            for i, response in zip(pending, responses, strict=True):
+                if not response.ok:
+                    done[i] = Verdict(None, "llm", raw[i], prompt.name, prompt.sha256,
+                                      response.error)
+                    continue
+                raw[i] = response.text
+                label = response.parsed["verdict"] if response.parsed else raw[i]
+                parsed = parse_verdict(str(label))
+                if parsed is None:
+                    unparsed.append(i)
+                else:
+                    done[i] = Verdict(float(parsed), "llm", raw[i], prompt.name, prompt.sha256)
+            pending = unparsed
+        for i in pending:
+            done[i] = Verdict(None, "llm", raw[i], prompt.name, prompt.sha256,
+                              f"unparseable verdict after {1 + JUDGE_RETRIES} attempts: "
+                              f"{raw[i][:120]!r}")
+        return [done[i] for i in range(len(asked))]
 
 
-_Made = tuple[str, Row, list[CallRecord]]  # the Output list a record joins, it, its calls
+def _by_rule(gold: Gold, prediction: str) -> Verdict:
+    """A verdict without a judge: the exact option letter, or LoCoMo's not-mentioned rule."""
+    if gold.answer_kind == "choice":
+        labels = tuple(o.label for o in gold.options or ())
+        return Verdict(float(choice_correct(prediction, gold.answer or "", labels)), "choice")
+    return Verdict(float(says_not_available(prediction)), "rule")
+
+
+_Made = tuple[str, list[Row], list[CallRecord]]  # the Output list they join, records, calls
 
 
 def _at_once(tasks: list[Callable[[], _Made]]) -> list[_Made]:
