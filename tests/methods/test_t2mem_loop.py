@@ -21,6 +21,7 @@ from tmem_core.llm import (
     ChatResponse,
     Usage,
     counter_for,
+    gating_threads,
     get_backbone,
 )
 from tmem_core.methods import MethodEnv, get_method, method_names
@@ -417,3 +418,18 @@ def test_the_unread_episode_is_found_however_far_down_the_ranking(store: IndexSt
         assert loop._unread() is left
     loop.pages_read[left.episode_id] = set(range(1, len(loop.pages(left)) + 1))
     assert loop._unread() is None
+
+
+def test_a_memory_build_is_gating_work(store: IndexStore, tmp_path: Path) -> None:
+    seen: list[int] = []
+
+    class Watching(ScriptedLLM):
+        def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
+            seen.append(gating_threads())  # a proxy would mark its engine call a wait
+            return super().generate(requests)
+
+    method = T2Mem(store, T2MemConfig(), cache=tmp_path / "t2mem", budget=4096)
+    method.prepare("c", Watching())
+    assert seen == [1] and gating_threads() == 0
+    method.prepare("c", Watching())  # built: nothing to wait for
+    assert seen == [1]

@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 import pyarrow.compute as pc
 
 from tmem_core import from_json, to_json
-from tmem_core.llm import CallRecord, counter_for, gating_work
+from tmem_core.llm import CallRecord, counter_for
 from tmem_core.methods import (
     ContextMethod,
     Evidence,
@@ -118,8 +118,7 @@ class MethodStage(Stage):
             return []
         llm = self.proxy(self.job.method_backbone, question.qid, stage=MEMORY_STAGE)
         with self._memory_locks.of(question.conv_id):  # one build per conversation at a time
-            with gating_work():  # the conversation's questions wait for it
-                stats = prepare(question.conv_id, llm)
+            stats = prepare(question.conv_id, llm)
             first = question.conv_id not in self._memory_accounted
             self._memory_accounted.add(question.conv_id)
         owner = memory_qid(question.conv_id)  # the run's memory, not this question's

@@ -10,7 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from tmem_core.llm import BackboneConfig, TokenCounter, counter_for
+from tmem_core.llm import BackboneConfig, TokenCounter, counter_for, gating_work
 from tmem_core.methods._base import Evidence, evidence, prepared
 from tmem_core.methods._context import LLM, STEP_RECORD, Context, ContextMethod
 from tmem_core.methods._registry import MethodEnv, View, method
@@ -94,13 +94,19 @@ class T2Mem:
     _memories: dict[str, _Memory] = field(default_factory=dict, repr=False)
 
     def prepare(self, conv_id: str, llm: LLM) -> ConstructionStats:
-        """Build the memory of a conversation once; idempotent."""
+        """Build the memory of a conversation once; idempotent. The build is gating work
+        (`tmem_core.llm.gating_work`): every question of the conversation waits for it."""
         start = time.perf_counter()
         tag = _tag(llm.backbone)
         done = self._memories.get(conv_id)
         if done is not None and done.complete and done.backbone == tag:
             reused = 0 if self.config.units == "raw" else len(done.index.episodes)
             return _stats(conv_id, done, Extraction({}, (), reused, ()), start)
+        with gating_work():
+            memory, extraction = self._build(conv_id, llm, tag)
+        return _stats(conv_id, memory, extraction, start)
+
+    def _build(self, conv_id: str, llm: LLM, tag: str) -> tuple[_Memory, Extraction]:
         conversation = self.store.conversations[conv_id]
         mode = episode_mode(conversation, self.config.episodes)
         limit = extraction_limit(self.config, llm.backbone)
@@ -115,7 +121,7 @@ class T2Mem:
         index = MemoryIndex(episodes, entries, self.store.embeddings, self.store.root)
         memory = _Memory(tag, mode, index, not extraction.failed, dropped)
         self._memories[conv_id] = memory
-        return _stats(conv_id, memory, extraction, start)
+        return memory, extraction
 
     def retrieve(self, question: Question) -> Evidence:
         """The initial SearchMeta: the `k_initial` entries nearest to the question."""
