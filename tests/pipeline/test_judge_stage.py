@@ -1,6 +1,5 @@
-"""The judge stage asks a question's verdicts at once: the judge's on the prediction in one
-batch, on the control answers in another, the batches side by side, records in a fixed
-order."""
+"""The judge stage asks a question's verdicts in a batch per kind: the judge's on the
+prediction in one, on the control answers in another; records in a fixed order."""
 
 from __future__ import annotations
 
@@ -56,7 +55,7 @@ def stage(tmp_path: Path) -> JudgeStage:
     return JudgeStage(plan.job)
 
 
-def test_a_question_s_verdicts_are_asked_at_once_in_a_batch_per_kind(
+def test_a_question_s_verdicts_are_asked_in_a_batch_per_kind(
         stage: JudgeStage, monkeypatch: pytest.MonkeyPatch) -> None:
     judge = SlowJudge(0.3)
     monkeypatch.setattr(stage, "proxy", lambda backbone, qid, kind=None: EngineProxy(
@@ -70,7 +69,7 @@ def test_a_question_s_verdicts_are_asked_at_once_in_a_batch_per_kind(
     controls = len(stage.keys(qid)) - 1  # one judge, one repeat
     assert len(output.records) == 1 and len(output.controls) == controls >= 2
     assert sorted(judge.batches) == [1, controls]  # one route each
-    assert judge.most == 2 and took < 2 * judge.delay_s  # side by side, not one by one
+    assert took < 3 * judge.delay_s  # two rounds, not one per verdict
     assert [r["key"] for r in output.records + output.controls] == stage.keys(qid)
     assert all(r["score"] == 1.0 and r["ok"] for r in output.records + output.controls)
     assert sorted(c.stage for c in output.calls) == sorted(

@@ -4,10 +4,9 @@ calibrate it (`tmem_core.evaluation.ControlPool`: the kinds the question and dat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property, partial
+from functools import cached_property
 from pathlib import Path
 
 from tmem_core.benchmarks import get_protocol
@@ -99,25 +98,24 @@ class JudgeStage(GoldStage):
 
     def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
         """Every verdict the question still needs: per judge, its verdicts on the prediction
-        in one batch and those on the control answers in another (each batch one route:
-        they share the question's prompt), the batches and the memory-quality scores at
-        once (none depends on another; one after the other they made each question's last
-        stage a chain of calls)."""
+        in one batch, then those on the control answers in another (one call each, asked
+        one after the other, made each question's last stage a chain of calls; batches
+        sent side by side split a question's calls over replicas)."""
         qid = row["qid"]
         question, gold = self.questions[qid], self.gold[qid]
-        tasks: list[Callable[[], _Made]] = []
+        made: list[_Made] = []
         for judge in self.job.judges:
             repeats = [(key, repeat) for repeat in range(self.job.run.judge_repeats)
                        if (key := f"{qid}|{judge.name}|{repeat}") not in stored]
             controls = [(key, c) for key, c in self._controls_of(qid, judge) if key not in stored]
             if repeats:
-                tasks.append(partial(self._judged, row, question, gold, judge, repeats))
+                made.append(self._judged(row, question, gold, judge, repeats))
             if controls:
-                tasks.append(partial(self._controlled, row, question, gold, judge, controls))
-        tasks += [partial(self._quality, row, key, question, gold)
-                  for key in self._quality_keys(qid) if key not in stored]
+                made.append(self._controlled(row, question, gold, judge, controls))
+        made += [self._quality(row, key, question, gold)
+                 for key in self._quality_keys(qid) if key not in stored]
         output = Output()
-        for kind, records, calls in _at_once(tasks):
+        for kind, records, calls in made:
             getattr(output, kind).extend(records)
             output.calls.extend(calls)
         return output
@@ -217,14 +215,6 @@ def _by_rule(gold: Gold, prediction: str) -> Verdict:
 
 
 _Made = tuple[str, list[Row], list[CallRecord]]  # the Output list they join, records, calls
-
-
-def _at_once(tasks: list[Callable[[], _Made]]) -> list[_Made]:
-    """Each task's result, in order; the tasks run in threads of their own."""
-    if len(tasks) <= 1:
-        return [task() for task in tasks]
-    with ThreadPoolExecutor(len(tasks), thread_name_prefix="verdict") as pool:
-        return list(pool.map(lambda task: task(), tasks))
 
 
 def judge_request(prompt: Prompt, question: Question, gold: Gold, prediction: str, repeat: int,
