@@ -6,15 +6,24 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tmem_core.llm import CallRecord, ChatRequest, ChatResponse, Usage, load_backbones
+from tmem_core.llm import (
+    CallRecord,
+    ChatRequest,
+    ChatResponse,
+    Usage,
+    error_response,
+    load_backbones,
+)
 from tmem_core.pipeline import parse_sweep
 from tmem_core.pipeline._engine import EngineProxy
 from tmem_core.pipeline._judge_stage import JudgeStage
 from tmem_core.pipeline._runner import plan_run, prepare_benchmark
+from tmem_core.pipeline._stage import Output
 from tmem_core.results import CALIBRATION_STAGE
 
 
@@ -76,26 +85,53 @@ def test_a_question_s_verdicts_are_asked_in_a_batch_per_kind(
         [stage.name] + [CALIBRATION_STAGE] * controls)
 
 
-def test_an_unparseable_verdict_alone_is_asked_again(
-        stage: JudgeStage, monkeypatch: pytest.MonkeyPatch) -> None:
+Engine = Callable[[list[ChatRequest]], tuple[list[ChatResponse], list[CallRecord]]]
+
+
+def _answering(answer: Callable[[int, int], ChatResponse]) -> tuple[Engine, list[list[int]]]:
+    """An engine answering request i of batch b with `answer(b, i)`, and the seeds asked,
+    batch by batch."""
     asked: list[list[int]] = []
 
-    def judge(requests: list[ChatRequest]) -> tuple[list[ChatResponse], list[CallRecord]]:
+    def engine(requests: list[ChatRequest]) -> tuple[list[ChatResponse], list[CallRecord]]:
         asked.append([r.sampling.seed if r.sampling else -1 for r in requests])
-        first = len(asked) == 1
-        answers = [ChatResponse("maybe?") if first and i == 0 else
-                   ChatResponse('{"verdict": "WRONG"}', {"verdict": "WRONG"})
-                   for i in range(len(requests))]
+        answers = [answer(len(asked) - 1, i) for i in range(len(requests))]
         return answers, [CallRecord.of(SlowJudge.backbone, r, a)
                          for r, a in zip(requests, answers, strict=True)]
 
+    return engine, asked
+
+
+def _controls_judged(stage: JudgeStage, monkeypatch: pytest.MonkeyPatch, engine: Engine
+                     ) -> tuple[Output, int]:
+    """A question's control verdicts from `engine`, and how many controls it has."""
     monkeypatch.setattr(stage, "proxy", lambda backbone, qid, kind=None: EngineProxy(
-        judge, backbone, kind or stage.name, qid))
+        engine, backbone, kind or stage.name, qid))
     qid = next(q for q in stage.questions if len(stage.keys(q)) >= 3)
-    controls = [(key, c) for key, c in stage._controls_of(qid, stage.job.judges[0])]
-    kind, records, calls = stage._controlled(
-        {"qid": qid, "conv_id": stage.questions[qid].conv_id}, stage.questions[qid],
-        stage.gold[qid], stage.job.judges[0], controls)
-    assert kind == "controls" and asked == [[0] * len(controls), [1]]  # the first, again
-    assert [r["score"] for r in records] == [0.0] * len(controls) and len(calls) == \
-        len(controls) + 1
+    controls = stage._controls_of(qid, stage.job.judges[0])
+    output = Output()
+    stage._control(output, {"qid": qid, "conv_id": stage.questions[qid].conv_id},
+                   stage.questions[qid], stage.gold[qid], stage.job.judges[0], controls)
+    return output, len(controls)
+
+
+def test_an_unparseable_verdict_alone_is_asked_again(
+        stage: JudgeStage, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, asked = _answering(lambda batch, i: ChatResponse("maybe?") if batch == i == 0 else
+                               ChatResponse('{"verdict": "WRONG"}', {"verdict": "WRONG"}))
+    output, controls = _controls_judged(stage, monkeypatch, engine)
+    assert asked == [[0] * controls, [1]]  # the first, again, at its second attempt
+    assert [r["score"] for r in output.controls] == [0.0] * controls
+    assert len(output.calls) == controls + 1 and not output.records
+
+
+def test_a_failed_call_is_an_error_record_and_is_not_asked_again(
+        stage: JudgeStage, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, asked = _answering(
+        lambda _, i: error_response("timeout", "the judge timed out") if i == 0 else
+        ChatResponse('{"verdict": "CORRECT"}', {"verdict": "CORRECT"}))
+    output, controls = _controls_judged(stage, monkeypatch, engine)
+    assert [len(batch) for batch in asked] == [controls]  # one batch, the failure not retried
+    first, *rest = output.controls
+    assert not first["ok"] and first["score"] is None and "timed out" in first["error"]
+    assert all(r["ok"] and r["score"] == 1.0 for r in rest) and len(rest) == controls - 1

@@ -21,7 +21,7 @@ from tmem_core.evaluation import (
     says_not_available,
     stemmer,
 )
-from tmem_core.llm import BackboneConfig, CallRecord, ChatRequest, Sampling
+from tmem_core.llm import BackboneConfig, ChatRequest, Sampling
 from tmem_core.pipeline._engine import EngineProxy
 from tmem_core.pipeline._memory_quality import score_memory
 from tmem_core.pipeline._stage import GoldStage, Output, Row, StageJob, StageResult
@@ -103,25 +103,23 @@ class JudgeStage(GoldStage):
         sent side by side split a question's calls over replicas)."""
         qid = row["qid"]
         question, gold = self.questions[qid], self.gold[qid]
-        made: list[_Made] = []
+        output = Output()
         for judge in self.job.judges:
             repeats = [(key, repeat) for repeat in range(self.job.run.judge_repeats)
                        if (key := f"{qid}|{judge.name}|{repeat}") not in stored]
             controls = [(key, c) for key, c in self._controls_of(qid, judge) if key not in stored]
             if repeats:
-                made.append(self._judged(row, question, gold, judge, repeats))
+                self._judge(output, row, question, gold, judge, repeats)
             if controls:
-                made.append(self._controlled(row, question, gold, judge, controls))
-        made += [self._quality(row, key, question, gold)
-                 for key in self._quality_keys(qid) if key not in stored]
-        output = Output()
-        for kind, records, calls in made:
-            getattr(output, kind).extend(records)
-            output.calls.extend(calls)
+                self._control(output, row, question, gold, judge, controls)
+        for key in self._quality_keys(qid):
+            if key not in stored:
+                self._quality(output, row, key, question, gold)
         return output
 
-    def _judged(self, row: Row, question: Question, gold: Gold, judge: BackboneConfig,
-                repeats: list[tuple[str, int]]) -> _Made:
+    def _judge(self, output: Output, row: Row, question: Question, gold: Gold,
+               judge: BackboneConfig, repeats: list[tuple[str, int]]) -> None:
+        """The judge's verdicts on the prediction, one per (key, repeat), into `output`."""
         llm = self.proxy(judge, question.qid)
         prediction = row["prediction"] or ""
         verdicts = self._verdicts(question, gold, [(prediction, r) for _, r in repeats], llm)
@@ -129,32 +127,38 @@ class JudgeStage(GoldStage):
         f1 = token_f1(prediction, gold.answer, question.category) if token_f1 else None
         em = (exact_match(prediction, gold.answer)
               if gold.answer is not None and gold.answer_kind == "text" else None)
-        return "records", [self.record(
+        output.records += [self.record(
             row, key=key, ok=verdict.error is None, error=verdict.error, judge=judge.name,
             repeat=repeat, category=question.category, answer_kind=gold.answer_kind,
             scored_by=verdict.scored_by, score=verdict.score, f1=f1, exact_match=em,
             raw=verdict.raw, prompt_name=verdict.prompt_name,
             prompt_sha256=verdict.prompt_sha256)
-            for (key, repeat), verdict in zip(repeats, verdicts, strict=True)], llm.records
+            for (key, repeat), verdict in zip(repeats, verdicts, strict=True)]
+        output.calls += llm.records
 
-    def _controlled(self, row: Row, question: Question, gold: Gold, judge: BackboneConfig,
-                    controls: list[tuple[str, Control]]) -> _Made:
+    def _control(self, output: Output, row: Row, question: Question, gold: Gold,
+                 judge: BackboneConfig, controls: list[tuple[str, Control]]) -> None:
+        """The judge's verdicts on the control answers, one per (key, control), into
+        `output`."""
         llm = self.proxy(judge, question.qid, CALIBRATION_STAGE)
         verdicts = self._verdicts(question, gold, [(c.prediction, 0) for _, c in controls], llm)
-        return "controls", [self.record(
+        output.controls += [self.record(
             row, key=key, ok=verdict.error is None, error=verdict.error, judge=judge.name,
             control=control.kind, other_qid=control.other_qid, category=question.category,
             expected=control.expected, prediction=control.prediction, score=verdict.score,
             raw=verdict.raw, prompt_name=verdict.prompt_name,
             prompt_sha256=verdict.prompt_sha256)
-            for (key, control), verdict in zip(controls, verdicts, strict=True)], llm.records
+            for (key, control), verdict in zip(controls, verdicts, strict=True)]
+        output.calls += llm.records
 
-    def _quality(self, row: Row, key: str, question: Question, gold: Gold) -> _Made:
+    def _quality(self, output: Output, row: Row, key: str, question: Question,
+                 gold: Gold) -> None:
         judge = self.job.judges[0]
         llm = self.proxy(judge, question.qid, MEMORY_QUALITY_STAGE)
         values = score_memory(question, gold, row["context"] or "", self.evidence_messages, llm)
-        return "quality", [self.record(row, key=key, judge=judge.name,
-                                       method=self.job.run.method, **values)], llm.records
+        output.quality.append(self.record(row, key=key, judge=judge.name,
+                                          method=self.job.run.method, **values))
+        output.calls += llm.records
 
     def _controls_of(self, qid: str, judge: BackboneConfig) -> list[tuple[str, Control]]:
         """(key, control) of the judge's control answers, every kind that applies to the
@@ -213,8 +217,6 @@ def _by_rule(gold: Gold, prediction: str) -> Verdict:
         return Verdict(float(choice_correct(prediction, gold.answer or "", labels)), "choice")
     return Verdict(float(says_not_available(prediction)), "rule")
 
-
-_Made = tuple[str, list[Row], list[CallRecord]]  # the Output list they join, records, calls
 
 
 def judge_request(prompt: Prompt, question: Question, gold: Gold, prediction: str, repeat: int,
