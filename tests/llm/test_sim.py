@@ -126,6 +126,7 @@ def test_answers_are_deterministic_schema_valid_and_counted() -> None:
         assert response.ok, response.error
         if request.schema is not None:
             assert not list(schema_validator(request.schema).iter_errors(json.loads(response.text)))
+            assert response.parsed == json.loads(response.text)
         assert response.usage.prompt_tokens == count_chat_tokens(backbone, request.messages)
         assert response.usage.completion_tokens == count_tokens(backbone, response.text)
     other = dataclasses.replace(backbone, engine=SimEngineConfig(step_s=0.001, seed=1))
