@@ -6,6 +6,7 @@ description=...)`: the loader and how its answers are scored, in one file.
 
 from tmem_core.benchmarks._prepare import (
     DEFAULT_OUT,
+    MANIFEST_FILE,
     PreparedBenchmark,
     build,
     prepare,
@@ -25,6 +26,7 @@ from tmem_core.benchmarks._registry import (
 
 __all__ = [
     "DEFAULT_OUT",
+    "MANIFEST_FILE",
     "LoadRequest",
     "LoadedBenchmark",
     "PreparedBenchmark",

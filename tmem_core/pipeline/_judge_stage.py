@@ -64,7 +64,9 @@ class JudgeStage(GoldStage):
         super().__init__(job)
 
     def warm_up(self) -> None:
+        super().warm_up()
         stemmer()
+        self.control_pool  # noqa: B018
 
     def stored(self) -> dict[str, Row]:
         return {**super().stored(), **self.reusable(self.calibration),

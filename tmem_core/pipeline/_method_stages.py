@@ -109,6 +109,7 @@ class MethodStage(Stage):
         return method
 
     def warm_up(self) -> None:
+        super().warm_up()
         self.method  # noqa: B018 (builds the method)
 
     def prepare_memory(self, question: Question) -> list[CallRecord]:

@@ -17,14 +17,14 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tmem_core.benchmarks import read_prepared
+from tmem_core.benchmarks import MANIFEST_FILE, PreparedBenchmark, read_prepared
 from tmem_core.evaluation import GUARDED_STAGES, gold_strings
 from tmem_core.llm import CALLS_SCHEMA, BackboneConfig, CallRecord, EngineCall, RequestCache
 from tmem_core.pipeline._config import RunSpec, import_plugins
@@ -123,7 +123,10 @@ class Stage:
             print(f"[{self.name}] warm-up failed: {type(exc).__name__}: {exc}", flush=True)
 
     def warm_up(self) -> None:
-        """Load what every question needs now, while the upstream stages start."""
+        """Load what every question needs now, while the upstream stages start (a question
+        that met it first would build it while every other one waited)."""
+        self.questions  # noqa: B018 (loads it)
+        self.forbidden  # noqa: B018
 
     @classmethod
     def store_for(cls, run_dir: Path) -> StageStore:
@@ -142,8 +145,8 @@ class Stage:
         return [qid]
 
     @cached_property
-    def prepared(self) -> Any:
-        return read_prepared(Path(self.job.bench_dir))
+    def prepared(self) -> PreparedBenchmark:
+        return shared_prepared(Path(self.job.bench_dir))
 
     @cached_property
     def questions(self) -> dict[str, Question]:
@@ -238,9 +241,26 @@ class Stage:
 class GoldStage(Stage):
     """Stages allowed to read gold: options for choice questions, answers for the judge."""
 
+    def warm_up(self) -> None:
+        super().warm_up()
+        self.gold  # noqa: B018
+
     @cached_property
     def gold(self) -> dict[str, Gold]:
         return gold_from_table(self.prepared.questions)
+
+
+def shared_prepared(bench_dir: Path) -> PreparedBenchmark:
+    """The prepared benchmark in `bench_dir`, read once per process while it is unchanged
+    (every stage of every run on it shares the tables)."""
+    manifest = bench_dir / MANIFEST_FILE
+    return _read_prepared(str(bench_dir), manifest.stat().st_mtime_ns if manifest.exists()
+                          else 0)
+
+
+@lru_cache(maxsize=4)
+def _read_prepared(bench_dir: str, _changed: int) -> PreparedBenchmark:
+    return read_prepared(Path(bench_dir))
 
 
 def flow_schema(stages: Iterable[type[Stage]]) -> pa.Schema:

@@ -1,0 +1,48 @@
+"""A stage loads what every question needs when it is built, once per process: the first
+question would otherwise build it while every other question waited on it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tmem_core.llm import load_backbones
+from tmem_core.pipeline import parse_sweep
+from tmem_core.pipeline._actors import FusedStages
+from tmem_core.pipeline._judge_stage import JudgeStage
+from tmem_core.pipeline._runner import plan_run, prepare_benchmark
+from tmem_core.pipeline._stage import StageJob, shared_prepared
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> StageJob:
+    config = parse_sweep({
+        "name": "warm", "results_dir": str(tmp_path),
+        "benchmarks": [{"name": "synthetic", "size": 1000, "limit": 4}],
+        "grid": {"methods": ["bm25"], "backbones": ["sim"]}})
+    bench_dir = prepare_benchmark(config.benchmarks[0], tmp_path / "data")
+    return plan_run(config.runs()[0], bench_dir, load_backbones(None), tmp_path / "warm").job
+
+
+def test_every_stage_is_warm_before_its_first_question(job: StageJob) -> None:
+    fused = FusedStages(job)
+    for stage in fused.stages:
+        assert {"questions", "forbidden"} <= set(vars(stage)), stage.name
+    judge = fused.stages[-1]
+    assert isinstance(judge, JudgeStage)
+    assert {"gold", "control_pool"} <= set(vars(judge))
+    assert "method" in vars(fused.stages[0])
+    # the fused stages share one copy of the benchmark's tables
+    assert len({id(stage.prepared) for stage in fused.stages}) == 1
+
+
+def test_a_changed_benchmark_is_read_again(job: StageJob) -> None:
+    bench_dir = Path(job.bench_dir)
+    first = shared_prepared(bench_dir)
+    assert shared_prepared(bench_dir) is first
+    manifest = bench_dir / "manifest.json"
+    stat = manifest.stat()
+    os.utime(manifest, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert shared_prepared(bench_dir) is not first
