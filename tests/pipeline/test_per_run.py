@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pyarrow as pa
+import pytest
 
 from tmem_core.pipeline._actors import FLOW_SCHEMA, KEEP_RUNS, PerRun
 
@@ -43,3 +47,43 @@ def test_rows_reach_their_runs_instance_built_once() -> None:
     assert Tagging.built == list(jobs)
     stage(_batch(("r0", "late")))  # evicted (least recently used), so built again
     assert Tagging.built == [*jobs, "r0"]
+
+
+class Node:
+    def __init__(self) -> None:
+        self.index: list[Any] = [{"n": n} for n in range(1000)]
+        self.index.append(self)  # a cycle: only the collector frees it
+
+
+class Loading:
+    """A stand-in stage that loads a large structure, in a reference cycle, at construction."""
+
+    loaded: ClassVar[list[weakref.ref[Node]]] = []
+
+    def __init__(self, job: Any) -> None:
+        self.node = Node()
+        Loading.loaded.append(weakref.ref(self.node))
+
+    def __call__(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return rows
+
+
+@pytest.fixture
+def unfrozen() -> Iterator[None]:
+    yield
+    gc.unfreeze()
+
+
+@pytest.mark.usefixtures("unfrozen")
+def test_what_a_run_loaded_is_frozen_and_collected_once_the_run_is_dropped() -> None:
+    Loading.loaded = []
+    jobs: dict[str, Any] = {f"r{i}": f"r{i}" for i in range(KEEP_RUNS + 1)}
+    stage = PerRun(Loading, jobs)  # type: ignore[arg-type]
+    assert gc.get_freeze_count() >= 1000  # no full collection traverses it
+    gc.collect()
+    assert Loading.loaded[0]() is not None
+    for run in list(jobs)[1:]:  # the last one evicts the first run
+        stage(_batch((run, "x")))
+    gc.collect()
+    assert Loading.loaded[0]() is None  # not kept frozen once its run was dropped
+    assert all(ref() is not None for ref in Loading.loaded[1:])
