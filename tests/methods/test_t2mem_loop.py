@@ -158,6 +158,30 @@ def test_failed_extractions_are_recorded_not_cached_and_retried(store: IndexStor
     assert method.prepare("c", retry).extracted == 9 and len(retry.extractions()) == 9
 
 
+class FailsEveryOther(ScriptedLLM):
+    made = 0
+
+    def _extract(self, request: ChatRequest) -> ChatResponse:
+        self.made += 1
+        if self.made % 2:
+            return ChatResponse(error="timeout: scripted", error_kind="timeout")
+        return super()._extract(request)
+
+
+def test_a_conversation_s_extraction_is_one_file_that_a_retry_completes(
+        store: IndexStore, tmp_path: Path) -> None:
+    assert len(T2Mem(store, cache=tmp_path).prepare("c", FailsEveryOther()).failed) == 5
+    retry = ScriptedLLM()
+    stats = T2Mem(store, cache=tmp_path).prepare("c", retry)
+    assert (stats.extracted, stats.reused) == (5, 4)  # only what failed is asked again
+    assert len(retry.extractions()) == 5
+    files = list((tmp_path / "extract").rglob("*.json"))
+    assert len(files) == 1 and len(json.loads(files[0].read_text())["outputs"]) == 9
+    again = ScriptedLLM()  # another process: everything from the file
+    stats = T2Mem(store, cache=tmp_path).prepare("c", again)
+    assert not again.extractions() and stats.entries > 0 and not stats.failed
+
+
 def test_retrieve_before_prepare_is_a_clear_error(store: IndexStore, tmp_path: Path) -> None:
     with pytest.raises(NotPrepared, match="prepare"):
         T2Mem(store, cache=tmp_path).retrieve(QUESTION)

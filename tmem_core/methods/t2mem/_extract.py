@@ -44,7 +44,7 @@ from tmem_core.retrieval import content_key
 EXTRACT_STAGE = "memory"
 """Stage of extraction calls: offline memory construction, apart from the per-question loop."""
 
-_VERSION = "t2mem-extract-v2"  # v2: each output keeps the usage of the call that made it
+_VERSION = "t2mem-extract-v3"  # v2: each output keeps its call's usage; v3: one file per set
 CONTEXT_MARGIN = 0.7  # the budget tokenizer (cl100k) counts ~25% fewer tokens than SmolLM2's
 _PROMPTS = {"metadata": "t2mem/extract", "summary": "t2mem/summarize", "graph": "t2mem/graph"}
 _TRIPLE = ("subject", "relation", "object")
@@ -128,7 +128,7 @@ def extract(episodes: Sequence[Episode], llm: LLM, config: T2MemConfig, cache: P
                 for e in episodes}
     keys = {eid: content_key([_VERSION, request_hash(llm.backbone, r), prompt.sha256])
             for eid, r in requests.items()}
-    store = _Store(cache / "extract")
+    store = _Store(cache / "extract", sorted(keys.values()))
     stored = store.read(keys)
     missing = sorted(set(keys) - set(stored))
     todo: list[str] = []
@@ -136,17 +136,17 @@ def extract(episodes: Sequence[Episode], llm: LLM, config: T2MemConfig, cache: P
     responses: list[ChatResponse] = []
     failed: list[str] = []
     if missing:
-        with _acquired(FileLock(str(store.lock_path([keys[eid] for eid in missing])))):
-            todo = [eid for eid in missing if not store.has(keys[eid])]
+        with _acquired(FileLock(str(store.lock_path))):
+            stored |= store.read({eid: keys[eid] for eid in missing})  # written meanwhile
+            todo = [eid for eid in missing if eid not in stored]
             sent_at = time.time()  # the batch's calls end at sent_at + their own latency
             responses = llm.generate([requests[eid] for eid in todo]) if todo else []
-            for eid, response in zip(todo, responses, strict=True):
-                if response.ok and isinstance(response.parsed, dict):
-                    store.write(keys[eid], response.parsed, response.usage)
-                else:
-                    failed.append(f"{eid}: {response.error or 'output is not a JSON object'}")
-        # written meanwhile by another caller: read once the lock is free for the next one
-        stored |= store.read({eid: keys[eid] for eid in sorted(set(missing) - set(todo))})
+            made = {keys[eid]: (r.parsed, r.usage) for eid, r in zip(todo, responses, strict=True)
+                    if r.ok and isinstance(r.parsed, dict)}
+            failed = [f"{eid}: {r.error or 'output is not a JSON object'}"
+                      for eid, r in zip(todo, responses, strict=True) if keys[eid] not in made]
+            if made:
+                store.write(made)
     outputs = {eid: out for eid, (out, _) in stored.items()}
     outputs |= {eid: r.parsed for eid, r in zip(todo, responses, strict=True)
                 if r.ok and isinstance(r.parsed, dict)}
@@ -261,37 +261,38 @@ def _triples(items: list[Any], episode: Episode, cap: int) -> _Units:
 
 
 class _Store:
-    """One JSON file per key, written to a temporary file and renamed into place."""
+    """The outputs of one set of requests (a conversation's episodes under one prompt and
+    backbone) in one JSON file by request key, written to a temporary file and renamed into
+    place. One file, not one per output: a build's ~2,000 writes (and every other process's
+    ~2,000 reads of them) took seconds of syscalls, each waiting for the GIL behind the
+    questions of other conversations, while the conversation's questions waited for the
+    build."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-
-    def path(self, key: str) -> Path:
-        return self.directory / key[:2] / f"{key}.json"
-
-    def lock_path(self, keys: Sequence[str]) -> Path:
-        locks = self.directory / ".locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        return locks / f"{content_key(sorted(keys))}.lock"
-
-    def has(self, key: str) -> bool:
-        return self.path(key).exists()
+    def __init__(self, directory: Path, keys: Sequence[str]) -> None:
+        name = content_key([_VERSION, *keys])
+        self.path = directory / name[:2] / f"{name}.json"
+        self.lock_path = directory / ".locks" / f"{name}.lock"
+        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
 
     def read(self, keys: dict[str, str]) -> dict[str, tuple[dict[str, Any], Usage]]:
         """Stored outputs by name, with the usage of the call that made each."""
-        found = {}
-        for name, key in keys.items():
-            path = self.path(key)
-            if path.exists():
-                stored = json.loads(path.read_text(encoding="utf-8"))
-                found[name] = (stored["parsed"], Usage(**stored["usage"]))
-        return found
+        stored = self._all()
+        return {name: (stored[key]["parsed"], Usage(**stored[key]["usage"]))
+                for name, key in keys.items() if key in stored}
 
-    def write(self, key: str, parsed: dict[str, Any], usage: Usage) -> None:
-        path = self.path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".", suffix=".json", dir=path.parent)
+    def write(self, made: dict[str, tuple[dict[str, Any], Usage]]) -> None:
+        """Add outputs (under the set's lock: a write replaces the whole file)."""
+        outputs = self._all() | {key: {"parsed": parsed, "usage": dataclasses.asdict(usage)}
+                                 for key, (parsed, usage) in made.items()}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".", suffix=".json", dir=self.path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"version": _VERSION, "parsed": parsed,
-                       "usage": dataclasses.asdict(usage)}, fh)
-        os.replace(tmp, path)
+            fh.write(json.dumps({"version": _VERSION, "outputs": outputs}))
+        os.replace(tmp, self.path)
+
+    def _all(self) -> dict[str, dict[str, Any]]:
+        if not self.path.exists():
+            return {}
+        outputs: dict[str, dict[str, Any]] = json.loads(
+            self.path.read_text(encoding="utf-8"))["outputs"]
+        return outputs
