@@ -88,6 +88,8 @@ class MethodStage(Stage):
             shares._memory_locks if shares else _memory_locks())
         self._memory_accounted: set[str] = (  # conversations whose memory the run counted
             shares._memory_accounted if shares else _accounted_memories(Path(job.run_dir)))
+        # built whole in this process and counted: its questions pass without the lock
+        self._memory_ready: set[str] = shares._memory_ready if shares else set()
         if shares is not None:
             self.method = shares.method
         super().__init__(job)  # last: it warms up, which builds the method
@@ -113,15 +115,21 @@ class MethodStage(Stage):
         self.method  # noqa: B018 (builds the method)
 
     def prepare_memory(self, question: Question) -> list[CallRecord]:
-        """Offline memory of the question's conversation, if the method has one."""
+        """Offline memory of the question's conversation, if the method has one (once it
+        is built whole in this process, its questions pass at once: handed through the lock
+        one by one, the ~190 questions of a stage actor took seconds to start)."""
         prepare: Callable[..., Any] | None = getattr(self.method, "prepare", None)
-        if prepare is None:
+        if prepare is None or question.conv_id in self._memory_ready:
             return []
         llm = self.proxy(self.job.method_backbone, question.qid, stage=MEMORY_STAGE)
         with self._memory_locks.of(question.conv_id):  # one build per conversation at a time
+            if question.conv_id in self._memory_ready:  # built while this one waited
+                return []
             stats = prepare(question.conv_id, llm)
             first = question.conv_id not in self._memory_accounted
             self._memory_accounted.add(question.conv_id)
+            if not getattr(stats, "failed", ()):  # a memory with failures is built again
+                self._memory_ready.add(question.conv_id)
         owner = memory_qid(question.conv_id)  # the run's memory, not this question's
         # what an earlier build cost, once per run; the calls of this prepare always (they
         # are new: a retry of what failed before, under the failed call's key)
