@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.pipeline.small_job import small_job
 from tmem_core.llm import (
     CallRecord,
     ChatRequest,
@@ -19,10 +20,8 @@ from tmem_core.llm import (
     error_response,
     load_backbones,
 )
-from tmem_core.pipeline import parse_sweep
 from tmem_core.pipeline._engine import EngineProxy
 from tmem_core.pipeline._judge_stage import JudgeStage
-from tmem_core.pipeline._runner import plan_run, prepare_benchmark
 from tmem_core.pipeline._stage import Output
 from tmem_core.results import CALIBRATION_STAGE
 
@@ -55,13 +54,7 @@ class SlowJudge:
 
 @pytest.fixture
 def stage(tmp_path: Path) -> JudgeStage:
-    config = parse_sweep({
-        "name": "judged", "results_dir": str(tmp_path),
-        "benchmarks": [{"name": "synthetic", "size": 1000, "limit": 4}],
-        "grid": {"methods": ["bm25"], "backbones": ["sim"]}})
-    bench_dir = prepare_benchmark(config.benchmarks[0], tmp_path / "data")
-    plan = plan_run(config.runs()[0], bench_dir, load_backbones(None), tmp_path / "judged")
-    return JudgeStage(plan.job)
+    return JudgeStage(small_job(tmp_path, "judged"))
 
 
 def test_a_question_s_verdicts_are_asked_in_a_batch_per_kind(

@@ -12,10 +12,8 @@ from typing import Any
 
 import pytest
 
-from tmem_core.llm import load_backbones
-from tmem_core.pipeline import parse_sweep
+from tests.pipeline.small_job import small_job
 from tmem_core.pipeline._method_stages import RetrieveStage
-from tmem_core.pipeline._runner import plan_run, prepare_benchmark
 
 
 @dataclass
@@ -37,13 +35,7 @@ class Memory:
 
 @pytest.fixture
 def stage(tmp_path: Path) -> RetrieveStage:
-    config = parse_sweep({
-        "name": "memory", "results_dir": str(tmp_path),
-        "benchmarks": [{"name": "synthetic", "size": 1000, "limit": 4}],
-        "grid": {"methods": ["bm25"], "backbones": ["sim"]}})
-    bench_dir = prepare_benchmark(config.benchmarks[0], tmp_path / "data")
-    plan = plan_run(config.runs()[0], bench_dir, load_backbones(None), tmp_path / "memory")
-    return RetrieveStage(dataclasses.replace(plan.job, local=True))
+    return RetrieveStage(dataclasses.replace(small_job(tmp_path, "memory"), local=True))
 
 
 def test_a_whole_memory_is_built_once_for_every_question(stage: RetrieveStage) -> None:

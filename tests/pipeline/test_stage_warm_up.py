@@ -8,22 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from tmem_core.llm import load_backbones
-from tmem_core.pipeline import parse_sweep
+from tests.pipeline.small_job import small_job
 from tmem_core.pipeline._actors import FusedStages
 from tmem_core.pipeline._judge_stage import JudgeStage
-from tmem_core.pipeline._runner import plan_run, prepare_benchmark
 from tmem_core.pipeline._stage import StageJob, shared_prepared
 
 
 @pytest.fixture
 def job(tmp_path: Path) -> StageJob:
-    config = parse_sweep({
-        "name": "warm", "results_dir": str(tmp_path),
-        "benchmarks": [{"name": "synthetic", "size": 1000, "limit": 4}],
-        "grid": {"methods": ["bm25"], "backbones": ["sim"]}})
-    bench_dir = prepare_benchmark(config.benchmarks[0], tmp_path / "data")
-    return plan_run(config.runs()[0], bench_dir, load_backbones(None), tmp_path / "warm").job
+    return small_job(tmp_path, "warm")
 
 
 def test_every_stage_is_warm_before_its_first_question(job: StageJob) -> None:
