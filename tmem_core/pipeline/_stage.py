@@ -170,7 +170,7 @@ class Stage:
         chosen = messages.filter(pc.is_in(messages.column("msg_id"),
                                           pa.array(sorted(evidence), pa.string())))
         return gold_strings({m.msg_id: m for m in messages_from_table(chosen)},
-                            questions_from_table(self.prepared.questions), gold)
+                            self.questions.values(), gold)
 
     def _engine(self, backbone: BackboneConfig) -> EngineCall:
         """The backbone's engine, looked up once per stage process."""
