@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -95,8 +96,31 @@ def check_schema(schema: dict[str, Any]) -> None:
 
     Checking costs ~10 ms, and a method step's schemas differ per request only in their
     enum values and property names (the ids it may pick from), on which a schema's validity
-    does not depend: the check is made once per skeleton (`schema_skeleton`)."""
-    _check_skeleton(json.dumps(schema_skeleton(schema), sort_keys=True))
+    does not depend: the check is made once per skeleton (`schema_skeleton`), by one thread
+    while others that meet the same skeleton wait for it, and a schema object checked lately
+    is not walked again (a request's copies with another caller or sampling share it)."""
+    if _CHECKED.get(id(schema)) is schema:
+        return
+    skeleton = json.dumps(schema_skeleton(schema), sort_keys=True)
+    if skeleton not in _VALID_SKELETONS:
+        with _SKELETON_LOCK:
+            if skeleton not in _VALID_SKELETONS:
+                _check_skeleton(skeleton)
+                if len(_VALID_SKELETONS) >= _CHECKED_MAX:
+                    _VALID_SKELETONS.clear()
+                _VALID_SKELETONS.add(skeleton)
+    with _CHECKED_LOCK:
+        _CHECKED[id(schema)] = schema
+        while len(_CHECKED) > _CHECKED_MAX:
+            _CHECKED.popitem(last=False)
+
+
+_CHECKED: OrderedDict[int, dict[str, Any]] = OrderedDict()
+"""Schema objects checked lately, by identity (held, so that no other object takes the id)."""
+_CHECKED_MAX = 1024
+_CHECKED_LOCK = threading.Lock()
+_VALID_SKELETONS: set[str] = set()
+_SKELETON_LOCK = threading.Lock()
 
 
 def schema_skeleton(node: Any) -> Any:
@@ -111,21 +135,20 @@ def schema_skeleton(node: Any) -> Any:
     for key, value in node.items():
         if key == "properties" and isinstance(value, dict):
             out[key] = {f"p{i}": schema_skeleton(v) for i, v in enumerate(value.values())}
-        elif key == "required" and _distinct(value, str):
+        elif key == "required" and _distinct_strings(value):
             out[key] = [f"p{i}" for i in range(len(value))]
-        elif key == "enum" and _distinct(value, str) and value:
+        elif key == "enum" and _distinct_strings(value) and value:
             out[key] = ["e"]
         else:
             out[key] = schema_skeleton(value)
     return out
 
 
-def _distinct(value: Any, kind: type) -> bool:
-    return (isinstance(value, list) and all(isinstance(v, kind) for v in value)
-            and len({json.dumps(v, sort_keys=True) for v in value}) == len(value))
+def _distinct_strings(value: Any) -> bool:
+    return (isinstance(value, list) and all(isinstance(v, str) for v in value)
+            and len(set(value)) == len(value))
 
 
-@lru_cache(maxsize=256)
 def _check_skeleton(skeleton_json: str) -> None:
     skeleton = json.loads(skeleton_json)
     jsonschema.validators.validator_for(skeleton).check_schema(skeleton)
