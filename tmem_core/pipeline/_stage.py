@@ -138,9 +138,7 @@ class Stage:
 
     def reusable(self, store: StageStore) -> dict[str, Row]:
         """A store's latest record per key, where the run's dependencies made it."""
-        latest = store.latest()
-        made_here = latest.filter(pc.equal(latest.column("deps"), self.deps))
-        return {r["key"]: r for r in made_here.to_pylist()}
+        return {r["key"]: r for r in store.latest().to_pylist() if r["deps"] == self.deps}
 
     def keys(self, qid: str) -> list[str]:
         """The keys of the records this stage keeps for a question."""
