@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tmem_core.benchmarks import MANIFEST_FILE, PreparedBenchmark, read_prepared
-from tmem_core.evaluation import GUARDED_STAGES, gold_strings
+from tmem_core.evaluation import GUARDED_STAGES, gold_strings, ids_in
 from tmem_core.llm import CALLS_SCHEMA, BackboneConfig, CallRecord, EngineCall, RequestCache
 from tmem_core.pipeline._config import RunSpec, import_plugins
 from tmem_core.pipeline._deps import deps_json
@@ -126,7 +126,8 @@ class Stage:
         """Load what every question needs now, while the upstream stages start (a question
         that met it first would build it while every other one waited)."""
         self.questions  # noqa: B018 (loads it)
-        self.forbidden  # noqa: B018
+        for ids in self.forbidden.values():  # each conversation's id pattern, compiled once
+            ids_in("", ids)  # (its questions meet it at once, each compiling it otherwise)
 
     @classmethod
     def store_for(cls, run_dir: Path) -> StageStore:
