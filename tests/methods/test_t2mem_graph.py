@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.methods.test_t2mem_loop import QUESTION, ScriptedLLM, step
-from tmem_core.llm import ChatRequest, ChatResponse, Usage
+from tmem_core.llm import ChatRequest, ChatResponse, Usage, request_hash
 from tmem_core.methods import MethodEnv
 from tmem_core.methods._registry import build_method
 from tmem_core.methods.t2mem import T2Mem, render_trace
@@ -116,7 +116,8 @@ def test_search_finds_a_triple_and_read_follows_its_episode(store: IndexStore,
 
 def test_a_second_prepare_reuses_the_cache_and_accounts_its_calls(store: IndexStore,
                                                                   tmp_path: Path) -> None:
-    first = graph(store, tmp_path).prepare("c", GraphLLM())
+    built = GraphLLM()
+    first = graph(store, tmp_path).prepare("c", built)
     again = GraphLLM()
     second = graph(store, tmp_path).prepare("c", again)  # a new process, say
     assert again.requests == [] and second.extracted == 0 and second.calls == ()
@@ -124,6 +125,9 @@ def test_a_second_prepare_reuses_the_cache_and_accounts_its_calls(store: IndexSt
     assert len(second.reused_calls) == 9
     assert sum(c.prompt_tokens for c in second.reused_calls) == first.usage.prompt_tokens
     assert all(c.stage == "memory" for c in second.reused_calls)
+    # each under the identity of the call that built it (the count keeps one of the two)
+    assert sorted(c.request_hash for c in second.reused_calls) == sorted(
+        request_hash(built.backbone, r) for r in built.requests)
 
 
 def test_junk_extraction_is_a_recorded_failure_retried_next_time(store: IndexStore,

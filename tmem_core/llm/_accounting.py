@@ -89,12 +89,13 @@ class CallRecord:
         )
 
     @classmethod
-    def reused_call(cls, backbone: BackboneConfig, request: ChatRequest, usage: Usage
-                    ) -> CallRecord:
-        """A call that built a memory this run reuses: its original tokens, no new spend."""
+    def reused_call(cls, backbone: BackboneConfig, request: ChatRequest, usage: Usage,
+                    hashed: str | None = None) -> CallRecord:
+        """A call that built a memory this run reuses: its original tokens, no new spend;
+        `hashed`: the request's `request_hash`, if the caller has it already."""
         record = cls.of(backbone, request, ChatResponse(usage=usage, cached=True))
-        return dataclasses.replace(record, reused=True, request_hash=request_hash(backbone,
-                                                                                  request))
+        return dataclasses.replace(record, reused=True,
+                                   request_hash=hashed or request_hash(backbone, request))
 
 
 def records_to_table(records: Iterable[CallRecord]) -> pa.Table:

@@ -126,8 +126,8 @@ def extract(episodes: Sequence[Episode], llm: LLM, config: T2MemConfig, cache: P
     prompt = load_prompt(_PROMPTS[config.units])
     requests = {e.episode_id: _request(prompt, e, config, llm.backbone, limit, count)
                 for e in episodes}
-    keys = {eid: content_key([_VERSION, request_hash(llm.backbone, r), prompt.sha256])
-            for eid, r in requests.items()}
+    hashes = {eid: request_hash(llm.backbone, r) for eid, r in requests.items()}
+    keys = {eid: content_key([_VERSION, hashed, prompt.sha256]) for eid, hashed in hashes.items()}
     store = _Store(cache / "extract", sorted(keys.values()))
     stored = store.read(keys)
     missing = sorted(set(keys) - set(stored))
@@ -152,7 +152,7 @@ def extract(episodes: Sequence[Episode], llm: LLM, config: T2MemConfig, cache: P
                 if r.ok and isinstance(r.parsed, dict)}
     calls = tuple(CallRecord.of(llm.backbone, requests[eid], r, sent_at=sent_at)
                   for eid, r in zip(todo, responses, strict=True))
-    reused = tuple(CallRecord.reused_call(llm.backbone, requests[eid], usage)
+    reused = tuple(CallRecord.reused_call(llm.backbone, requests[eid], usage, hashes[eid])
                    for eid, (_, usage) in sorted(stored.items()))
     return Extraction(outputs, calls, len(stored), tuple(failed), reused)
 
