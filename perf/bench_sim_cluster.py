@@ -24,7 +24,10 @@ questions/s, each replica's busy fraction (a batch running) and sequences per de
 (how full the batches ran: a step's cost grows slowly with its sequences, so fewer per step
 is less work done per busy second), the share of each question's
 calls that went to its most used replica, the prefix-cache hit rate the engines report
-(cached / prompt tokens) and the CPU the replicas' processes used (cores). Ratios against the
+(cached / prompt tokens), the CPU the replicas' processes used (cores), and the machine's
+busy cores over the window with the share of its seconds above 90 % of every core (a sweep
+that keeps the machine's cores busy is limited by the machine, not only by the pipeline and
+its engines). Ratios against the
 1-replica sweep of the same run: throughput at N / (N x throughput at 1), targets >= 0.8 at
 16 replicas, utilisation >= 0.85 mean and >= 0.6 least busy, affinity >= 0.8, hit rate within
 10% of 1 replica's.
@@ -34,9 +37,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import re
 import statistics
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter, defaultdict
@@ -44,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import ray
 
 from tmem_core.benchmarks import read_prepared
@@ -53,6 +59,7 @@ from tmem_core.pipeline import init_ray, parse_sweep, run_sweep
 from tmem_core.pipeline._engine import ENGINE_PREFIX
 from tmem_core.results import MEMORY_STAGE, calls_store, calls_window, memory_qid, run_dirs
 
+SATURATED = 0.9  # of every core busy: a second the machine had no CPU to spare
 RUN_LINE = re.compile(r"run \S+: (?P<questions>\d+) questions")
 ENGINE = '{ revision = "%s", step_s = %g, max_num_seqs = 128, max_output_tokens = 64 }'
 
@@ -68,6 +75,7 @@ class Measured:
     memory_s: float = 0.0  # window of the memory-building calls (a method's LLM-built memory)
     calls: list[dict[str, Any]] = field(default_factory=list)  # answered by an engine
     conversations: dict[str, str] = field(default_factory=dict)  # qid -> its conversation
+    machine: tuple[float, float] = (0.0, 0.0)  # busy cores, share of seconds saturated
 
     @property
     def qps(self) -> float:
@@ -102,8 +110,47 @@ class Measured:
                 f"({self.replicas // base.replicas} x base) = {scaling:.2f}; affinity "
                 f"{statistics.mean(self.affinity):.2f} (p10 {_p10(self.affinity):.2f}); "
                 f"prefix hits {self.hit_rate:.3f} ({hits:.2f} x base); replicas' CPU "
-                f"{self.cores:.2f} cores"
+                f"{self.cores:.2f} cores; machine CPU {self.machine[0]:.2f} of "
+                f"{psutil.cpu_count()} cores ({self.machine[1]:.2f} of its seconds above "
+                f"{SATURATED:.0%})"
                 + (f"; memory build {self.memory_s:.1f}s of it" if self.memory_s else ""))
+
+
+class MachineCpu:
+    """The machine's busy CPU seconds (all but idle and I/O wait), sampled every second by a
+    thread while a sweep runs."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, float]] = []  # (time, busy CPU seconds so far)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> MachineCpu:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while True:
+            times = psutil.cpu_times()
+            busy = sum(times) - times.idle - getattr(times, "iowait", 0.0)
+            self.samples.append((time.time(), busy))
+            if self._stop.wait(1.0):
+                return
+
+    def over(self, start: float, end: float) -> tuple[float, float]:
+        """Busy cores on average between `start` and `end`, and the share of the seconds
+        between them in which more than `SATURATED` of every core was busy."""
+        inside = [(t, b) for t, b in self.samples if start <= t <= end]
+        if len(inside) < 2:
+            return 0.0, 0.0
+        steps = [(b1 - b0) / (t1 - t0) for (t0, b0), (t1, b1) in itertools.pairwise(inside)]
+        cores = (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+        full = SATURATED * (psutil.cpu_count() or 1)
+        return cores, sum(step > full for step in steps) / len(steps)
 
 
 def sim_backbones(path: Path, step_s: float) -> Path:
@@ -135,12 +182,15 @@ def sweep(args: argparse.Namespace, method: str, replicas: int, work: Path) -> M
             print(f"  {line}", flush=True)
 
     started = time.time()
-    run_sweep(config, log=log)
+    with MachineCpu() as cpu:
+        run_sweep(config, log=log)
     calls = [c for run_dir in run_dirs(work / "results" / config.name)
              for c in calls_store(run_dir).read_all().to_pylist()
              if c["finished_at"] is not None and not c["cached"]
              and c["finished_at"] - c["latency_s"] >= started]
     measured.wall_s = calls_window(calls)
+    end = max(c["finished_at"] for c in calls)
+    measured.machine = cpu.over(end - measured.wall_s, end)
     measured.calls = calls
     prepared = read_prepared(next((work / "results" / config.name / "data").iterdir()))
     measured.conversations = dict(zip(prepared.questions.column("qid").to_pylist(),
