@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import random
 from collections import Counter
 from pathlib import Path
 
@@ -30,6 +31,30 @@ def test_latest_success_per_key_and_failures(tmp_path: Path) -> None:
     assert store.read_all().num_rows == 5  # the audit history keeps every attempt
     assert sorted(p.name.startswith("part-") for p in (tmp_path / "answer").iterdir()) == [
         True] * 3
+
+
+def test_latest_and_failures_over_many_parts_match_the_history(tmp_path: Path) -> None:
+    """Keys spread over many parts, each written again and again, some attempts failing:
+    the newest success per key, and the newest failure of each key that never succeeded,
+    both in key order."""
+    store = StageStore(tmp_path, "answer", SCHEMA)
+    rng = random.Random(7)
+    history: list[tuple[str, bool, int]] = []
+    for value in range(40):
+        part = [(f"q{rng.randrange(25):02d}", rng.random() < 0.7, value * 10 + k)
+                for k in range(rng.randrange(1, 6))]
+        part = list({key: (key, ok, v) for key, ok, v in part}.values())  # a key once a part
+        store.append([row(key, ok, v) for key, ok, v in part])
+        history += part
+    newest_ok = {key: v for key, ok, v in history if ok}
+    newest_failed = {key: v for key, ok, v in history if not ok and key not in newest_ok}
+    latest = store.latest()
+    assert latest.column("key").to_pylist() == sorted(newest_ok)
+    assert latest.column("value").to_pylist() == [newest_ok[k] for k in sorted(newest_ok)]
+    failures = store.failures()
+    assert failures.column("key").to_pylist() == sorted(newest_failed)
+    assert failures.column("value").to_pylist() == [newest_failed[k]
+                                                    for k in sorted(newest_failed)]
 
 
 def test_empty_store(tmp_path: Path) -> None:
