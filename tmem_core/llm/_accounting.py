@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from tmem_core.llm._config import BackboneConfig
-from tmem_core.llm._request_cache import request_hash
 from tmem_core.llm._types import ChatRequest, ChatResponse, Usage
 
 CALLS_SCHEMA = pa.schema(
@@ -90,12 +89,11 @@ class CallRecord:
 
     @classmethod
     def reused_call(cls, backbone: BackboneConfig, request: ChatRequest, usage: Usage,
-                    hashed: str | None = None) -> CallRecord:
+                    hashed: str) -> CallRecord:
         """A call that built a memory this run reuses: its original tokens, no new spend;
-        `hashed`: the request's `request_hash`, if the caller has it already."""
+        `hashed`: the request's `request_hash` (its identity, as the build's call had it)."""
         record = cls.of(backbone, request, ChatResponse(usage=usage, cached=True))
-        return dataclasses.replace(record, reused=True,
-                                   request_hash=hashed or request_hash(backbone, request))
+        return dataclasses.replace(record, reused=True, request_hash=hashed)
 
 
 def records_to_table(records: Iterable[CallRecord]) -> pa.Table:
