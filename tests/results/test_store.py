@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import json
 import os
 import random
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -189,3 +192,42 @@ def test_a_streaming_run_keeps_few_parts_per_level_and_every_row(tmp_path: Path)
     store.compact()
     (part,) = store.parts()
     assert part_level(part) == 4 and store.read_all().num_rows == 70
+
+
+NEWEST_MEMORY = """
+import json, sys
+from pathlib import Path
+import pyarrow as pa
+from tests.results.test_store import SCHEMA_TEXT
+from tmem_core.results import StageStore
+store = StageStore(Path(sys.argv[1]), "construct", SCHEMA_TEXT)
+latest, failures = store.latest(), store.failures()
+peak = pa.default_memory_pool().max_memory()
+history = store.read_all().nbytes
+print(json.dumps({"peak": peak, "history": history, "latest": latest.num_rows,
+                  "failures": failures.num_rows}))
+"""
+SCHEMA_TEXT = stage_schema(pa.field("context", pa.string()))
+
+
+def test_newest_records_are_read_without_holding_the_history(tmp_path: Path) -> None:
+    """A store resumed over many revisions (each attempt a ~4 KB context) keeps one record
+    per key: the reader holds those and a few record groups, never the whole history (a
+    stage actor read 43,000 contexts at once to keep 745 and was killed for memory)."""
+    store = StageStore(tmp_path, "construct", SCHEMA_TEXT)
+    rng = random.Random(3)
+    for revision in range(40):
+        store.append([{**row(f"q{k:03d}", ok=rng.random() < 0.9), "value": None,
+                       "context": f"{revision} {k} " + rng.randbytes(2048).hex()}
+                      for k in range(500)])
+        if revision % 8 == 7:
+            store.compact()  # merged parts, as a finished run leaves them
+    done = subprocess.run([sys.executable, "-c", NEWEST_MEMORY, str(tmp_path)],
+                          cwd=Path(__file__).parents[2], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"peak {found['peak'] / 2**20:.1f} MiB for a history of "
+          f"{found['history'] / 2**20:.1f} MiB")
+    assert found["latest"] == 500 and found["failures"] == 0
+    assert found["peak"] < found["history"] / 4

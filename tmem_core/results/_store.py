@@ -20,12 +20,13 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
@@ -59,6 +60,8 @@ RECORD_COLUMNS = [
 ]
 
 
+SELECTION_COLUMNS = ("key", "written_at", "ok", "attempt")
+"""What choosing a key's newest record reads of every attempt (`StageStore.newest`)."""
 PROVENANCE_COLUMNS = [
     pa.field("deps", pa.string()),  # JSON: each dependency of the record's stage -> its hash
     pa.field("code", pa.string()),  # the git commit of the driver that wrote it
@@ -147,15 +150,34 @@ class StageStore:
         return read_parts(self.parts(), self.schema)
 
     def latest(self) -> pa.Table:
-        """The latest successful record per key."""
-        return latest_of(self.read_all())
+        """The latest successful record per key (`newest`)."""
+        return self.newest(latest_of)
 
     def done_keys(self) -> set[str]:
-        return set(self.latest().column("key").to_pylist())
+        return set(self.newest(latest_of, columns=["key"]).column("key").to_pylist())
 
     def failures(self) -> pa.Table:
-        """Keys whose latest attempt failed (and that never succeeded later)."""
-        return failures_of(self.read_all())
+        """Keys whose latest attempt failed (and that never succeeded later) (`newest`)."""
+        return self.newest(failures_of)
+
+    def newest(self, select: Callable[[pa.Table], pa.Table],
+               columns: Sequence[str] | None = None) -> pa.Table:
+        """The records `select` (`latest_of`, `failures_of`) keeps of the history, found on
+        its key, time and outcome columns, then read whole (or their `columns`) and only
+        they: a store resumed over many revisions holds every attempt, and a stage actor
+        that read its history whole to keep one record per key held 2.6 GB at once for a
+        history of 43,000 contexts (and was killed for memory beside three others)."""
+        parts = self.parts()
+        chosen = select(read_parts(parts, self.schema, columns=list(SELECTION_COLUMNS)))
+        if chosen.num_rows == 0:
+            return self.schema.empty_table().select(list(columns or self.schema.names))
+        # each chosen record by its key and write (a write holds a key once at most; should
+        # it hold one twice, `select` keeps the same one of both)
+        where = _identity(pc.field("key"), pc.field("attempt")).isin(
+            _identity(chosen.column("key"), chosen.column("attempt")))
+        wanted = list(dict.fromkeys([*(columns or self.schema.names), *SELECTION_COLUMNS]))
+        found = select(read_parts(parts, self.schema, where, wanted))
+        return found.select(list(columns or self.schema.names))
 
 
     def _merge(self) -> Merge:
@@ -212,21 +234,46 @@ class Merge:
         (self.directory / JOURNAL).unlink(missing_ok=True)
 
 
-def read_parts(parts: Sequence[Path], schema: pa.Schema, where: Any = None) -> pa.Table:
+def read_parts(parts: Sequence[Path], schema: pa.Schema, where: Any = None,
+               columns: list[str] | None = None) -> pa.Table:
     """The rows of `parts` under `schema` (columns a part lacks read as null), those matching
-    `where` (a pyarrow expression) if given. A part that cannot be read is reported and skipped."""
+    `where` (a pyarrow expression) if given, their `columns` if given. A part that cannot be
+    read is reported and skipped."""
+    empty = schema.empty_table().select(columns or schema.names)
     if not parts:
-        return schema.empty_table()
+        return empty
     try:
-        return _dataset(parts, schema).to_table(filter=where)
+        return _scan(parts, schema, where, columns)
     except (OSError, pa.ArrowException):  # some part is damaged: read them one by one
         tables = []
         for part in parts:
             try:
-                tables.append(_dataset([part], schema).to_table(filter=where))
+                tables.append(_scan([part], schema, where, columns))
             except (OSError, pa.ArrowException) as exc:
                 report_unreadable(part, exc)
-        return pa.concat_tables(tables) if tables else schema.empty_table()
+        return pa.concat_tables(tables) if tables else empty
+
+
+FILTERED_SCAN = {"batch_size": MERGED_ROW_GROUP, "batch_readahead": 2}
+"""A filtered read decodes a record group at a time, a few ahead, each read from disk when
+it is decoded: a filter keeps few rows of each, and Arrow's defaults (batches of 131,072
+rows, 16 ahead, a part's columns read whole first) held 160 MiB to keep 745 contexts of a
+history of 46,000 (1 GB with the default batch size); so it holds 39 MiB."""
+
+
+def _identity(key: Any, attempt: Any) -> Any:
+    """A record's key and write as one string (of columns, or of fields in a filter)."""
+    return pc.binary_join_element_wise(key, attempt, "\x1f")
+
+
+def _scan(parts: Sequence[Path], schema: pa.Schema, where: Any, columns: list[str] | None
+          ) -> pa.Table:
+    if where is None:
+        return _dataset(parts, schema).to_table(columns=columns)
+    lean = pads.ParquetFileFormat(
+        default_fragment_scan_options=pads.ParquetFragmentScanOptions(pre_buffer=False))
+    return pads.dataset([str(p) for p in parts], schema=schema, format=lean).to_table(
+        columns=columns, filter=where, **FILTERED_SCAN)
 
 
 def _dataset(parts: Sequence[Path], schema: pa.Schema) -> pads.Dataset:
