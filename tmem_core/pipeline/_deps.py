@@ -40,7 +40,13 @@ from tmem_core.pipeline._config import RunSpec
 from tmem_core.pipeline._contract import method_in_effect
 from tmem_core.pipeline._memory_quality import PROMPT as QUALITY_PROMPT
 from tmem_core.prompts import load_prompt
-from tmem_core.results import StageStore, calibration_store, memory_quality_store, stage_store
+from tmem_core.results import (
+    StageStore,
+    calibration_store,
+    latest_of,
+    memory_quality_store,
+    stage_store,
+)
 
 Deps = dict[str, str]
 """One stage's dependencies: name ("backbone smollm2", "prompt answer/flat") -> hash."""
@@ -119,8 +125,8 @@ def changed_records(run_id: str, run_dir: Path, deps: Mapping[str, Deps]) -> lis
 
 
 def _stored_deps(store: StageStore) -> list[str | None]:
-    latest = store.latest()
-    return latest.column("deps").to_pylist() if latest.num_rows else []
+    deps: list[str | None] = store.newest(latest_of, columns=["deps"]).column("deps").to_pylist()
+    return deps
 
 
 def _reason(stored: str | None, current: Deps) -> str:
