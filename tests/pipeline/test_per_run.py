@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pyarrow as pa
 import pytest
 
-from tmem_core.pipeline._actors import FLOW_SCHEMA, KEEP_RUNS, PerRun
+from tmem_core.pipeline._actors import FLOW_SCHEMA, KEEP_RUNS, FusedStages, PerRun
+from tmem_core.pipeline._probe import Probe
+from tmem_core.pipeline._stage import Output, StageResult
+from tmem_core.results import StageStore, calls_store
+from tmem_core.results._store import stage_schema
 
 
 class Tagging:
@@ -33,19 +40,23 @@ def _batch(*pairs: tuple[str, str]) -> pa.Table:
         schema=FLOW_SCHEMA)
 
 
+def _through(stage: PerRun, batch: pa.Table) -> pa.Table:
+    return pa.concat_tables(list(stage(batch)))
+
+
 def test_rows_reach_their_runs_instance_built_once() -> None:
     Tagging.built = []
     jobs: dict[str, Any] = {f"r{i}": f"r{i}" for i in range(KEEP_RUNS + 1)}
     stage = PerRun(Tagging, jobs)  # type: ignore[arg-type]
     assert Tagging.built == ["r0"]  # the first run warms up with the actor
-    out = stage(_batch(("r0", "a"), ("r0", "b"), ("r1", "c")))
+    out = _through(stage, _batch(("r0", "a"), ("r0", "b"), ("r1", "c")))
     assert out.column("prediction").to_pylist() == ["r0:a", "r0:b", "r1:c"]
-    stage(_batch(("r1", "d")))
+    _through(stage, _batch(("r1", "d")))
     assert Tagging.built == ["r0", "r1"]  # each run's stages are built once
     for run in list(jobs)[2:]:
-        stage(_batch((run, "x")))
+        _through(stage, _batch((run, "x")))
     assert Tagging.built == list(jobs)
-    stage(_batch(("r0", "late")))  # evicted (least recently used), so built again
+    _through(stage, _batch(("r0", "late")))  # evicted (least recently used), so built again
     assert Tagging.built == [*jobs, "r0"]
 
 
@@ -83,7 +94,49 @@ def test_what_a_run_loaded_is_frozen_and_collected_once_the_run_is_dropped() -> 
     gc.collect()
     assert Loading.loaded[0]() is not None
     for run in list(jobs)[1:]:  # the last one evicts the first run
-        stage(_batch((run, "x")))
+        _through(stage, _batch((run, "x")))
     gc.collect()
     assert Loading.loaded[0]() is None  # not kept frozen once its run was dropped
     assert all(ref() is not None for ref in Loading.loaded[1:])
+
+
+class Sleepy:
+    """A stand-in stage: a question takes the seconds its qid names; its record is stored."""
+
+    name = "answer"
+
+    def __init__(self, run_dir: Path) -> None:
+        self.job = SimpleNamespace(run=SimpleNamespace(run_id="r0"))
+        self.deps, self.probe = "{}", Probe()
+        self.store = StageStore(run_dir, "answer", stage_schema())
+
+    def step(self, row: dict[str, Any]) -> StageResult:
+        time.sleep(float(row["qid"]))
+        return StageResult({**row, "prediction": row["qid"]}, Output([
+            {"run_id": "r0", "key": row["qid"], "qid": row["qid"], "conv_id": "c", "ok": True}]))
+
+    def records(self, results: list[StageResult]) -> list[tuple[StageStore, list[Any]]]:
+        return [(self.store, [r for result in results for r in result.output.records])]
+
+
+class SleepyFused(FusedStages):
+    def __init__(self, job: Any) -> None:  # the stand-in stage only
+        self.stages = [Sleepy(job)]  # type: ignore[list-item]
+        self.calls = calls_store(job)
+
+
+def test_a_fused_call_yields_each_question_once_it_is_done_and_written(tmp_path: Path) -> None:
+    """A call's questions run at once and come out as each is done, the fast before the
+    slow is done, each with its record on disk: a call is no barrier."""
+    stage = PerRun(SleepyFused, {"r0": tmp_path})  # type: ignore[dict-item]
+    started = time.monotonic()
+    seen = []
+    for table in stage(_batch(("r0", "1.5"), ("r0", "0.1"), ("r0", "0.8"))):
+        assert table.num_rows == 1
+        qid = table.column("qid")[0].as_py()
+        stored = set(StageStore(tmp_path, "answer", stage_schema()).done_keys())
+        seen.append((qid, round(time.monotonic() - started, 1), qid in stored))
+    assert [qid for qid, _, _ in seen] == ["0.1", "0.8", "1.5"]
+    assert all(written for _, _, written in seen)
+    assert seen[0][1] < 0.8 and seen[1][1] < 1.5  # each out before the slower ones ended
+    assert seen[2][1] < 1.5 + 1.0  # at once, not one after another

@@ -1,11 +1,15 @@
 """The stages as Ray Data actors: fused into one actor, or one stage each, serving every run
-of the sweep in turn."""
+of the sweep in turn. A fused actor's call takes a block of questions and yields each one
+the moment it is through every stage (its records on disk), so a block is no barrier and few
+blocks (few Ray Data tasks) keep every question in flight."""
 
 from __future__ import annotations
 
 import gc
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import pyarrow as pa
@@ -27,6 +31,9 @@ from tmem_core.results import calls_store
 STAGES: tuple[type[Stage], ...] = (RetrieveStage, ConstructStage, AnswerStage, JudgeStage)
 FLOW_SCHEMA = flow_schema(STAGES)
 """The rows that flow through the stages: a question of a run, and what each stage passes on."""
+QUESTION_POOL = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="question")
+"""The threads of a fused actor's questions in flight (as many as its calls hold: threads
+start as needed and stay for the next call)."""
 KEEP_RUNS = 4  # runs whose stages an actor keeps built (runs flow through in order)
 
 
@@ -50,6 +57,15 @@ class FusedStages:
             for index, stage in enumerate(self.stages)])
         return [results[-1].flow for results in per_question]
 
+    def stream(self, rows: list[Row]) -> Iterator[Row]:
+        """Each question's flow row the moment it is through every stage, its records
+        written first (with those of the actor's other questions done meanwhile)."""
+        for done in as_completed([QUESTION_POOL.submit(self._through_all, row) for row in rows]):
+            per_question = done.result()
+            write_records(self.calls, self.stages[0].probe, [
+                (stage, [per_question[index]]) for index, stage in enumerate(self.stages)])
+            yield per_question[-1].flow
+
     def _through_all(self, row: Row) -> list[StageResult]:
         results = []
         for stage in self.stages:
@@ -70,10 +86,16 @@ class PerRun:
         self._lock = threading.Lock()  # calls run at once: a run's stages are built once
         self._for(next(iter(jobs)))
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        rows = [row for run_id, part in split_by_run(batch)
-                for row in self._for(run_id)(part.to_pylist())]
-        return pa.Table.from_pylist(rows, schema=FLOW_SCHEMA)
+    def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
+        """Fused: each question as it is done, alone (Ray Data passes each on at once); a
+        single stage: the call's questions together."""
+        for run_id, part in split_by_run(batch):
+            stages = self._for(run_id)
+            if isinstance(stages, FusedStages):
+                for row in stages.stream(part.to_pylist()):
+                    yield pa.Table.from_pylist([row], schema=FLOW_SCHEMA)
+            else:
+                yield pa.Table.from_pylist(stages(part.to_pylist()), schema=FLOW_SCHEMA)
 
     def _for(self, run_id: str) -> Stage | FusedStages:
         with self._lock:

@@ -66,8 +66,10 @@ class Resources:
     `fuse_stages = false` each stage has its own pool (retrieval `retrieve_actors` actors of
     `cpus_per_actor` CPUs, the LLM stages `llm_actors` actors of 0.1 CPU).
 
-    Questions stream: each stage call takes `batch_size` questions (1: a question moves on
-    the moment it is done) and every actor runs as many calls at once as it takes to keep
+    Questions stream: each stage call takes `batch_size` questions (0: at most 32, and at
+    least 4 calls per actor where the sweep has the questions); fused stages pass each
+    question on the moment it is done, a single stage a call's questions together. Every
+    actor runs as many calls at once as it takes to keep
     `questions_in_flight` questions in each pool (0: enough to hold every replica of every
     backbone of the sweep at its engine's slots, `max_num_seqs`; never more than the sweep's
     questions). Of an actor's questions, at most `retrievals_per_actor` run their method's
@@ -91,7 +93,7 @@ class Resources:
     fuse_stages: bool = True
     retrieve_actors: int = 1
     llm_actors: int = 1
-    batch_size: int = 1
+    batch_size: int = 0
     questions_in_flight: int = 0
     retrievals_per_actor: int = 2
     cpus_per_actor: float = 0.5  # retrieve actors (and vLLM stage actors); others take 0.1

@@ -432,20 +432,22 @@ def _stream(plans: list[RunPlan], resources: Resources, progress: Progress,
     if not plans:
         return
     rows = [row for plan in plans for row in _flow_rows(plan.job, plan.questions)]
-    # a block per stage call (`batch_size` questions): blocks are Ray Data's unit of
-    # scheduling, so each flows to the next stage the moment it is done and they spread over
-    # all of a stage's actors (from_items builds the blocks here; from_arrow_refs would start
-    # a task per block)
-    ds: ray.data.Dataset = ray.data.from_items(
-        rows, override_num_blocks=-(-len(rows) // resources.batch_size))
+    pools = _stage_pools([p.job for p in plans], resources)
+    size = block_size(resources, len(rows), pools[0][1])
+    # a block per stage call (`size` questions): blocks are Ray Data's unit of scheduling,
+    # and they spread over all of a stage's actors (from_items builds the blocks here;
+    # from_arrow_refs would start a task per block); each question a fused call yields is
+    # a block of its own, passed on at once (STREAMED_BLOCK_BYTES)
+    ray.data.DataContext.get_current().target_max_block_size = STREAMED_BLOCK_BYTES
+    ds: ray.data.Dataset = ray.data.from_items(rows, override_num_blocks=-(-len(rows) // size))
     jobs = {plan.job.run.run_id: plan.job for plan in plans}
     in_flight = questions_in_flight([b for p in plans for b in p.job.backbones], resources,
                                     len(rows))
-    for stage, actors, cpus in _stage_pools([p.job for p in plans], resources):
+    for stage, actors, cpus in pools:
         # enough calls at once per actor (threads of its own) to keep `in_flight` questions
         # in the pool; no more queued at an actor than it runs, so a question waits for an
         # actor rather than behind another question
-        calls = max(1, -(-in_flight // (actors * resources.batch_size)))
+        calls = max(1, -(-in_flight // (actors * size)))
         pool = ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=calls,
                                  max_concurrent_calls_per_actor=calls,
                                  enable_true_multi_threading=True)
@@ -503,6 +505,25 @@ class Progress:
         self.log(f"[progress] {plan.job.run.run_id}: {plan.done}/{len(plan.questions)} "
                  f"questions through all stages (failed: {failed}); sweep "
                  f"{self.done}/{self.total}, {rate:.3g} q/s, ETA {eta:.0f}s")
+
+
+BLOCK_MAX = 32
+BLOCKS_PER_ACTOR = 4
+STREAMED_BLOCK_BYTES = 1
+"""Ray Data's target block size in a sweep: a block is passed on as soon as it holds
+anything, so each question a fused call yields moves on alone (by default Ray Data gathers
+a call's outputs up to 128 MiB, here until the call ends)."""
+
+
+def block_size(resources: Resources, questions: int, actors: int) -> int:
+    """Questions per stage call: `resources.batch_size`, else at most BLOCK_MAX and few
+    enough for BLOCKS_PER_ACTOR calls per actor. A fused call yields each question when it
+    is done, so a call is no barrier: fewer, larger calls cost Ray Data fewer tasks (745
+    one-question tasks took 3.3 s to start half their questions in a 16-replica sweep, 32-
+    question calls 1.6 s, with a third less of the machine's CPU over the sweep)."""
+    if resources.batch_size:
+        return resources.batch_size
+    return max(1, min(BLOCK_MAX, -(-questions // (actors * BLOCKS_PER_ACTOR))))
 
 
 def _stage_pools(jobs: list[StageJob], resources: Resources
