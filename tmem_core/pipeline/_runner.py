@@ -334,6 +334,7 @@ class RunPlan:
     contract: Contract
     prepared: Any
     done: int = 0  # questions out of the last stage
+    out: set[str] = field(default_factory=set)  # their qids
     failed: Counter[str] = field(default_factory=Counter)  # of them, failed, by stage
 
     @property
@@ -470,6 +471,12 @@ def _stream(plans: list[RunPlan], resources: Resources, progress: Progress,
                 finished(plan)
             else:  # its stores keep few parts while it streams
                 merge_run_levels(plan.run_dir)
+    # a call retried after its actor died yields its questions again, in the order they end,
+    # and Ray drops what it yielded before by position: one may show twice and another not
+    # at all; every record is on disk once the stream is done
+    for plan in plans:
+        if plan.done < len(plan.questions):
+            finished(plan)
 
 
 class Progress:
@@ -488,6 +495,11 @@ class Progress:
         self._logged: float | None = None
 
     def add(self, plan: RunPlan, part: pa.Table) -> None:
+        """Questions out of the last stage; one already out (a retried call's) counts once."""
+        qids = part.column("qid").to_pylist()
+        fresh = [i for i, qid in enumerate(qids) if qid not in plan.out]
+        plan.out.update(qids)
+        part = part.take(pa.array(fresh, pa.int64())) if len(fresh) < len(qids) else part
         errors = [e for e in part.column("error").to_pylist() if e]
         if errors:
             self.check()

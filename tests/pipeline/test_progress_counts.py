@@ -1,0 +1,31 @@
+"""The driver counts each question out of the last stage once: a call retried after its
+actor died yields its questions again."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pyarrow as pa
+
+from tmem_core.pipeline._actors import FLOW_SCHEMA
+from tmem_core.pipeline._runner import Progress, RunPlan
+
+
+def _out(*qids: str, error: str | None = None) -> pa.Table:
+    return pa.Table.from_pylist([{"run_id": "r0", "qid": q, "conv_id": "c", "ok": error is None,
+                                  "error": error} for q in qids], schema=FLOW_SCHEMA)
+
+
+def test_a_question_out_twice_counts_once_with_its_failure() -> None:
+    job: Any = SimpleNamespace(run=SimpleNamespace(run_id="r0"))
+    plan = RunPlan(job, [("q1", "c"), ("q2", "c"), ("q3", "c")], None, None)  # type: ignore[arg-type]
+    lines: list[str] = []
+    progress = Progress([plan], lines.append, every_s=0.0)
+    progress.add(plan, _out("q1"))
+    progress.add(plan, _out("q2", error="answer: boom"))
+    progress.add(plan, _out("q1", "q2", error="answer: boom"))  # the retried call's
+    assert (plan.done, progress.done, plan.failed["answer"]) == (2, 2, 1)
+    progress.add(plan, _out("q3"))
+    assert plan.done == len(plan.questions)
+    assert lines[-1].startswith("[progress] r0: 3/3 questions")
