@@ -9,7 +9,8 @@ from typing import Any
 import pyarrow as pa
 
 from tmem_core.pipeline._actors import FLOW_SCHEMA
-from tmem_core.pipeline._runner import Progress, RunPlan
+from tmem_core.pipeline._config import Resources
+from tmem_core.pipeline._runner import Progress, RunPlan, block_size
 
 
 def _out(*qids: str, error: str | None = None) -> pa.Table:
@@ -29,3 +30,15 @@ def test_a_question_out_twice_counts_once_with_its_failure() -> None:
     progress.add(plan, _out("q3"))
     assert plan.done == len(plan.questions)
     assert lines[-1].startswith("[progress] r0: 3/3 questions")
+
+
+def test_calls_hold_the_questions_in_flight_and_spread_over_the_actors() -> None:
+    """Derived: at most 32 questions a call, at least 4 calls per actor while the sweep has
+    the questions, never more than an actor's share of the questions in flight; a stated
+    `batch_size` as it is."""
+    default = Resources()
+    assert block_size(default, 745, 4, 745) == 32
+    assert block_size(default, 9, 1, 8) == 3  # the default sweep: 3 calls of 3
+    assert block_size(default, 745, 1, 8) == 8  # an engine with 8 slots: 8 in flight
+    assert block_size(default, 2, 4, 2) == 1
+    assert block_size(Resources(batch_size=5), 745, 4, 745) == 5

@@ -434,7 +434,9 @@ def _stream(plans: list[RunPlan], resources: Resources, progress: Progress,
         return
     rows = [row for plan in plans for row in _flow_rows(plan.job, plan.questions)]
     pools = _stage_pools([p.job for p in plans], resources)
-    size = block_size(resources, len(rows), pools[0][1])
+    in_flight = questions_in_flight([b for p in plans for b in p.job.backbones], resources,
+                                    len(rows))
+    size = block_size(resources, len(rows), pools[0][1], in_flight)
     # a block per stage call (`size` questions): blocks are Ray Data's unit of scheduling,
     # and they spread over all of a stage's actors (from_items builds the blocks here;
     # from_arrow_refs would start a task per block); each question a fused call yields is
@@ -442,8 +444,6 @@ def _stream(plans: list[RunPlan], resources: Resources, progress: Progress,
     ray.data.DataContext.get_current().target_max_block_size = STREAMED_BLOCK_BYTES
     ds: ray.data.Dataset = ray.data.from_items(rows, override_num_blocks=-(-len(rows) // size))
     jobs = {plan.job.run.run_id: plan.job for plan in plans}
-    in_flight = questions_in_flight([b for p in plans for b in p.job.backbones], resources,
-                                    len(rows))
     for stage, actors, cpus in pools:
         # enough calls at once per actor (threads of its own) to keep `in_flight` questions
         # in the pool; no more queued at an actor than it runs, so a question waits for an
@@ -527,15 +527,18 @@ anything, so each question a fused call yields moves on alone (by default Ray Da
 a call's outputs up to 128 MiB, here until the call ends)."""
 
 
-def block_size(resources: Resources, questions: int, actors: int) -> int:
-    """Questions per stage call: `resources.batch_size`, else at most BLOCK_MAX and few
-    enough for BLOCKS_PER_ACTOR calls per actor. A fused call yields each question when it
-    is done, so a call is no barrier: fewer, larger calls cost Ray Data fewer tasks (745
-    one-question tasks took 3.3 s to start half their questions in a 16-replica sweep, 32-
-    question calls 1.6 s, with a third less of the machine's CPU over the sweep)."""
+def block_size(resources: Resources, questions: int, actors: int, in_flight: int) -> int:
+    """Questions per stage call: `resources.batch_size`, else at most BLOCK_MAX, few enough
+    for BLOCKS_PER_ACTOR calls per actor, and no more than an actor's share of the questions
+    `in_flight` (the calls run at once are counted to hold those). A fused call yields each
+    question when it is done, so a call is no barrier: fewer, larger calls cost Ray Data
+    fewer tasks (745 one-question tasks took 3.3 s to start half their questions in a
+    16-replica sweep, 32-question calls 1.6 s, with a third less of the machine's CPU over
+    the sweep)."""
     if resources.batch_size:
         return resources.batch_size
-    return max(1, min(BLOCK_MAX, -(-questions // (actors * BLOCKS_PER_ACTOR))))
+    return max(1, min(BLOCK_MAX, -(-questions // (actors * BLOCKS_PER_ACTOR)),
+                      -(-in_flight // actors)))
 
 
 def _stage_pools(jobs: list[StageJob], resources: Resources
