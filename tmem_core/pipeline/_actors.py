@@ -9,7 +9,7 @@ import gc
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import pyarrow as pa
@@ -57,14 +57,17 @@ class FusedStages:
             for index, stage in enumerate(self.stages)])
         return [results[-1].flow for results in per_question]
 
-    def stream(self, rows: list[Row]) -> Iterator[Row]:
-        """Each question's flow row the moment it is through every stage, its records
-        written first (with those of the actor's other questions done meanwhile)."""
-        for done in as_completed([QUESTION_POOL.submit(self._through_all, row) for row in rows]):
-            per_question = done.result()
+    def stream(self, rows: list[Row]) -> Iterator[list[Row]]:
+        """The questions' flow rows as they are through every stage, those done together
+        at once (a block of Ray Data each, their records written first)."""
+        pending = {QUESTION_POOL.submit(self._through_all, row) for row in rows}
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            per_question = [future.result() for future in done]
             write_records(self.calls, self.stages[0].probe, [
-                (stage, [per_question[index]]) for index, stage in enumerate(self.stages)])
-            yield per_question[-1].flow
+                (stage, [results[index] for results in per_question])
+                for index, stage in enumerate(self.stages)])
+            yield [results[-1].flow for results in per_question]
 
     def _through_all(self, row: Row) -> list[StageResult]:
         results = []
@@ -87,13 +90,13 @@ class PerRun:
         self._for(next(iter(jobs)))
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
-        """Fused: each question as it is done, alone (Ray Data passes each on at once); a
-        single stage: the call's questions together."""
+        """Fused: the questions as they are done, those done together at once (Ray Data
+        passes each on as it comes); a single stage: the call's questions together."""
         for run_id, part in split_by_run(batch):
             stages = self._for(run_id)
             if isinstance(stages, FusedStages):
-                for row in stages.stream(part.to_pylist()):
-                    yield pa.Table.from_pylist([row], schema=FLOW_SCHEMA)
+                for done in stages.stream(part.to_pylist()):
+                    yield pa.Table.from_pylist(done, schema=FLOW_SCHEMA)
             else:
                 yield pa.Table.from_pylist(stages(part.to_pylist()), schema=FLOW_SCHEMA)
 

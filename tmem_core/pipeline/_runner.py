@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import ray
 from ray.data import ActorPoolStrategy
+from ray.data.context import DEFAULT_TARGET_MAX_BLOCK_SIZE
 
 from tmem_core.benchmarks import LoadRequest, get_protocol, prepare, read_prepared
 from tmem_core.llm import (
@@ -441,7 +442,9 @@ def _stream(plans: list[RunPlan], resources: Resources, progress: Progress,
     # and they spread over all of a stage's actors (from_items builds the blocks here;
     # from_arrow_refs would start a task per block); each question a fused call yields is
     # a block of its own, passed on at once (STREAMED_BLOCK_BYTES)
-    ray.data.DataContext.get_current().target_max_block_size = STREAMED_BLOCK_BYTES
+    # (one pool per stage: a call's questions stay one block, as Ray Data would keep them)
+    ray.data.DataContext.get_current().target_max_block_size = (
+        STREAMED_BLOCK_BYTES if resources.fuse_stages else DEFAULT_TARGET_MAX_BLOCK_SIZE)
     ds: ray.data.Dataset = ray.data.from_items(rows, override_num_blocks=-(-len(rows) // size))
     jobs = {plan.job.run.run_id: plan.job for plan in plans}
     for stage, actors, cpus in pools:
