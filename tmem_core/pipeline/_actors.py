@@ -52,9 +52,7 @@ class FusedStages:
 
     def __call__(self, rows: list[Row]) -> list[Row]:
         per_question = self.stages[0].each(rows, self._through_all)
-        write_records(self.calls, self.stages[0].probe, [
-            (stage, [results[index] for results in per_question])
-            for index, stage in enumerate(self.stages)])
+        self._write(per_question)
         return [results[-1].flow for results in per_question]
 
     def stream(self, rows: list[Row]) -> Iterator[list[Row]]:
@@ -64,10 +62,14 @@ class FusedStages:
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             per_question = [future.result() for future in done]
-            write_records(self.calls, self.stages[0].probe, [
-                (stage, [results[index] for results in per_question])
-                for index, stage in enumerate(self.stages)])
+            self._write(per_question)
             yield [results[-1].flow for results in per_question]
+
+    def _write(self, per_question: list[list[StageResult]]) -> None:
+        """Each stage's records of the questions, through the process's group commit."""
+        write_records(self.calls, self.stages[0].probe, [
+            (stage, [results[index] for results in per_question])
+            for index, stage in enumerate(self.stages)])
 
     def _through_all(self, row: Row) -> list[StageResult]:
         results = []

@@ -334,9 +334,12 @@ class RunPlan:
     questions: list[tuple[str, str]]
     contract: Contract
     prepared: Any
-    done: int = 0  # questions out of the last stage
-    out: set[str] = field(default_factory=set)  # their qids
+    out: set[str] = field(default_factory=set)  # qids of the questions out of the last stage
     failed: Counter[str] = field(default_factory=Counter)  # of them, failed, by stage
+
+    @property
+    def done(self) -> int:
+        return len(self.out)
 
     @property
     def backbones(self) -> tuple[BackboneConfig, ...]:
@@ -440,9 +443,8 @@ def _stream(plans: list[RunPlan], resources: Resources, progress: Progress,
     size = block_size(resources, len(rows), pools[0][1], in_flight)
     # a block per stage call (`size` questions): blocks are Ray Data's unit of scheduling,
     # and they spread over all of a stage's actors (from_items builds the blocks here;
-    # from_arrow_refs would start a task per block); each question a fused call yields is
-    # a block of its own, passed on at once (STREAMED_BLOCK_BYTES)
-    # (one pool per stage: a call's questions stay one block, as Ray Data would keep them)
+    # from_arrow_refs would start a task per block); what a fused call yields is passed on
+    # at once (STREAMED_BLOCK_BYTES), one pool per stage keeps a call's questions one block
     ray.data.DataContext.get_current().target_max_block_size = (
         STREAMED_BLOCK_BYTES if resources.fuse_stages else DEFAULT_TARGET_MAX_BLOCK_SIZE)
     ds: ray.data.Dataset = ray.data.from_items(rows, override_num_blocks=-(-len(rows) // size))
@@ -506,7 +508,6 @@ class Progress:
         errors = [e for e in part.column("error").to_pylist() if e]
         if errors:
             self.check()
-        plan.done += part.num_rows
         plan.failed.update(e.split(":", 1)[0] for e in errors)
         self.done += part.num_rows
         now = time.time()

@@ -167,17 +167,16 @@ class StageStore:
         they: a store resumed over many revisions holds every attempt, and a stage actor
         that read its history whole to keep one record per key held 2.6 GB at once for a
         history of 43,000 contexts (and was killed for memory beside three others)."""
-        parts = self.parts()
+        parts, kept = self.parts(), list(columns or self.schema.names)
         chosen = select(read_parts(parts, self.schema, columns=list(SELECTION_COLUMNS)))
         if chosen.num_rows == 0:
-            return self.schema.empty_table().select(list(columns or self.schema.names))
+            return self.schema.empty_table().select(kept)
         # each chosen record by its key and write (a write holds a key once at most; should
         # it hold one twice, `select` keeps the same one of both)
         where = _identity(pc.field("key"), pc.field("attempt")).isin(
             _identity(chosen.column("key"), chosen.column("attempt")))
-        wanted = list(dict.fromkeys([*(columns or self.schema.names), *SELECTION_COLUMNS]))
-        found = select(read_parts(parts, self.schema, where, wanted))
-        return found.select(list(columns or self.schema.names))
+        wanted = list(dict.fromkeys([*kept, *SELECTION_COLUMNS]))
+        return select(read_parts(parts, self.schema, where, wanted)).select(kept)
 
 
     def _merge(self) -> Merge:
@@ -272,12 +271,13 @@ def _scan(parts: Sequence[Path], schema: pa.Schema, where: Any, columns: list[st
         return _dataset(parts, schema).to_table(columns=columns)
     lean = pads.ParquetFileFormat(
         default_fragment_scan_options=pads.ParquetFragmentScanOptions(pre_buffer=False))
-    return pads.dataset([str(p) for p in parts], schema=schema, format=lean).to_table(
-        columns=columns, filter=where, **FILTERED_SCAN)
+    return _dataset(parts, schema, lean).to_table(columns=columns, filter=where,
+                                                  **FILTERED_SCAN)
 
 
-def _dataset(parts: Sequence[Path], schema: pa.Schema) -> pads.Dataset:
-    return pads.dataset([str(p) for p in parts], schema=schema, format="parquet")
+def _dataset(parts: Sequence[Path], schema: pa.Schema,
+             file_format: str | pads.FileFormat = "parquet") -> pads.Dataset:
+    return pads.dataset([str(p) for p in parts], schema=schema, format=file_format)
 
 
 _REPORTED: set[Path] = set()
