@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pytest
 
-from tmem_core.pipeline._actors import FLOW_SCHEMA, KEEP_RUNS, FusedStages, PerRun
+from tmem_core.pipeline._actors import FLOW_SCHEMA, KEEP_RUNS, FusedStages, PerRun, pack, unpack
 from tmem_core.pipeline._probe import Probe
 from tmem_core.pipeline._stage import Output, StageResult
 from tmem_core.results import StageStore, calls_store
@@ -131,8 +131,10 @@ def test_a_fused_call_yields_each_question_once_it_is_done_and_written(tmp_path:
     stage = PerRun(SleepyFused, {"r0": tmp_path})  # type: ignore[dict-item]
     started = time.monotonic()
     seen = []
-    for table in stage(_batch(("r0", "1.5"), ("r0", "0.1"), ("r0", "0.8"))):
-        assert table.num_rows == 1
+    for packed in stage(_batch(("r0", "1.5"), ("r0", "0.1"), ("r0", "0.8"))):
+        assert packed.num_rows == 1  # a Ray Data block of its own
+        table = unpack(packed)
+        assert table.schema == FLOW_SCHEMA and table.num_rows == 1
         qid = table.column("qid")[0].as_py()
         stored = set(StageStore(tmp_path, "answer", stage_schema()).done_keys())
         seen.append((qid, round(time.monotonic() - started, 1), qid in stored))
@@ -140,3 +142,15 @@ def test_a_fused_call_yields_each_question_once_it_is_done_and_written(tmp_path:
     assert all(written for _, _, written in seen)
     assert seen[0][1] < 0.8 and seen[1][1] < 1.5  # each out before the slower ones ended
     assert seen[2][1] < 1.5 + 1.0  # at once, not one after another
+
+
+def test_questions_done_together_travel_as_one_row_and_unpack_as_they_were() -> None:
+    """A packed row per yield (Ray Data would split a yielded block into a block per row);
+    the driver gets the flow rows back unchanged, in order, across blocks."""
+    first = _batch(("r0", "q1"), ("r1", "q2"), ("r0", "q3"))
+    second = _batch(("r1", "q4"),)
+    packed = [pack(first), pack(second)]
+    assert [p.num_rows for p in packed] == [1, 1]
+    rows = unpack(pa.concat_tables(packed))
+    assert rows.schema == FLOW_SCHEMA
+    assert rows.to_pylist() == [*first.to_pylist(), *second.to_pylist()]

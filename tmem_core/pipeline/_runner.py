@@ -29,7 +29,14 @@ from tmem_core.llm import (
     load_backbones,
 )
 from tmem_core.methods import get_method
-from tmem_core.pipeline._actors import FLOW_SCHEMA, STAGES, FusedStages, PerRun, split_by_run
+from tmem_core.pipeline._actors import (
+    FLOW_SCHEMA,
+    STAGES,
+    FusedStages,
+    PerRun,
+    split_by_run,
+    unpack,
+)
 from tmem_core.pipeline._answer_stage import AnswerStage
 from tmem_core.pipeline._capacity import check_sweep_gpus, questions_in_flight, with_replicas
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
@@ -466,16 +473,18 @@ def _stream(plans: list[RunPlan], resources: Resources, progress: Progress,
                 batch_format="pyarrow", compute=pool, num_cpus=cpus, max_restarts=-1,
                 max_task_retries=resources.max_task_retries)
     by_id = {plan.job.run.run_id: plan for plan in plans}
+    merged: dict[str, float] = {}  # when each run's stores were last merged
     # no prefetch: with it, Ray Data hands each batch over only once the next one is done,
     # so every progress line and run summary would wait for the following batch
     for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0):
-        for run_id, part in split_by_run(batch):
+        for run_id, part in split_by_run(unpack(batch) if resources.fuse_stages else batch):
             plan = by_id[run_id]
             progress.add(plan, part)
             if plan.done == len(plan.questions):
                 finished(plan)
-            else:  # its stores keep few parts while it streams
-                merge_run_levels(plan.run_dir)
+            elif time.monotonic() - merged.get(run_id, 0.0) >= MERGE_EVERY_S:
+                merge_run_levels(plan.run_dir)  # its stores keep few parts while it streams
+                merged[run_id] = time.monotonic()
     # a call retried after its actor died yields its questions again, in the order they end,
     # and Ray drops what it yielded before by position: one may show twice and another not
     # at all; every record is on disk once the stream is done
@@ -523,12 +532,18 @@ class Progress:
                  f"{self.done}/{self.total}, {rate:.3g} q/s, ETA {eta:.0f}s")
 
 
+MERGE_EVERY_S = 2.0
+"""How often the driver merges a streaming run's store parts (`merge_run_levels`): a
+question out of the stages used to merge each time, 1.3 ms each, 0.4 s of a 4.5 s warm-cache
+run of 300 questions. The parts written meanwhile are bounded by the writers' group commits
+in that time."""
 BLOCK_MAX = 32
 BLOCKS_PER_ACTOR = 4
 STREAMED_BLOCK_BYTES = 1
 """Ray Data's target block size in a sweep: a block is passed on as soon as it holds
-anything, so each question a fused call yields moves on alone (by default Ray Data gathers
-a call's outputs up to 128 MiB, here until the call ends)."""
+anything, so each packed row a fused call yields (its questions done together) moves on
+alone (by default Ray Data gathers a call's outputs up to 128 MiB, here until the call ends,
+and it splits a larger block into rows)."""
 
 
 def block_size(resources: Resources, questions: int, actors: int, in_flight: int) -> int:
