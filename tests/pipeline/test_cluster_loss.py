@@ -11,7 +11,6 @@ import pytest
 from tests.ray_head import ROOT, free_ports, local_head, sweep_config, sweep_env, wait_for
 
 pytestmark = pytest.mark.slow
-PORTS = free_ports()  # a head of its own, which the test stops
 
 
 def test_lost_cluster_ends_the_driver_with_one_error_line(tmp_path: Path) -> None:
@@ -23,12 +22,15 @@ def test_lost_cluster_ends_the_driver_with_one_error_line(tmp_path: Path) -> Non
     config = sweep_config(tmp_path, "lost", limit=6, backbones='["slow-sim"]',
                           extra=f'backbones_file = "{backbones}"')
     cold = {"TMEM_CACHE_DIR": str(tmp_path / "cache")}
-    with local_head(PORTS, **cold):
+    # a head of its own, which the test stops, on ports free now: ports chosen when the
+    # module was collected may be taken by the time it runs, minutes of other tests later
+    ports = free_ports()
+    with local_head(ports, **cold):
         log, err = tmp_path / "driver.log", tmp_path / "driver.err"
         with log.open("w") as out, err.open("w") as err_out:
             driver = subprocess.Popen(
                 [sys.executable, "-m", "jobs.sweep", str(config)], cwd=ROOT,
-                env=sweep_env(f"127.0.0.1:{PORTS['RAY_GCS_PORT']}", **PORTS, **cold),
+                env=sweep_env(f"127.0.0.1:{ports['RAY_GCS_PORT']}", **ports, **cold),
                 stdout=out, stderr=err_out)
         wait_for(lambda: "[progress]" in log.read_text() or driver.poll() is not None, 300,
                  "the first batch")
