@@ -16,6 +16,7 @@ from tmem_core.llm import Answered, ChatRequest, ChatResponse, error_response, g
 from tmem_core.pipeline._engine import (
     BALANCE,
     ROUTE_SLACK,
+    SHORT_PROMPT_CHARS,
     SPREAD_MIN,
     ReplicaRouter,
     replica_gpus,
@@ -52,8 +53,10 @@ def _router(replicas: Replicas) -> ReplicaRouter:
     return ReplicaRouter(BACKBONE, lookup=lambda name: name, send=replicas.send)
 
 
-def _ask(conv: str, qid: str = "") -> list[ChatRequest]:
-    return [dataclasses.replace(ChatRequest.from_prompt("q"), conv_id=conv, qid=qid)]
+def _ask(conv: str, qid: str = "", prompt: str = "q" * (SHORT_PROMPT_CHARS + 1)
+         ) -> list[ChatRequest]:
+    """A call of the question (a construction's: longer than a short call, unless given)."""
+    return [dataclasses.replace(ChatRequest.from_prompt(prompt), conv_id=conv, qid=qid)]
 
 
 def test_a_question_keeps_its_replica_and_a_conversation_spreads() -> None:
@@ -129,6 +132,33 @@ def test_a_few_calls_of_one_question_stay_on_its_replica() -> None:
     router = _router(replicas)
     counts = _in_flight_at_once(router, replicas, [_ask("c0", "q0")] * (ROUTE_SLACK + 1))
     assert counts[replica_name(BACKBONE, router.ranking("q0")[0])] == ROUTE_SLACK + 1
+
+
+def test_a_short_call_stays_home_over_the_bound_until_its_home_is_at_its_slots() -> None:
+    board = LoadBoard(4)
+    replicas = Replicas()
+    router = ReplicaRouter(BACKBONE, lookup=lambda name: name, send=replicas.send,
+                           loads=LocalLoads(board, "mine"))
+    top = router.ranking("q0")[0]
+    verdict = _ask("c0", "q0", prompt="j" * SHORT_PROMPT_CHARS)  # a judge's: short
+    held = [0] * 4
+    held[top] = BACKBONE.slots - 1  # far over the bounded load, one slot free
+    board.report("other", held)
+    router(verdict)
+    assert replicas.asked[-1][0] == replica_name(BACKBONE, top)
+    router(_ask("c0", "q0"))  # a long call of the same question is spread
+    assert replicas.asked[-1][0] == replica_name(BACKBONE, router.ranking("q0")[1])
+    held[top] = BACKBONE.slots  # its home's slots are all taken: the short one moves too
+    board.report("other", held)
+    router(verdict)
+    assert replicas.asked[-1][0] == replica_name(BACKBONE, router.ranking("q0")[1])
+    board.report("other", [0] * 4)
+    replicas.dead.add(replica_name(BACKBONE, top))  # a home that died: resent, and avoided
+    router(verdict)
+    router(verdict)
+    second = replica_name(BACKBONE, router.ranking("q0")[1])
+    assert [name for name, _ in replicas.asked[-3:]] == [replica_name(BACKBONE, top), second,
+                                                         second]
 
 
 def test_a_router_counts_the_calls_other_routers_have_in_flight() -> None:

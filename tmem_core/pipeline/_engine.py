@@ -66,6 +66,12 @@ DOWN_S = 10.0
 """A replica that failed a call is avoided this long (Ray is restarting it; calls to it fail
 with `ActorUnavailableError` meanwhile). When every replica is down, a batch waits for the
 first one due back."""
+SHORT_PROMPT_CHARS = 2048
+"""A batch whose prompts are all at most this long (a judge's verdict, its calibration
+controls) stays on its question's first replica, loads aside, while that replica has fewer
+calls in flight than its engine's slots: it adds little to a replica's work, so moving it
+gains little, and it shares its prefix with the question's other short calls (the judge's
+instruction, the question, the gold answer)."""
 SPREAD_MIN = 8
 """A memory build's batch is spread over the replicas in parts of at least this many requests."""
 RETRY_WAIT_S = 1.0  # the shortest pause before resending when every replica is down
@@ -224,19 +230,23 @@ class ReplicaRouter:
     goes to the first healthy one whose calls in flight stay under the bounded load
     `ceil((1 + BALANCE) x (all in flight + 1) / healthy replicas) + ROUTE_SLACK` (consistent
     hashing with bounded loads), counted over every router of the backbone (`loads`: the
-    shared view; none: this router's own calls only). A replica that dies mid-call, or whose engine
-    answers none of a batch for being unreachable (a fleet's server that is down, an engine
-    that cannot start), is avoided for `down_s` and the batch is resent to another (or, when
-    all are down, to the first one due back, which is how a lone replica's batch waits for Ray
-    to restart it), at most `attempts` times in all: the failed call's answers are dropped,
-    so nothing is recorded twice. A request the engine refused (`request` errors: too long, a
-    bad schema) is the request's own and marks no replica down."""
+    shared view; none: this router's own calls only); a batch of short prompts stays on the
+    question's first replica while that has fewer calls in flight than its engine has slots
+    (`SHORT_PROMPT_CHARS`). A replica
+    that dies mid-call, or whose engine answers none of a batch for being unreachable (a
+    fleet's server that is down, an engine that cannot start), is avoided for `down_s` and
+    the batch is resent to another (or, when all are down, to the first one due back, which
+    is how a lone replica's batch waits for Ray to restart it), at most `attempts` times in
+    all: the failed call's answers are dropped, so nothing is recorded twice. A request the
+    engine refused (`request` errors: too long, a bad schema) is the request's own and marks
+    no replica down."""
 
     def __init__(self, backbone: BackboneConfig,
                  lookup: Callable[[str], Any] = ray.get_actor,
                  send: Callable[[Any, list[ChatRequest]], Answered] = _send,
                  loads: Loads | None = None) -> None:
         self.names = [replica_name(backbone, i) for i in range(max(1, backbone.replicas))]
+        self.slots = backbone.slots
         self.loads = loads
         self.attempts = len(self.names) + 3
         self.down_s = DOWN_S
@@ -250,7 +260,7 @@ class ReplicaRouter:
         key = misses[0].qid or misses[0].conv_id
         parts = self._spread(misses)
         if len(parts) == 1:
-            return self._route(key, misses)
+            return self._route(key, misses, short=all(_short(r) for r in misses))
         with ThreadPoolExecutor(len(parts)) as pool:  # part i prefers the key's i-th replica
             answered = list(pool.map(self._route, [key] * len(parts), parts, range(len(parts))))
         return ([r for responses, _ in answered for r in responses],
@@ -266,9 +276,10 @@ class ReplicaRouter:
         size = math.ceil(len(misses) / count)
         return [misses[i:i + size] for i in range(0, len(misses), size)]
 
-    def _route(self, key: str, misses: list[ChatRequest], part: int = 0) -> Answered:
+    def _route(self, key: str, misses: list[ChatRequest], part: int = 0,
+               short: bool = False) -> Answered:
         for attempt in range(1, self.attempts + 1):
-            index = self._choose(key, part)
+            index = self._choose(key, part, short)
             try:
                 answered = self._send(self._handle(index), misses)
                 if attempt == self.attempts or not self._unreachable(answered):
@@ -299,7 +310,7 @@ class ReplicaRouter:
         """The replicas in the order `key` prefers them."""
         return list(_rendezvous(key, len(self.names)))
 
-    def _choose(self, key: str, part: int = 0) -> int:
+    def _choose(self, key: str, part: int = 0, short: bool = False) -> int:
         ranked = self.ranking(key)
         ranked = ranked[part:] + ranked[:part]
         pause = 0.0
@@ -312,9 +323,12 @@ class ReplicaRouter:
                 pause = max(RETRY_WAIT_S, self._down_until[soonest] - now)
             others = self.loads.others() if self.loads is not None else [0] * len(self.names)
             load = [own + other for own, other in zip(self._in_flight, others, strict=True)]
-            share = (sum(load[i] for i in healthy) + 1) / len(healthy)
-            bound = math.ceil((1 + BALANCE) * share) + ROUTE_SLACK
-            index = next(i for i in healthy if load[i] < bound)  # the least loaded is under it
+            if short and healthy[0] == ranked[0] and load[ranked[0]] < self.slots:
+                index = ranked[0]  # stays home: see SHORT_PROMPT_CHARS
+            else:
+                share = (sum(load[i] for i in healthy) + 1) / len(healthy)
+                bound = math.ceil((1 + BALANCE) * share) + ROUTE_SLACK
+                index = next(i for i in healthy if load[i] < bound)  # the least is under it
             self._in_flight[index] += 1
             counts = list(self._in_flight)
         self._publish(counts)
@@ -335,6 +349,10 @@ class ReplicaRouter:
             if index not in self._handles:
                 self._handles[index] = self._lookup(self.names[index])
             return self._handles[index]
+
+
+def _short(request: ChatRequest) -> bool:
+    return sum(len(m.content) for m in request.messages) <= SHORT_PROMPT_CHARS
 
 
 @functools.lru_cache(maxsize=8192)
