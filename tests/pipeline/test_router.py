@@ -53,6 +53,12 @@ def _router(replicas: Replicas) -> ReplicaRouter:
     return ReplicaRouter(BACKBONE, lookup=lambda name: name, send=replicas.send)
 
 
+def _on_board(board: LoadBoard, replicas: Replicas) -> ReplicaRouter:
+    """A router that shares `board` with the others (as "mine")."""
+    return ReplicaRouter(BACKBONE, lookup=lambda name: name, send=replicas.send,
+                         loads=LocalLoads(board, "mine"))
+
+
 def _ask(conv: str, qid: str = "", prompt: str = "q" * (SHORT_PROMPT_CHARS + 1)
          ) -> list[ChatRequest]:
     """A call of the question (a construction's: longer than a short call, unless given)."""
@@ -135,10 +141,8 @@ def test_a_few_calls_of_one_question_stay_on_its_replica() -> None:
 
 
 def test_a_short_call_stays_home_over_the_bound_until_its_home_is_at_its_slots() -> None:
-    board = LoadBoard(4)
-    replicas = Replicas()
-    router = ReplicaRouter(BACKBONE, lookup=lambda name: name, send=replicas.send,
-                           loads=LocalLoads(board, "mine"))
+    board, replicas = LoadBoard(4), Replicas()
+    router = _on_board(board, replicas)
     top = router.ranking("q0")[0]
     verdict = _ask("c0", "q0", prompt="j" * SHORT_PROMPT_CHARS)  # a judge's: short
     held = [0] * 4
@@ -162,10 +166,8 @@ def test_a_short_call_stays_home_over_the_bound_until_its_home_is_at_its_slots()
 
 
 def test_a_router_counts_the_calls_other_routers_have_in_flight() -> None:
-    board = LoadBoard(4)
-    replicas = Replicas()
-    router = ReplicaRouter(BACKBONE, lookup=lambda name: name, send=replicas.send,
-                           loads=LocalLoads(board, "mine"))
+    board, replicas = LoadBoard(4), Replicas()
+    router = _on_board(board, replicas)
     top = router.ranking("q0")[0]
     held = [0] * 4
     held[top] = 5  # another router's calls on q0's preferred replica: over the bound of 4
@@ -181,10 +183,8 @@ def test_a_router_counts_the_calls_other_routers_have_in_flight() -> None:
 
 
 def test_a_router_publishes_its_calls_in_flight() -> None:
-    board = LoadBoard(4)
-    replicas = Replicas()
-    router = ReplicaRouter(BACKBONE, lookup=lambda name: name, send=replicas.send,
-                           loads=LocalLoads(board, "mine"))
+    board, replicas = LoadBoard(4), Replicas()
+    router = _on_board(board, replicas)
     replicas.hold.clear()
     thread = threading.Thread(target=router, args=(_ask("c0", "q0"),))
     thread.start()
