@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from ray.exceptions import RayActorError
@@ -23,6 +25,7 @@ from tmem_core.pipeline._engine import (
     replica_name,
 )
 from tmem_core.pipeline._loads import LoadBoard, LocalLoads
+from tmem_core.prompts import load_prompt
 from tmem_core.results import MEMORY_STAGE
 
 BACKBONE = dataclasses.replace(get_backbone("sim"), replicas=4)
@@ -140,14 +143,28 @@ def test_a_few_calls_of_one_question_stay_on_its_replica() -> None:
     assert counts[replica_name(BACKBONE, router.ranking("q0")[0])] == ROUTE_SLACK + 1
 
 
-def test_a_short_call_stays_home_over_the_bound_until_its_home_is_at_its_slots() -> None:
+def _longest_locomo_verdict(locomo_path: Path) -> list[ChatRequest]:
+    """The LoCoMo judge's prompt for its longest question and gold answer, grading a
+    response of 1,000 characters (about 250 tokens, longer than an answer's `Answer:` line)."""
+    prompt = load_prompt("judge/locomo")
+    chats = [prompt.chat(question=qa["question"], answer=str(qa["answer"]), response="r" * 1000)
+             for conv in json.loads(locomo_path.read_text()) for qa in conv["qa"]
+             if "answer" in qa]
+    longest = max(chats, key=lambda chat: sum(len(m.content) for m in chat))
+    return [dataclasses.replace(ChatRequest(longest), conv_id="c0", qid="q0")]
+
+
+def test_a_short_call_stays_home_over_the_bound_until_its_home_is_at_its_slots(
+        locomo_path: Path) -> None:
     board, replicas = LoadBoard(4), Replicas()
     router = _on_board(board, replicas)
     top = router.ranking("q0")[0]
-    verdict = _ask("c0", "q0", prompt="j" * SHORT_PROMPT_CHARS)  # a judge's: short
     held = [0] * 4
     held[top] = BACKBONE.slots - 1  # far over the bounded load, one slot free
     board.report("other", held)
+    router(_longest_locomo_verdict(locomo_path))  # a real judge's prompt is short
+    assert replicas.asked[-1][0] == replica_name(BACKBONE, top)
+    verdict = _ask("c0", "q0", prompt="j" * SHORT_PROMPT_CHARS)  # as long as short goes
     router(verdict)
     assert replicas.asked[-1][0] == replica_name(BACKBONE, top)
     router(_ask("c0", "q0"))  # a long call of the same question is spread
