@@ -313,6 +313,7 @@ def main() -> None:
     init_ray()
     with contextlib.ExitStack() as stack:
         work = args.work or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        work.mkdir(parents=True, exist_ok=True)
         for method in args.methods.split(","):
             first = work / f"first-{method}-{args.size}-{args.questions}"
             if not first.exists():
