@@ -30,6 +30,9 @@ def test_ids_match_as_whole_tokens() -> None:
     assert ids_in("[conv-26:D1:30] and (conv-26:D1:3)", ids) == ("conv-26:D1:3",)
     assert ids_in("answer_4be1b6b4_10", ids) == ()
     assert ids_in("anything", ()) == ()
+    # an id inside a longer one is found too, among ids the text does not hold
+    assert ids_in("see q7:answer_1:0.", ("E9", "answer_1", "q7:answer_1:0", "answer_10")) == (
+        "answer_1", "q7:answer_1:0")
 
 
 def test_gold_meta_keys_are_ids_answers_or_annotations() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.pipeline.small_job import small_job
 from tmem_core.evaluation import ids_in
-from tmem_core.evaluation._leaks import _id_pattern
+from tmem_core.evaluation._leaks import _id_scanner
 from tmem_core.pipeline._actors import FusedStages
 from tmem_core.pipeline._judge_stage import JudgeStage
 from tmem_core.pipeline._stage import StageJob, shared_prepared
@@ -43,13 +43,13 @@ def test_a_changed_benchmark_is_read_again(job: StageJob) -> None:
     assert shared_prepared(bench_dir) is not first
 
 
-def test_each_conversation_s_id_pattern_is_compiled_before_its_questions(job: StageJob) -> None:
+def test_each_conversation_s_id_scanner_is_compiled_before_its_questions(job: StageJob) -> None:
     """Its questions meet it at once (all of them, or a conversation's when its memory is
     built): each compiling it, a stage actor spent seconds in `re.compile`."""
-    _id_pattern.cache_clear()
+    _id_scanner.cache_clear()
     stage = FusedStages(job).stages[0]
     assert any(stage.forbidden.values())
-    compiled = _id_pattern.cache_info().misses
+    compiled = _id_scanner.cache_info().misses
     for ids in stage.forbidden.values():
         ids_in("a prompt", ids)
-    assert _id_pattern.cache_info().misses == compiled
+    assert _id_scanner.cache_info().misses == compiled
