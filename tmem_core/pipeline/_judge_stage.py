@@ -5,7 +5,6 @@ calibrate it (`tmem_core.evaluation.ControlPool`: the kinds the question and dat
 from __future__ import annotations
 
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -101,10 +100,9 @@ class JudgeStage(GoldStage):
 
     def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
         """Every verdict the question still needs: per judge, its verdicts on the prediction
-        in one batch and those on the control answers in another, the two side by side (one
-        call each, asked one after the other, made each question's last stage a chain of
-        calls). Both are batches of short prompts, which stay on the question's replica
-        (`ReplicaRouter`): side by side, they no longer split its calls over replicas."""
+        in one batch, then those on the control answers in another (one call each, asked
+        one after the other, made each question's last stage a chain of calls; batches
+        sent side by side split a question's calls over replicas)."""
         qid = row["qid"]
         question, gold = self.questions[qid], self.gold[qid]
         output = Output()
@@ -112,21 +110,18 @@ class JudgeStage(GoldStage):
             repeats = [(key, repeat) for repeat in range(self.job.run.judge_repeats)
                        if (key := f"{qid}|{judge.name}|{repeat}") not in stored]
             controls = [(key, c) for key, c in self._controls_of(qid, judge) if key not in stored]
-            with ThreadPoolExecutor(1) as pool:
-                controlled = (pool.submit(self._control, row, question, gold, judge, controls)
-                              if controls else None)
-                if repeats:
-                    output.add(self._judge(row, question, gold, judge, repeats))
-                if controlled is not None:
-                    output.add(controlled.result())
+            if repeats:
+                self._judge(output, row, question, gold, judge, repeats)
+            if controls:
+                self._control(output, row, question, gold, judge, controls)
         for key in self._quality_keys(qid):
             if key not in stored:
                 self._quality(output, row, key, question, gold)
         return output
 
-    def _judge(self, row: Row, question: Question, gold: Gold, judge: BackboneConfig,
-               repeats: list[tuple[str, int]]) -> Output:
-        """The judge's verdicts on the prediction, one per (key, repeat)."""
+    def _judge(self, output: Output, row: Row, question: Question, gold: Gold,
+               judge: BackboneConfig, repeats: list[tuple[str, int]]) -> None:
+        """The judge's verdicts on the prediction, one per (key, repeat), into `output`."""
         llm = self.proxy(judge, question.qid)
         prediction = row["prediction"] or ""
         verdicts = self._verdicts(question, gold, [(prediction, r) for _, r in repeats], llm)
@@ -134,27 +129,29 @@ class JudgeStage(GoldStage):
         f1 = token_f1(prediction, gold.answer, question.category) if token_f1 else None
         em = (exact_match(prediction, gold.answer)
               if gold.answer is not None and gold.answer_kind == "text" else None)
-        records = [self.record(
+        output.records += [self.record(
             row, key=key, ok=verdict.error is None, error=verdict.error, judge=judge.name,
             repeat=repeat, category=question.category, answer_kind=gold.answer_kind,
             scored_by=verdict.scored_by, score=verdict.score, f1=f1, exact_match=em,
             raw=verdict.raw, prompt_name=verdict.prompt_name,
             prompt_sha256=verdict.prompt_sha256)
             for (key, repeat), verdict in zip(repeats, verdicts, strict=True)]
-        return Output(records=records, calls=llm.records)
+        output.calls += llm.records
 
-    def _control(self, row: Row, question: Question, gold: Gold, judge: BackboneConfig,
-                 controls: list[tuple[str, Control]]) -> Output:
-        """The judge's verdicts on the control answers, one per (key, control)."""
+    def _control(self, output: Output, row: Row, question: Question, gold: Gold,
+                 judge: BackboneConfig, controls: list[tuple[str, Control]]) -> None:
+        """The judge's verdicts on the control answers, one per (key, control), into
+        `output`."""
         llm = self.proxy(judge, question.qid, CALIBRATION_STAGE)
         verdicts = self._verdicts(question, gold, [(c.prediction, 0) for _, c in controls], llm)
-        return Output(calls=llm.records, controls=[self.record(
+        output.controls += [self.record(
             row, key=key, ok=verdict.error is None, error=verdict.error, judge=judge.name,
             control=control.kind, other_qid=control.other_qid, category=question.category,
             expected=control.expected, prediction=control.prediction, score=verdict.score,
             raw=verdict.raw, prompt_name=verdict.prompt_name,
             prompt_sha256=verdict.prompt_sha256)
-            for (key, control), verdict in zip(controls, verdicts, strict=True)])
+            for (key, control), verdict in zip(controls, verdicts, strict=True)]
+        output.calls += llm.records
 
     def _quality(self, output: Output, row: Row, key: str, question: Question,
                  gold: Gold) -> None:

@@ -88,13 +88,6 @@ class Output:
     controls: list[Row] = field(default_factory=list)  # the judge's calibration
     quality: list[Row] = field(default_factory=list)  # the judge's memory-quality scores
 
-    def add(self, other: Output) -> None:
-        """`other`'s records and calls after these."""
-        self.records += other.records
-        self.calls += other.calls
-        self.controls += other.controls
-        self.quality += other.quality
-
 
 @dataclass
 class StageResult:
