@@ -15,6 +15,7 @@ over the scan's.
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import statistics
 import time
@@ -44,18 +45,19 @@ _compiled: dict[tuple[str, ...], re.Pattern[str]] = {}
 
 def prompts(name: str, request: LoadRequest, count: int
             ) -> list[tuple[str, tuple[str, ...]]]:
-    """(prompt text, its conversation's forbidden ids), windows of ~4,000 characters."""
+    """(prompt text, its conversation's forbidden ids), windows of ~4,000 characters of one
+    conversation's messages."""
     prepared = build(name, request)
     messages = messages_from_table(prepared.messages)
-    evidence = {e for g in gold_from_table(prepared.questions).values() for e in g.evidence_ids}
+    gold = gold_from_table(prepared.questions)
+    evidence = {e for g in gold.values() for e in g.evidence_ids}
     forbidden = gold_strings({m.msg_id: m for m in messages if m.msg_id in evidence},
-                             questions_from_table(prepared.questions),
-                             gold_from_table(prepared.questions))
+                             questions_from_table(prepared.questions), gold)
     windows: list[tuple[str, tuple[str, ...]]] = []
     lines: list[str] = []
-    for message in messages:
+    for message, after in itertools.zip_longest(messages, messages[1:]):
         lines.append(render_message(message))
-        if sum(map(len, lines)) >= 4000:
+        if sum(map(len, lines)) >= 4000 or after is None or after.conv_id != message.conv_id:
             windows.append(("\n".join(lines), forbidden.get(message.conv_id, ())))
             lines = []
         if len(windows) == count:
