@@ -22,7 +22,7 @@ from tmem_core.llm import (
     cache_first,
     get_backbone,
 )
-from tmem_core.llm._types import output_response
+from tmem_core.llm._types import error_response, output_response
 
 
 def _asked(n: int) -> list[ChatRequest]:
@@ -54,7 +54,32 @@ def test_hits_are_replayed_and_only_misses_reach_the_engine(fake_backend: Any,
     sent.clear()
     call([asked[0]])
     assert sent == []  # a batch the cache holds never reaches the engine
+    call([asked[1], asked[3]])
+    assert sent == []  # the engine's answers were stored by the caller
     assert [r.text for r in cache_first(backbone, None, engine)(asked[:1])[0]] == ["fresh q0"]
+
+
+def test_failed_answers_are_not_stored_and_the_engine_keeps_no_cache(tmp_path: Path) -> None:
+    """Only the caller writes the cache, and never an error: the same request is sent again.
+    A shared engine (a replica) answers what reaches it and stores nothing itself."""
+    backbone = get_backbone("smollm2")
+    cache = RequestCache(tmp_path / "c.sqlite")
+    sent: list[str] = []
+
+    def engine(misses: list[ChatRequest]) -> Answered:
+        sent.extend(r.qid for r in misses)
+        responses = [error_response("timeout", "late") if r.qid == "q1" else
+                     output_response(f"fresh {r.qid}", Usage(10, 5), 0.5, None) for r in misses]
+        return responses, [CallRecord.of(backbone, r, x)
+                           for r, x in zip(misses, responses, strict=True)]
+
+    call = cache_first(backbone, cache, engine)
+    asked = _asked(2)
+    call(asked)
+    call(asked)
+    assert sent == ["q0", "q1", "q1"]
+    assert len(cache) == 1
+    assert SharedEngine(backbone).client.cache is None
 
 
 

@@ -49,7 +49,9 @@ class SharedEngine:
         self.replica = replica
         self.backend = LazyBackend(backbone.for_replica(replica), start_attempts,
                                    start_backoff_s)
-        self.client = LLMClient(backbone, self.backend, RequestCache())
+        # no request cache: its callers read and write it (`cache_first`), so a replica's
+        # event loop never waits on the cache file's lock while its answers are due
+        self.client = LLMClient(backbone, self.backend)
 
     async def generate(self, requests: Sequence[ChatRequest]) -> Answered:
         sent_at = time.time()
@@ -84,12 +86,17 @@ class SharedEngine:
 
 def cache_first(backbone: BackboneConfig, cache: RequestCache | None, engine: EngineCall
                 ) -> EngineCall:
-    """`engine` behind the request cache: hits are replayed by the caller, misses go on."""
+    """`engine` behind the request cache: hits are replayed by the caller, misses go on and
+    their successful answers are stored by the caller (the engine keeps no cache)."""
 
     def call(requests: list[ChatRequest]) -> Answered:
         keys, hits = cache_hits(backbone, cache, requests)
-        misses = [r for k, r in zip(keys, requests, strict=True) if k not in hits]
-        fresh = iter(zip(*engine(misses), strict=True)) if misses else iter(())
+        misses = [(k, r) for k, r in zip(keys, requests, strict=True) if k not in hits]
+        answered = engine([r for _, r in misses]) if misses else ([], [])
+        if cache is not None:
+            cache.put_many(backbone.name, {k: response for (k, _), response
+                                           in zip(misses, answered[0], strict=True)})
+        fresh = iter(zip(*answered, strict=True))
         pairs = [(hits[k], CallRecord.of(backbone, r, hits[k])) if k in hits else next(fresh)
                  for k, r in zip(keys, requests, strict=True)]
         return [p[0] for p in pairs], [p[1] for p in pairs]

@@ -1,14 +1,14 @@
 """A backbone's engine replicas, shared by every stage and run through named Ray actors.
 
 Each replica actor owns a backend (the embedded llama.cpp server, an in-process vLLM engine,
-an HTTP client or a simulated engine) and the request cache; it is async, so requests from
-many stage actors are in flight together and the engine batches them. Stage actors talk to
-the replicas through `ReplicaRouter` (a conversation's requests go to the same replica where
-its load allows, so its prefix cache hits; a request whose replica died is sent to another)
-behind `EngineProxy`, which stamps every request with its stage, question and conversation
-and keeps the call records. They read the request cache themselves first, so a cache hit
-costs no trip to an engine (on a node that does not share the cache folder, the lookup
-misses and a replica answers it).
+an HTTP client or a simulated engine); it is async, so requests from many stage actors are
+in flight together and the engine batches them. Stage actors talk to the replicas through
+`ReplicaRouter` (a conversation's requests go to the same replica where its load allows, so
+its prefix cache hits; a request whose replica died is sent to another) behind
+`EngineProxy`, which stamps every request with its stage, question and conversation and
+keeps the call records. They read and write the request cache themselves (`cache_first`), so
+a cache hit costs no trip to an engine and a replica never waits on the cache file (on a
+node that does not share the cache folder, its stage actors keep a cache of their own).
 """
 
 from __future__ import annotations
