@@ -14,6 +14,7 @@ from tmem_core.evaluation._leaks import _id_scanner
 from tmem_core.pipeline._actors import FusedStages
 from tmem_core.pipeline._judge_stage import JudgeStage
 from tmem_core.pipeline._stage import StageJob, shared_prepared
+from tmem_core.retrieval._text import _stopwords
 
 
 @pytest.fixture
@@ -53,3 +54,12 @@ def test_each_conversation_s_id_scanner_is_compiled_before_its_questions(job: St
     for ids in stage.forbidden.values():
         ids_in("a prompt", ids)
     assert _id_scanner.cache_info().misses == compiled
+
+
+def test_the_lexical_stopword_list_is_loaded_before_the_first_question(job: StageJob) -> None:
+    """It imports bm25s, which a question meeting it first imported while the actor's
+    other questions waited at the import lock (T-MEM's construction uses it for every
+    question; its retrieval, reused on a resumed run, is the only other place)."""
+    _stopwords.cache_clear()
+    FusedStages(job)
+    assert _stopwords.cache_info().currsize == 1

@@ -29,7 +29,7 @@ from tmem_core.methods import (
 )
 from tmem_core.pipeline._stage import Output, Row, Stage, StageJob
 from tmem_core.results import MEMORY_STAGE, calls_store, conversation_of, memory_qid
-from tmem_core.retrieval import conversations_from_table
+from tmem_core.retrieval import conversations_from_table, lexical_tokens
 from tmem_core.schema import Question
 
 
@@ -113,6 +113,9 @@ class MethodStage(Stage):
     def warm_up(self) -> None:
         super().warm_up()
         self.method  # noqa: B018 (builds the method)
+        # the stopword list of the methods' lexical steps imports bm25s (0.4 s alone): met
+        # first by a question, it held every other question of the actor at the import lock
+        lexical_tokens("")
 
     def prepare_memory(self, question: Question) -> list[CallRecord]:
         """Offline memory of the question's conversation, if the method has one (once it
