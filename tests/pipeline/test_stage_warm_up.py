@@ -11,6 +11,7 @@ import pytest
 from tests.pipeline.small_job import small_job
 from tmem_core.evaluation import ids_in
 from tmem_core.evaluation._leaks import _id_scanner
+from tmem_core.llm._tokens import tokenizer_counter
 from tmem_core.pipeline._actors import FusedStages
 from tmem_core.pipeline._judge_stage import JudgeStage
 from tmem_core.pipeline._stage import StageJob, shared_prepared
@@ -63,3 +64,16 @@ def test_the_lexical_stopword_list_is_loaded_before_the_first_question(job: Stag
     _stopwords.cache_clear()
     FusedStages(job)
     assert _stopwords.cache_info().currsize == 1
+
+
+
+def test_every_backbone_s_tokenizer_is_loaded_before_the_first_question(job: StageJob) -> None:
+    """Loading a vocabulary takes 0.3 s; met by a stage actor's first call, it ran inside a
+    sweep's window while that actor's questions waited for their counts."""
+    tokenizer_counter.cache_clear()
+    FusedStages(job)
+    loaded = tokenizer_counter.cache_info().misses
+    assert loaded >= 1
+    for backbone in job.backbones:
+        tokenizer_counter(backbone.tokenizer)
+    assert tokenizer_counter.cache_info().misses == loaded

@@ -26,7 +26,14 @@ import pyarrow.compute as pc
 
 from tmem_core.benchmarks import MANIFEST_FILE, PreparedBenchmark, read_prepared
 from tmem_core.evaluation import GUARDED_STAGES, gold_strings, ids_in
-from tmem_core.llm import CALLS_SCHEMA, BackboneConfig, CallRecord, EngineCall, RequestCache
+from tmem_core.llm import (
+    CALLS_SCHEMA,
+    BackboneConfig,
+    CallRecord,
+    EngineCall,
+    RequestCache,
+    counter_for,
+)
 from tmem_core.pipeline._config import RunSpec, import_plugins
 from tmem_core.pipeline._deps import deps_json
 from tmem_core.pipeline._engine import EngineProxy, local_engine, ray_engine
@@ -126,6 +133,8 @@ class Stage:
         """Load what every question needs now, while the upstream stages start (a question
         that met it first would build it while every other one waited)."""
         self.questions  # noqa: B018 (loads it)
+        for backbone in self.job.backbones:  # a tokenizer's vocabulary loads in 0.3 s
+            counter_for(backbone)
         for ids in self.forbidden.values():  # each conversation's id pattern, compiled once
             ids_in("", ids)  # (its questions meet it at once, each compiling it otherwise)
 
