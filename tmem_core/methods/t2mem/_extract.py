@@ -124,7 +124,8 @@ def extract(episodes: Sequence[Episode], llm: LLM, config: T2MemConfig, cache: P
             limit: int, count: TokenCounter) -> Extraction:
     """Metadata of every episode: from the cache, else from one batch of LLM calls."""
     prompt = load_prompt(_PROMPTS[config.units])
-    requests = {e.episode_id: _request(prompt, e, config, llm.backbone, limit, count)
+    schema = extraction_schema(config)  # one object: checked once, not once per episode
+    requests = {e.episode_id: _request(prompt, e, config, schema, llm.backbone, limit, count)
                 for e in episodes}
     hashes = {eid: request_hash(llm.backbone, r) for eid, r in requests.items()}
     keys = {eid: content_key([_VERSION, hashed, prompt.sha256]) for eid, hashed in hashes.items()}
@@ -207,13 +208,13 @@ def extraction_schema(config: T2MemConfig) -> dict[str, Any]:
                                 "maxItems": config.max_entries, "items": entry}})
 
 
-def _request(prompt: Prompt, episode: Episode, config: T2MemConfig, backbone: BackboneConfig,
-             limit: int, count: TokenCounter) -> ChatRequest:
+def _request(prompt: Prompt, episode: Episode, config: T2MemConfig, schema: dict[str, Any],
+             backbone: BackboneConfig, limit: int, count: TokenCounter) -> ChatRequest:
     messages = "\n".join(fit_lines(episode.transcript(), limit, count))
     label = f"{episode.source}, from {episode.start:%Y-%m-%d %H:%M}"
     sampling = dataclasses.replace(backbone.sampling, max_tokens=config.extract_max_tokens)
     return ChatRequest(prompt.chat(**_values(prompt, label, messages, config)), sampling,
-                       extraction_schema(config), stage=EXTRACT_STAGE,
+                       schema, stage=EXTRACT_STAGE,
                        priority=GATING_PRIORITY)  # every question of the conversation waits
 
 
