@@ -7,7 +7,6 @@ import json
 import multiprocessing
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,12 +23,11 @@ from tmem_core.llm import (
     counter_for,
     gating_threads,
     get_backbone,
-    request_hash,
 )
 from tmem_core.methods import MethodEnv, get_method, method_names
 from tmem_core.methods._base import NotPrepared
 from tmem_core.methods._registry import build_method
-from tmem_core.methods.t2mem import T2Mem, _extract, render_trace
+from tmem_core.methods.t2mem import T2Mem, render_trace
 from tmem_core.methods.t2mem._config import T2MemConfig
 from tmem_core.methods.t2mem._extract import EXTRACT_STAGE, extraction_limit
 from tmem_core.methods.t2mem._loop import _UNREAD_DEPTH, STEP_STAGE, Loop, raw_budget
@@ -459,61 +457,3 @@ def test_a_memory_build_is_gating_work(store: IndexStore, tmp_path: Path) -> Non
     assert seen == [1] and gating_threads() == 0
     method.prepare("c", Watching())  # built: nothing to wait for
     assert seen == [1]
-
-
-@pytest.fixture
-def segmented(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The conversations segmented from now on (each copy of a build that segments)."""
-    calls: list[str] = []
-    real = _extract.segment
-
-    def counted(conversation: Conversation, *args: Any) -> Any:
-        calls.append(conversation.conv_id)
-        return real(conversation, *args)
-
-    monkeypatch.setattr(_extract, "segment", counted)
-    return calls
-
-
-def _layout(method: T2Mem) -> list[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
-    return [(e.episode_id, e.source, e.ids, e.lines)
-            for e in method._memories["c"].index.episodes]
-
-
-def test_copies_of_a_build_read_the_first_one_s_plan(store: IndexStore, tmp_path: Path,
-                                                     segmented: list[str]) -> None:
-    """Every stage actor builds the memory of the conversations it serves: the first one
-    segments and renders, the others read its episodes and request hashes (and send
-    nothing), so their memories and the build's accounting are the first one's."""
-    first, other = T2Mem(store, cache=tmp_path), T2Mem(store, cache=tmp_path)
-    llm, again = ScriptedLLM(), ScriptedLLM()
-    first.prepare("c", llm)
-    copied = other.prepare("c", again)
-    assert segmented == ["c"] and not again.requests
-    assert _layout(other) == _layout(first) and len(_layout(first)) == 9
-    assert other._memories["c"].index.entries == first._memories["c"].index.entries
-    assert sorted(c.request_hash for c in copied.reused_calls) == sorted(
-        request_hash(llm.backbone, r) for r in llm.extractions())
-    # a configuration that segments otherwise is planned again
-    T2Mem(store, T2MemConfig(episode_tokens=64), cache=tmp_path).prepare("c", ScriptedLLM())
-    assert segmented == ["c", "c"]
-
-
-def test_copies_built_at_once_segment_once_and_extract_once(store: IndexStore, tmp_path: Path,
-                                                            segmented: list[str]) -> None:
-    llms = [ScriptedLLM() for _ in range(4)]
-    with ThreadPoolExecutor(4) as pool:
-        list(pool.map(lambda llm: T2Mem(store, cache=tmp_path).prepare("c", llm), llms))
-    assert segmented == ["c"]
-    assert sum(len(llm.extractions()) for llm in llms) == 9
-
-
-def test_an_unreadable_plan_is_made_again(store: IndexStore, tmp_path: Path,
-                                          segmented: list[str]) -> None:
-    T2Mem(store, cache=tmp_path).prepare("c", ScriptedLLM())
-    (plan,) = (tmp_path / "plans").rglob("*.json")
-    plan.write_text('{"episodes": [["E1"', encoding="utf-8")
-    method = T2Mem(store, cache=tmp_path)
-    stats = method.prepare("c", ScriptedLLM())
-    assert segmented == ["c", "c"] and stats.entries > 0 and not stats.failed
-    assert json.loads(plan.read_text(encoding="utf-8"))["hashes"]

@@ -67,20 +67,12 @@ class CallRecord:
     ) -> CallRecord:
         """The record of one call; `sent_at`: when its batch was sent (`time.time()`), so
         that a call answered before the rest of its batch ends when it did, not with them."""
-        return cls.answered(backbone, request.stage, request.qid, response, replica, sent_at)
-
-    @classmethod
-    def answered(
-        cls, backbone: BackboneConfig, stage: str, qid: str, response: ChatResponse,
-        replica: int | None = None, sent_at: float | None = None,
-    ) -> CallRecord:
-        """`of` a request of `stage` for question `qid`."""
         finished_at = time.time() if sent_at is None else sent_at + response.latency_s
         return cls(
             backbone=backbone.name,
             model=backbone.model,
-            stage=stage,
-            qid=qid,
+            stage=request.stage,
+            qid=request.qid,
             request_hash=response.request_hash,
             prompt_tokens=response.usage.prompt_tokens,
             completion_tokens=response.usage.completion_tokens,
@@ -96,12 +88,11 @@ class CallRecord:
         )
 
     @classmethod
-    def reused_call(cls, backbone: BackboneConfig, stage: str, qid: str, usage: Usage,
+    def reused_call(cls, backbone: BackboneConfig, request: ChatRequest, usage: Usage,
                     hashed: str) -> CallRecord:
-        """A call of `stage` that built a memory this run reuses: its original tokens, no new
-        spend; `hashed`: the request's `request_hash` (its identity, as the build's call had
-        it)."""
-        record = cls.answered(backbone, stage, qid, ChatResponse(usage=usage, cached=True))
+        """A call that built a memory this run reuses: its original tokens, no new spend;
+        `hashed`: the request's `request_hash` (its identity, as the build's call had it)."""
+        record = cls.of(backbone, request, ChatResponse(usage=usage, cached=True))
         return dataclasses.replace(record, reused=True, request_hash=hashed)
 
 

@@ -12,13 +12,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,13 +33,13 @@ from tmem_core.llm import (
     count_chat_tokens,
     gating_wait,
     object_schema,
+    request_hash,
 )
 from tmem_core.methods._context import LLM
 from tmem_core.methods.t2mem._config import T2MemConfig
-from tmem_core.methods.t2mem._episodes import Episode, Mode, fit_lines, segment
-from tmem_core.methods.t2mem._plan import Plan, shared_plan
+from tmem_core.methods.t2mem._episodes import Episode, fit_lines
 from tmem_core.prompts import Prompt, load_prompt
-from tmem_core.retrieval import Conversation, content_key
+from tmem_core.retrieval import content_key
 
 EXTRACT_STAGE = "memory"
 """Stage of extraction calls: offline memory construction, apart from the per-question loop."""
@@ -122,44 +120,26 @@ def extraction_limit(config: T2MemConfig, backbone: BackboneConfig) -> int:
     return min(config.episode_tokens, room)
 
 
-def extraction_plan(conversation: Conversation, mode: Mode, limit: int, count: TokenCounter,
-                    config: T2MemConfig, backbone: BackboneConfig, cache: Path,
-                    topic_gap: timedelta) -> Plan:
-    """The conversation's episodes and their extraction requests' hashes, made by the first
-    process that needs them and read by the others (`shared_plan`)."""
+def extract(episodes: Sequence[Episode], llm: LLM, config: T2MemConfig, cache: Path,
+            limit: int, count: TokenCounter) -> Extraction:
+    """Metadata of every episode: from the cache, else from one batch of LLM calls."""
     prompt = load_prompt(_PROMPTS[config.units])
-    render = _renderer(prompt, config, backbone, limit, count)
-
-    def make() -> tuple[tuple[Episode, ...], dict[str, ChatRequest]]:
-        episodes = segment(conversation, mode, limit, count, topic_gap)
-        return episodes, {e.episode_id: render(e) for e in episodes}
-
-    return shared_plan(conversation, mode, limit, backbone, config, prompt, cache / "plans",
-                       make, sys.modules[__name__], _acquired)
-
-
-def extract(plan: Plan, llm: LLM, config: T2MemConfig, cache: Path, limit: int,
-            count: TokenCounter) -> Extraction:
-    """Metadata of every episode of `plan`: from the cache, else from one batch of LLM calls
-    (requests the plan does not hold are rendered for the episodes that need one)."""
-    prompt = load_prompt(_PROMPTS[config.units])
-    keys = {eid: content_key([_VERSION, hashed, prompt.sha256])
-            for eid, hashed in plan.hashes.items()}
+    schema = extraction_schema(config)  # one object: checked once, not once per episode
+    requests = {e.episode_id: _request(prompt, e, config, schema, llm.backbone, limit, count)
+                for e in episodes}
+    hashes = {eid: request_hash(llm.backbone, r) for eid, r in requests.items()}
+    keys = {eid: content_key([_VERSION, hashed, prompt.sha256]) for eid, hashed in hashes.items()}
     store = _Store(cache / "extract", sorted(keys.values()))
     stored = store.read(keys)
     missing = sorted(set(keys) - set(stored))
     todo: list[str] = []
     sent_at = 0.0
-    requests: dict[str, ChatRequest] = {}
     responses: list[ChatResponse] = []
     failed: list[str] = []
     if missing:
         with _acquired(FileLock(str(store.lock_path))):
             stored |= store.read({eid: keys[eid] for eid in missing})  # written meanwhile
             todo = [eid for eid in missing if eid not in stored]
-            render = _renderer(prompt, config, llm.backbone, limit, count)
-            by_id = {e.episode_id: e for e in plan.episodes}
-            requests = {eid: plan.requests.get(eid) or render(by_id[eid]) for eid in todo}
             sent_at = time.time()  # the batch's calls end at sent_at + their own latency
             responses = llm.generate([requests[eid] for eid in todo]) if todo else []
             made = {keys[eid]: (r.parsed, r.usage) for eid, r in zip(todo, responses, strict=True)
@@ -173,8 +153,7 @@ def extract(plan: Plan, llm: LLM, config: T2MemConfig, cache: Path, limit: int,
                 if r.ok and isinstance(r.parsed, dict)}
     calls = tuple(CallRecord.of(llm.backbone, requests[eid], r, sent_at=sent_at)
                   for eid, r in zip(todo, responses, strict=True))
-    reused = tuple(CallRecord.reused_call(llm.backbone, EXTRACT_STAGE, "", usage,
-                                          plan.hashes[eid])
+    reused = tuple(CallRecord.reused_call(llm.backbone, requests[eid], usage, hashes[eid])
                    for eid, (_, usage) in sorted(stored.items()))
     return Extraction(outputs, calls, len(stored), tuple(failed), reused)
 
@@ -229,20 +208,14 @@ def extraction_schema(config: T2MemConfig) -> dict[str, Any]:
                                 "maxItems": config.max_entries, "items": entry}})
 
 
-def _renderer(prompt: Prompt, config: T2MemConfig, backbone: BackboneConfig, limit: int,
-              count: TokenCounter) -> Callable[[Episode], ChatRequest]:
-    """An episode's extraction request (one schema object for all: checked once)."""
-    schema = extraction_schema(config)
+def _request(prompt: Prompt, episode: Episode, config: T2MemConfig, schema: dict[str, Any],
+             backbone: BackboneConfig, limit: int, count: TokenCounter) -> ChatRequest:
+    messages = "\n".join(fit_lines(episode.transcript(), limit, count))
+    label = f"{episode.source}, from {episode.start:%Y-%m-%d %H:%M}"
     sampling = dataclasses.replace(backbone.sampling, max_tokens=config.extract_max_tokens)
-
-    def render(episode: Episode) -> ChatRequest:
-        messages = "\n".join(fit_lines(episode.transcript(), limit, count))
-        label = f"{episode.source}, from {episode.start:%Y-%m-%d %H:%M}"
-        return ChatRequest(prompt.chat(**_values(prompt, label, messages, config)), sampling,
-                           schema, stage=EXTRACT_STAGE,
-                           priority=GATING_PRIORITY)  # every question of the conversation waits
-
-    return render
+    return ChatRequest(prompt.chat(**_values(prompt, label, messages, config)), sampling,
+                       schema, stage=EXTRACT_STAGE,
+                       priority=GATING_PRIORITY)  # every question of the conversation waits
 
 
 def _values(prompt: Prompt, episode: str, messages: str, config: T2MemConfig) -> dict[str, str]:

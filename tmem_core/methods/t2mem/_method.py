@@ -21,7 +21,6 @@ from tmem_core.methods.t2mem._extract import (
     Extraction,
     extract,
     extraction_limit,
-    extraction_plan,
     message_entries,
     metadata_entries,
 )
@@ -112,15 +111,12 @@ class T2Mem:
         mode = episode_mode(conversation, self.config.episodes)
         limit = extraction_limit(self.config, llm.backbone)
         count = counter_for(llm.backbone)
-        gap = timedelta(hours=self.config.topic_gap_hours)
+        episodes = segment(conversation, mode, limit, count,
+                           timedelta(hours=self.config.topic_gap_hours))
         if self.config.units == "raw":
-            episodes = segment(conversation, mode, limit, count, gap)
             extraction, entries, dropped = Extraction({}, (), 0, ()), message_entries(episodes), 0
         else:
-            plan = extraction_plan(conversation, mode, limit, count, self.config, llm.backbone,
-                                   self.cache, gap)
-            episodes = plan.episodes
-            extraction = extract(plan, llm, self.config, self.cache, limit, count)
+            extraction = extract(episodes, llm, self.config, self.cache, limit, count)
             entries, dropped = metadata_entries(episodes, extraction.outputs, self.config)
         index = MemoryIndex(episodes, entries, self.store.embeddings, self.store.root)
         memory = _Memory(tag, mode, index, not extraction.failed, dropped)
