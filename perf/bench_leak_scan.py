@@ -55,11 +55,13 @@ def prompts(name: str, request: LoadRequest, count: int
                              questions_from_table(prepared.questions), gold)
     windows: list[tuple[str, tuple[str, ...]]] = []
     lines: list[str] = []
+    size = 0  # characters of `lines`
     for message, after in itertools.zip_longest(messages, messages[1:]):
         lines.append(render_message(message))
-        if sum(map(len, lines)) >= 4000 or after is None or after.conv_id != message.conv_id:
+        size += len(lines[-1])
+        if size >= 4000 or after is None or after.conv_id != message.conv_id:
             windows.append(("\n".join(lines), forbidden.get(message.conv_id, ())))
-            lines = []
+            lines, size = [], 0
         if len(windows) == count:
             break
     return windows + [_planted(text, ids, i) for i, (text, ids) in enumerate(windows) if ids]

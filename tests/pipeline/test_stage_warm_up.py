@@ -66,7 +66,6 @@ def test_the_lexical_stopword_list_is_loaded_before_the_first_question(job: Stag
     assert _stopwords.cache_info().currsize == 1
 
 
-
 def test_every_backbone_s_tokenizer_is_loaded_before_the_first_question(job: StageJob) -> None:
     """Loading a vocabulary takes 0.3 s; met by a stage actor's first call, it ran inside a
     sweep's window while that actor's questions waited for their counts."""

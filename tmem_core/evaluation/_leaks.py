@@ -49,6 +49,10 @@ def _meta_strings(gold: Gold, kind: str) -> list[tuple[str, str]]:
             for v in (value if isinstance(value, list) else [value]) if isinstance(v, str)]
 
 
+HEAD_CHARS = 4
+"""Characters of an id's start that `ids_in` looks for before trying the pattern."""
+
+
 def ids_in(text: str, ids: tuple[str, ...]) -> tuple[str, ...]:
     """The ids of `ids` that occur in `text` as whole tokens (not inside a longer word,
     number or identifier: "T001" is not in "T0012" nor in "T001_b"; an id inside a longer
@@ -68,10 +72,6 @@ def ids_in(text: str, ids: tuple[str, ...]) -> tuple[str, ...]:
                 found.add(match.group(1))
             at = text.find(head, at + 1)
     return tuple(sorted(found))
-
-
-HEAD_CHARS = 4
-"""Characters of an id's start that `ids_in` looks for before trying the pattern."""
 
 
 @lru_cache(maxsize=4096)  # a stage actor holds hundreds of questions at once
