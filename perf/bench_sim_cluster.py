@@ -2,7 +2,7 @@
 
     python perf/bench_sim_cluster.py [--size 120000] [--questions 745] [--replicas 1,4,16]
                                      [--methods tmem,t2mem] [--actors 4] [--in-flight 0]
-                                     [--step-s 0.02] [--work DIR]
+                                     [--step-s 0.02] [--repeats 1] [--work DIR]
 
 GroupMemBench's size: the 120,000-message synthetic benchmark (4 conversations), 745
 questions spread evenly over them (`spread = "conversation"`); every backbone a simulated
@@ -30,7 +30,10 @@ that keeps the machine's cores busy is limited by the machine, not only by the p
 its engines). Ratios against the
 1-replica sweep of the same run: throughput at N / (N x throughput at 1), targets >= 0.8 at
 16 replicas, utilisation >= 0.85 mean and >= 0.6 least busy, affinity >= 0.8, hit rate within
-10% of 1 replica's.
+10% of 1 replica's. A 16-replica sweep's time varies by several seconds between sweeps of the
+same code on a 2-core machine (its processes share the cores), the 1-replica one's by under
+0.1 s: `--repeats N` sweeps each replica count above the first N times and adds the median
+sweep's figures with their range (the engines' bound is the median sweep's).
 """
 
 from __future__ import annotations
@@ -277,6 +280,27 @@ def bound(measured: Measured, step_s: float) -> str:
             f"{alone[1] / measured.wall_s:.2f} of the engines' own speed")
 
 
+def median_run(runs: list[Measured]) -> Measured:
+    """The run of median wall time (the slower middle one of an even count)."""
+    return sorted(runs, key=lambda m: m.wall_s)[len(runs) // 2]
+
+
+def spread(runs: list[Measured], base: Measured) -> str:
+    """Repeated sweeps at one replica count: the median run's figures and their range."""
+    def ranged(values: list[float], digits: int = 2) -> str:
+        return (f"{statistics.median(values):.{digits}f} "
+                f"({min(values):.{digits}f}-{max(values):.{digits}f})")
+
+    scaling = [m.qps / (m.replicas / base.replicas * base.qps) for m in runs]
+    hits = [m.hit_rate / base.hit_rate if base.hit_rate else float("nan") for m in runs]
+    return (f"{base.method} {runs[0].replicas:>2} replicas, median of {len(runs)} sweeps "
+            f"(range): {ranged([m.wall_s for m in runs], 1)}s, throughput / "
+            f"({runs[0].replicas // base.replicas} x base) = {ranged(scaling)}, utilisation "
+            f"{ranged([statistics.mean(m.busy) for m in runs])} (min "
+            f"{ranged([min(m.busy) for m in runs])}), affinity p10 "
+            f"{ranged([_p10(m.affinity) for m in runs])}, prefix hits {ranged(hits)} x base")
+
+
 def _affinity(calls: list[dict[str, Any]]) -> list[float]:
     """Per question, the share of its calls answered by its most used replica."""
     replicas: defaultdict[str, Counter[Any]] = defaultdict(Counter)
@@ -305,6 +329,11 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=0,
                         help="resources.questions_in_flight (0: derived from the engines)")
     parser.add_argument("--step-s", type=float, default=0.02, help="a decode step's time")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="sweeps per replica count above the first (the base, whose "
+                             "time varies by under 0.1 s between sweeps, runs once): their "
+                             "median and range (a 16-replica sweep varies by several "
+                             "seconds on a 2-core machine)")
     parser.add_argument("--work", type=Path, default=None,
                         help="a folder kept between runs: its first sweep (per method and "
                              "question count) is made once, later runs only measure")
@@ -321,13 +350,20 @@ def main() -> None:
                       flush=True)
                 sweep(args, method, max(counts), work)
                 first.touch()
-            results = []
+            runs: dict[int, list[Measured]] = {}
             for replicas in counts:
-                print(f"{method}, {replicas} replicas:", flush=True)
-                results.append(sweep(args, method, replicas, work))
-            for measured in results:
-                print(measured.line(results[0]), flush=True)
-            print(bound(results[-1], args.step_s), flush=True)
+                for attempt in range(1 if replicas == counts[0] else args.repeats):
+                    print(f"{method}, {replicas} replicas"
+                          + (f" ({attempt + 1} of {args.repeats})" if args.repeats > 1
+                             and replicas != counts[0] else "") + ":", flush=True)
+                    runs.setdefault(replicas, []).append(sweep(args, method, replicas, work))
+            base = runs[counts[0]][0]
+            for measured in (m for ms in runs.values() for m in ms):
+                print(measured.line(base), flush=True)
+            for repeated in list(runs.values())[1:]:
+                if len(repeated) > 1:
+                    print(spread(repeated, base), flush=True)
+            print(bound(median_run(runs[counts[-1]]), args.step_s), flush=True)
 
 
 if __name__ == "__main__":
