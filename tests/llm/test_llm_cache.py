@@ -6,6 +6,7 @@ import dataclasses
 import multiprocessing
 import pickle
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from tmem_core.llm import (
     ChatMessage,
     ChatRequest,
+    ChatResponse,
     RequestCache,
     Sampling,
     Usage,
@@ -48,8 +50,8 @@ def test_hash_covers_backbone_model_weights_messages_sampling_schema_only() -> N
     assert key not in keys and len(keys) == 7
 
 
-def _write(path: str, writer: int) -> None:
-    cache = RequestCache(path)
+def _write(path: str, writer: int, write_behind: bool) -> None:
+    cache = RequestCache(path, write_behind)
     for start in range(0, PER_WRITER, 10):  # many small transactions, interleaved with reads
         batch = {
             f"w{writer}-{i}": output_response(f"text {writer} {i}", Usage(i, writer), 0.5, None)
@@ -60,10 +62,11 @@ def _write(path: str, writer: int) -> None:
     cache.close()
 
 
-def _write_together(path: str) -> None:
+def _write_together(path: str, write_behind: bool = False) -> None:
     """`WRITERS` processes writing `PER_WRITER` responses each into the cache at `path`."""
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_write, args=(path, w)) for w in range(WRITERS)]
+    workers = [context.Process(target=_write, args=(path, w, write_behind))
+               for w in range(WRITERS)]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -71,9 +74,11 @@ def _write_together(path: str) -> None:
     assert [w.exitcode for w in workers] == [0] * WRITERS
 
 
-def test_concurrent_writers_in_several_processes_lose_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("write_behind", [False, True])
+def test_concurrent_writers_in_several_processes_lose_nothing(tmp_path: Path,
+                                                               write_behind: bool) -> None:
     path = str(tmp_path / "shared.sqlite")
-    _write_together(path)
+    _write_together(path, write_behind)
     cache = RequestCache(path)
     assert len(cache) == WRITERS * PER_WRITER
     found = cache.get_many(f"w{w}-{i}" for w in range(WRITERS) for i in range(PER_WRITER))
@@ -90,6 +95,46 @@ def test_cache_pickles_by_path_and_skips_errors(tmp_path: Path) -> None:
     clone = pickle.loads(pickle.dumps(cache))
     assert clone.path == cache.path
     assert set(clone.get_many(["ok", "bad"])) == {"ok"}
+
+
+def _answer(text: str) -> ChatResponse:
+    return output_response(text, Usage(1, 1), 0.1, None)
+
+
+def test_written_behind_a_call_never_waits_for_another_process_write(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    other = RequestCache(path)
+    other.put_many("smollm2", {"old": _answer("x")})
+    cache = RequestCache(path, write_behind=True)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write under way: writers wait
+    started = time.monotonic()
+    cache.put_many("smollm2", {"new": _answer("y")})  # queued: its writer waits
+    found = cache.get_many(["old", "new"])  # the queue, and the file's own reader
+    assert time.monotonic() - started < 5
+    assert {k: v.text for k, v in found.items()} == {"old": "x", "new": "y"}
+    assert "new" not in other.get_many(["new"])  # not written yet
+    holder.execute("COMMIT")
+    holder.close()
+    cache.flush()
+    assert other.get_many(["new"])["new"].text == "y"
+
+
+def test_a_failed_write_behind_is_raised_at_the_next_flush(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = RequestCache(tmp_path / "c.sqlite", write_behind=True)
+
+    def fail(rows: object) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(cache, "_write", fail)
+    cache.put_many("smollm2", {"k": _answer("x")})
+    with pytest.raises(RuntimeError, match="disk I/O error"):
+        cache.flush()
+    monkeypatch.undo()
+    cache.put_many("smollm2", {"k": _answer("x")})
+    cache.flush()
+    assert RequestCache(tmp_path / "c.sqlite").get_many(["k"])["k"].text == "x"
 
 
 MOUNTS = """\
