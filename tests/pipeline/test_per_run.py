@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pytest
 
+from tmem_core.llm import RequestCache
 from tmem_core.pipeline._actors import FLOW_SCHEMA, KEEP_RUNS, FusedStages, PerRun, pack, unpack
 from tmem_core.pipeline._probe import Probe
 from tmem_core.pipeline._stage import Output, StageResult
@@ -109,6 +110,7 @@ class Sleepy:
         self.job = SimpleNamespace(run=SimpleNamespace(run_id="r0"))
         self.deps, self.probe = "{}", Probe()
         self.store = StageStore(run_dir, "answer", stage_schema())
+        self.request_cache = RequestCache(run_dir / "requests.sqlite", write_behind=True)
 
     def step(self, row: dict[str, Any]) -> StageResult:
         time.sleep(float(row["qid"]))

@@ -11,6 +11,7 @@ declares the flow columns it reads (`reads`) and those it sets from its record (
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import traceback
@@ -120,6 +121,7 @@ class Stage:
         self.probe = load_probe(job.probe)
         self._engines: dict[str, EngineCall] = {}
         self._engines_lock = threading.Lock()
+        self.request_cache = process_request_cache()
         # a batch's questions run at once (their LLM calls batch in the engine); the threads
         # live as long as the stage: starting them per batch cost more than cached questions
         self._threads = ThreadPoolExecutor(max_workers=QUESTION_THREADS,
@@ -187,7 +189,8 @@ class Stage:
         with self._engines_lock:
             if backbone.name not in self._engines:
                 self._engines[backbone.name] = (
-                    (local_engine if self.job.local else ray_engine)(backbone, RequestCache()))
+                    (local_engine if self.job.local else ray_engine)(
+                        backbone, self.request_cache))
             return self._engines[backbone.name]
 
     def __call__(self, rows: list[Row]) -> list[Row]:
@@ -279,11 +282,26 @@ def flow_schema(stages: Iterable[type[Stage]]) -> pa.Schema:
                                     for s in stages for column in s.writes)])
 
 
+def process_request_cache() -> RequestCache:
+    """The request cache of this process's stages (at the default path as it is now): one,
+    written behind their calls (a call never waits for another process's write) and flushed
+    before the records of the questions that made them (`write_records`)."""
+    return _request_cache(RequestCache().path)
+
+
+@functools.cache
+def _request_cache(path: Path) -> RequestCache:
+    return RequestCache(path, write_behind=True)
+
+
 def write_records(calls: StageStore, probe: Probe,
                   results: list[tuple[Stage, list[StageResult]]]) -> None:
     """The stages' results of one call on disk, with those of the process's other calls
     that end meanwhile (`WRITER`): calls first, so a record on disk always has its calls (a
-    kill in between redoes the question, whose calls then count once, by identity)."""
+    kill in between redoes the question, whose calls then count once, by identity), and the
+    answers of those calls in the request cache before either."""
+    for cache in dict.fromkeys(stage.request_cache for stage, _ in results):
+        cache.flush()
     WRITER.write(Batch(
         calls, [row for stage, done in results
                 for row in call_rows(stage.job.run.run_id, done, stage.deps)],
