@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import multiprocessing
 import pickle
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -135,6 +137,26 @@ def test_a_failed_write_behind_is_raised_at_the_next_flush(
     cache.put_many("smollm2", {"k": _answer("x")})
     cache.flush()
     assert RequestCache(tmp_path / "c.sqlite").get_many(["k"])["k"].text == "x"
+
+
+def test_on_a_network_filesystem_reads_wait_while_this_process_writes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The node's processes take turns at their file, and so do a process's reading and
+    writing threads (each holds the node's lock on a descriptor of its own: one descriptor
+    shared would turn the writer's exclusive lock into the reader's shared one)."""
+    monkeypatch.setenv(NETWORK_ENV, "1")
+    cache = RequestCache(tmp_path / "requests.sqlite")
+    cache.put_many("smollm2", {"old": _answer("x")})
+    read: list[float] = []
+    with cache._node_lock(fcntl.LOCK_EX):  # the writer's turn, as `put_many` takes it
+        reader = threading.Thread(target=lambda: read.append(
+            len(cache.get_many(["old"])) and time.monotonic()))
+        reader.start()
+        reader.join(timeout=1.0)
+        assert not read  # waiting for the writer's turn to end
+        released = time.monotonic()
+    reader.join(timeout=10)
+    assert read and read[0] >= released
 
 
 MOUNTS = """\

@@ -47,6 +47,7 @@ from tmem_core.llm._http import (
 )
 from tmem_core.llm._loopback import LoopbackServer
 from tmem_core.llm._request_cache import RequestCache, request_hash
+from tmem_core.llm._request_cache import default_path as default_request_cache_path
 from tmem_core.llm._serve import PREFIX_ROUTER, SERVE_BACKEND, ServeLLMEngineConfig, app_name
 from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
 from tmem_core.llm._sim import BatchModel, Seq, SimEngineConfig
@@ -120,6 +121,7 @@ __all__ = [
     "count_chat_tokens",
     "count_tokens",
     "counter_for",
+    "default_request_cache_path",
     "defer_to_gating",
     "error_response",
     "expected_tokenizers",

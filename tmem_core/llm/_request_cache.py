@@ -118,6 +118,11 @@ def node_name() -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", socket.gethostname()) or "node"
 
 
+def default_path() -> Path:
+    """The request cache's file under the cache root (`$TMEM_CACHE_DIR` as it is now)."""
+    return cache_root() / "llm" / "requests.sqlite"
+
+
 class RequestCache:
     """Successful responses by request hash. Picklable; each process opens its own connection.
 
@@ -128,10 +133,11 @@ class RequestCache:
     processes (which also serialise on a lock file of the node's own /tmp), and read by the
     others read-only, a file that cannot be read counting as a miss.
 
-    Reads have a connection of their own: a write waiting for another process's transaction
-    never holds them up. With `write_behind`, `put_many` only queues its rows: a thread of
-    the process writes what is queued in one transaction at a time, while this process's
-    reads find the queued rows at once, and other processes once they are written. In a sweep
+    Reads have a connection of their own: on a local disk (WAL), a write waiting for another
+    process's transaction never holds them up. With `write_behind`, `put_many` only queues
+    its rows: a thread of the process writes what is queued in one transaction at a time,
+    while this process's reads find the queued rows at once, and other processes once they
+    are written. In a sweep
     on 16 sim replicas, the four stage actors' writes (each call's answer, at once) waited
     on each other for a median of 2.1 s per T2Mem step, and the reads behind them 1.6 s. A
     process killed loses the rows of the write under way (their requests are sent again);
@@ -139,7 +145,7 @@ class RequestCache:
     raised at the next `put_many` or `flush`."""
 
     def __init__(self, path: str | Path | None = None, write_behind: bool = False) -> None:
-        self.path = Path(path) if path else cache_root() / "llm" / "requests.sqlite"
+        self.path = Path(path) if path else default_path()
         self.write_behind = write_behind
         self._lock = threading.Lock()  # the writing connection
         self._read_lock = threading.Lock()  # the reading one, and the other nodes' files
@@ -147,7 +153,7 @@ class RequestCache:
         self._reader: sqlite3.Connection | None = None
         self._pid = 0
         self._network = False
-        self._node_lock_file: Any = None
+        self._node_locks: dict[int, Any] = {}  # lock mode -> its own descriptor
         self._others: dict[Path, sqlite3.Connection] = {}
         self._listed_at = 0.0
         self._queue = threading.Condition()  # rows queued and the writer's state
@@ -280,10 +286,9 @@ class RequestCache:
                 for conn in [self._conn, self._reader, *self._others.values()]:
                     if conn is not None:
                         conn.close()
-                if self._node_lock_file is not None:
-                    self._node_lock_file.close()
-            self._conn, self._reader, self._others = None, None, {}
-            self._node_lock_file = None
+                for lock_file in self._node_locks.values():
+                    lock_file.close()
+            self._conn, self._reader, self._others, self._node_locks = None, None, {}, {}
 
     def __reduce__(self) -> tuple[type[RequestCache], tuple[Path, bool]]:
         return (RequestCache, (self.path, self.write_behind))
@@ -300,8 +305,7 @@ class RequestCache:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():  # new, or inherited through fork
-            self._conn, self._reader, self._others = None, None, {}
-            self._node_lock_file = None
+            self._conn, self._reader, self._others, self._node_locks = None, None, {}, {}
             self._network = on_network_fs(self.path.parent)
             own = self.own_path
             own.parent.mkdir(parents=True, exist_ok=True)
@@ -323,15 +327,16 @@ class RequestCache:
         if not self._network:
             yield
             return
-        if self._node_lock_file is None:
+        if mode not in self._node_locks:  # shared for reads, exclusive for writes: a
+            # descriptor each, so that the process's reader and writer take turns too
             digest = hashlib.sha256(str(self.own_path.resolve()).encode()).hexdigest()[:16]
             lock_path = Path(tempfile.gettempdir()) / f"tmem-request-cache-{digest}.lock"
-            self._node_lock_file = lock_path.open("a")
-        fcntl.flock(self._node_lock_file, mode)
+            self._node_locks[mode] = lock_path.open("a")
+        fcntl.flock(self._node_locks[mode], mode)
         try:
             yield
         finally:
-            fcntl.flock(self._node_lock_file, fcntl.LOCK_UN)
+            fcntl.flock(self._node_locks[mode], fcntl.LOCK_UN)
 
     def _other_files(self) -> dict[Path, sqlite3.Connection]:
         """The other nodes' files, open read-only (on a network filesystem only)."""

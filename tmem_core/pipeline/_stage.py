@@ -34,6 +34,7 @@ from tmem_core.llm import (
     EngineCall,
     RequestCache,
     counter_for,
+    default_request_cache_path,
 )
 from tmem_core.pipeline._config import RunSpec, import_plugins
 from tmem_core.pipeline._deps import deps_json
@@ -286,7 +287,7 @@ def process_request_cache() -> RequestCache:
     """The request cache of this process's stages (at the default path as it is now): one,
     written behind their calls (a call never waits for another process's write) and flushed
     before the records of the questions that made them (`write_records`)."""
-    return _request_cache(RequestCache().path)
+    return _request_cache(default_request_cache_path())
 
 
 @functools.cache
