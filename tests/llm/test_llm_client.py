@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+import tmem_core.llm._client as client_module
 from tmem_core.llm import (
     CALLS_SCHEMA,
     ChatRequest,
@@ -159,6 +160,29 @@ def test_invalid_output_is_asked_again_without_waiting_for_the_rest_of_its_batch
     record = next(r for r in client.records if r.qid == "junk")
     assert record.finished_at is not None
     assert record.finished_at - sent < engine.SLOW_S / 2  # when it was answered, for real
+
+
+def test_a_call_that_waited_for_the_engine_to_start_ends_when_it_was_answered(
+    fake_backend: Any, answer_schema: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start_s = 0.5
+
+    def slow_start(backbone: Any) -> Any:
+        time.sleep(start_s)
+        return fake_backend(lambda request, call: GOOD)
+
+    monkeypatch.setattr(client_module, "make_backend", slow_start)
+    client = LLMClient(get_backbone("smollm2"), LazyBackend(get_backbone("smollm2")))
+    requests = [ChatRequest.from_prompt(q, schema=answer_schema, qid=q) for q in ("a", "b")]
+    sent = time.time()
+    client.generate(requests)
+    answered = time.time()
+    first = client.records[-2:]
+    assert all(r.finished_at is not None and r.finished_at >= sent + start_s for r in first)
+    assert all(r.finished_at is not None and r.finished_at <= answered + 0.05 for r in first)
+    assert all(r.latency_s >= start_s for r in first)
+    client.generate([ChatRequest.from_prompt("c", schema=answer_schema, qid="c")])
+    assert client.records[-1].latency_s < start_s  # started: nothing more to wait for
 
 
 def test_at_least_one_output_attempt_is_required() -> None:

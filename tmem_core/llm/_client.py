@@ -182,14 +182,19 @@ class LazyBackend:
                 f"({self.attempts} attempts): {self._cause}")
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        backend = self._backend
+        """The backend's answers; a call that waited for the engine to start has the wait in
+        its latency (a call's record ends at its send time plus its latency)."""
+        backend, waited = self._backend, 0.0
         if backend is None:  # a start blocks: off this event loop
+            start = time.perf_counter()
             backend = await asyncio.to_thread(self.get)
+            waited = time.perf_counter() - start
         try:
-            return await backend.agenerate(requests)
+            responses = await backend.agenerate(requests)
         except EngineDead:
             self._drop(backend)
             raise
+        return [dataclasses.replace(r, latency_s=r.latency_s + waited) for r in responses]
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
         return run_sync(self.agenerate(requests))
