@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -17,19 +16,17 @@ import tmem_core.llm._client as client_module
 from tmem_core.llm import (
     CALLS_SCHEMA,
     ChatRequest,
-    ChatResponse,
     LazyBackend,
     LLMClient,
     RequestCache,
     Sampling,
-    Usage,
     get_backbone,
     request_hash,
 )
 from tmem_core.llm._accounting import records_to_table
 from tmem_core.llm._client import cache_hits
 from tmem_core.llm._config import Prices
-from tmem_core.llm._types import output_response, run_sync
+from tmem_core.llm._types import run_sync
 
 GOOD = '{"answer": "Paris", "confidence": 3}'
 
@@ -118,50 +115,6 @@ def test_persistent_junk_ends_in_an_error_record_and_others_succeed(
     assert engine.calls == 4 + 3  # the failed request is tried again, the good one is not
 
 
-class _SlowAndJunk:
-    """An engine that takes `SLOW_S` over the request "slow" and at once over the others; the
-    first answer to "junk" is invalid. It notes when each attempt starts and ends."""
-
-    SLOW_S = 1.0
-
-    def __init__(self) -> None:
-        self.attempts: list[tuple[str, float, float]] = []
-
-    async def agenerate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        return list(await asyncio.gather(*(self._one(r) for r in requests)))
-
-    async def _one(self, request: ChatRequest) -> ChatResponse:
-        start = time.time()
-        await asyncio.sleep(self.SLOW_S if request.qid == "slow" else 0.0)
-        tried = sum(1 for qid, _, _ in self.attempts if qid == request.qid)
-        text = "{not json" if request.qid == "junk" and tried == 0 else GOOD
-        self.attempts.append((request.qid, start, time.time()))
-        return output_response(text, Usage(10, 5), time.time() - start, request.schema)
-
-    def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
-        return run_sync(self.agenerate(requests))
-
-    def close(self) -> None:
-        return None
-
-
-def test_invalid_output_is_asked_again_without_waiting_for_the_rest_of_its_batch(
-    answer_schema: dict[str, Any],
-) -> None:
-    engine = _SlowAndJunk()
-    client = LLMClient(get_backbone("smollm2"), engine)
-    requests = [ChatRequest.from_prompt(q, schema=answer_schema, qid=q) for q in ("slow", "junk")]
-    sent = time.time()
-    slow, junk = client.generate(requests)
-    assert slow.ok and junk.ok and junk.usage.completion_tokens == 2 * 5
-    slow_end = next(end for qid, _, end in engine.attempts if qid == "slow")
-    retried_at = [start for qid, start, _ in engine.attempts if qid == "junk"][1]
-    assert retried_at < slow_end - engine.SLOW_S / 2  # not held back by "slow"
-    record = next(r for r in client.records if r.qid == "junk")
-    assert record.finished_at is not None
-    assert record.finished_at - sent < engine.SLOW_S / 2  # when it was answered, for real
-
-
 def test_a_call_that_waited_for_the_engine_to_start_ends_when_it_was_answered(
     fake_backend: Any, answer_schema: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -183,11 +136,6 @@ def test_a_call_that_waited_for_the_engine_to_start_ends_when_it_was_answered(
     assert all(r.latency_s >= start_s for r in first)
     client.generate([ChatRequest.from_prompt("c", schema=answer_schema, qid="c")])
     assert client.records[-1].latency_s < start_s  # started: nothing more to wait for
-
-
-def test_at_least_one_output_attempt_is_required() -> None:
-    with pytest.raises(ValueError, match="max_output_attempts"):
-        LLMClient(get_backbone("smollm2"), _SlowAndJunk(), max_output_attempts=0)
 
 
 def test_duplicates_in_a_batch_reach_the_engine_once(

@@ -49,8 +49,6 @@ class LLMClient:
         *,
         max_output_attempts: int = 3,
     ) -> None:
-        if max_output_attempts < 1:
-            raise ValueError(f"max_output_attempts must be at least 1, not {max_output_attempts}")
         self.backbone, self.backend, self.cache = backbone, backend, cache
         self.max_output_attempts = max_output_attempts
         self.records: list[CallRecord] = []
@@ -77,24 +75,22 @@ class LLMClient:
         return run_sync(self.agenerate(requests))
 
     async def _fresh(self, todo: dict[str, ChatRequest]) -> dict[str, ChatResponse]:
-        """Engine answers, each request on its own: one whose output was invalid is sent again
-        as soon as it is answered, not once the rest of its batch is."""
-        answers = await asyncio.gather(*(self._attempts(r) for r in todo.values()))
-        return dict(zip(todo, answers, strict=True))
-
-    async def _attempts(self, request: ChatRequest) -> ChatResponse:
-        """The request's answer, asked again while its output is invalid (at most
-        `max_output_attempts` times in all), charged with every attempt's tokens and time."""
-        done: ChatResponse | None = None
+        """Engine answers, resending requests whose output was invalid."""
+        done: dict[str, ChatResponse] = {}
+        pending = todo
         for attempt in range(self.max_output_attempts):
-            (out,) = await self.backend.agenerate([_variant(request, attempt)])
-            done = _accumulate(done, out)
-            if done.error_kind != "invalid_output":
-                return done
-        assert done is not None, "max_output_attempts is at least 1"
-        return dataclasses.replace(
-            done, error=f"{done.error} (after {self.max_output_attempts} attempts)"
-        )
+            if not pending:
+                break
+            keys = list(pending)
+            outputs = await self.backend.agenerate([_variant(pending[k], attempt) for k in keys])
+            for key, out in zip(keys, outputs, strict=True):
+                done[key] = _accumulate(done.get(key), out)
+            pending = {k: pending[k] for k in keys if done[k].error_kind == "invalid_output"}
+        for key in pending:
+            done[key] = dataclasses.replace(
+                done[key], error=f"{done[key].error} (after {self.max_output_attempts} attempts)"
+            )
+        return done
 
     def _assemble(
         self,
