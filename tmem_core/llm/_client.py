@@ -190,6 +190,8 @@ class LazyBackend:
         except EngineDead:
             self._drop(backend)
             raise
+        if not waited:
+            return responses
         return [dataclasses.replace(r, latency_s=r.latency_s + waited) for r in responses]
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
