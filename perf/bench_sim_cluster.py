@@ -27,7 +27,9 @@ calls that went to its most used replica, the prefix-cache hit rate the engines 
 (cached / prompt tokens), the CPU the replicas' processes used (cores), and the machine's
 busy cores over the window with the share of its seconds above 90 % of every core (a sweep
 that keeps the machine's cores busy is limited by the machine, not only by the pipeline and
-its engines). Ratios against the
+its engines) and the machine's CPU per call answered; for a method with an LLM-built memory,
+the build's window and the stretch after its last answer (calls sent, machine CPU): the
+questions' chains alone, where a small machine runs out of cores first. Ratios against the
 1-replica sweep of the same run: throughput at N / (N x throughput at 1), targets >= 0.8 at
 16 replicas, utilisation >= 0.85 mean and >= 0.6 least busy, affinity >= 0.8, hit rate within
 10% of 1 replica's. A 16-replica sweep's time varies by several seconds between sweeps of the
@@ -67,6 +69,21 @@ RUN_LINE = re.compile(r"run \S+: (?P<questions>\d+) questions")
 ENGINE = '{ revision = "%s", step_s = %g, max_num_seqs = 128, max_output_tokens = 64 }'
 
 
+@dataclass(frozen=True)
+class Phase:
+    """A stretch of a sweep's window: its seconds, the calls sent in it, the machine's busy
+    cores and the share of its seconds saturated."""
+
+    seconds: float
+    calls: int
+    machine: tuple[float, float]
+
+    def line(self) -> str:
+        return (f"{self.calls} calls sent in {self.seconds:.1f}s, machine CPU "
+                f"{self.machine[0]:.2f} cores ({self.machine[1]:.2f} of its seconds above "
+                f"{SATURATED:.0%})")
+
+
 @dataclass
 class Measured:
     method: str
@@ -79,6 +96,7 @@ class Measured:
     calls: list[dict[str, Any]] = field(default_factory=list)  # answered by an engine
     conversations: dict[str, str] = field(default_factory=dict)  # qid -> its conversation
     machine: tuple[float, float] = (0.0, 0.0)  # busy cores, share of seconds saturated
+    after_build: Phase | None = None  # from the memory build's last answer to the end
 
     @property
     def qps(self) -> float:
@@ -103,6 +121,12 @@ class Measured:
     def cores(self) -> float:
         return sum(c.cpu_s for c in self.counters) / self.wall_s
 
+    @property
+    def cpu_per_call_ms(self) -> float:
+        """The machine's busy CPU per call answered in the window (every process: stage
+        actors, replicas, driver): what one call costs the box the sweep shares."""
+        return 1000 * self.machine[0] * self.wall_s / max(len(self.calls), 1)
+
     def line(self, base: Measured) -> str:
         scaling = self.qps / (self.replicas / base.replicas * base.qps)
         hits = self.hit_rate / base.hit_rate if base.hit_rate else float("nan")
@@ -115,8 +139,9 @@ class Measured:
                 f"prefix hits {self.hit_rate:.3f} ({hits:.2f} x base); replicas' CPU "
                 f"{self.cores:.2f} cores; machine CPU {self.machine[0]:.2f} of "
                 f"{psutil.cpu_count()} cores ({self.machine[1]:.2f} of its seconds above "
-                f"{SATURATED:.0%})"
-                + (f"; memory build {self.memory_s:.1f}s of it" if self.memory_s else ""))
+                f"{SATURATED:.0%}), {self.cpu_per_call_ms:.1f} ms of it per call"
+                + (f"; memory build {self.memory_s:.1f}s of it" if self.memory_s else "")
+                + (f", then {self.after_build.line()}" if self.after_build else ""))
 
 
 class MachineCpu:
@@ -201,7 +226,11 @@ def sweep(args: argparse.Namespace, method: str, replicas: int, work: Path) -> M
                                       strict=True))
     measured.affinity = _affinity([c for c in calls if c["stage"] != MEMORY_STAGE])
     memory = [c for c in calls if c["stage"] == MEMORY_STAGE]
-    measured.memory_s = calls_window(memory) if memory else 0.0
+    if memory:
+        measured.memory_s = calls_window(memory)
+        built = max(c["finished_at"] for c in memory)
+        measured.after_build = Phase(end - built, sum(
+            c["finished_at"] - c["latency_s"] >= built for c in calls), cpu.over(built, end))
     return measured
 
 
