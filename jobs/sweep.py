@@ -23,7 +23,7 @@ from pathlib import Path
 
 from jobs._cli import run_main
 from tmem_core import ConfigError
-from tmem_core.llm import EngineUnavailable
+from tmem_core.llm import EngineUnavailable, check_tokenizers, load_backbones
 from tmem_core.pipeline import STATUS_ENV, RecordsChanged, load_sweep, run_sweep, supervise
 from tmem_core.results import LeaseHeld
 
@@ -40,6 +40,8 @@ def main() -> int:
     args = parser.parse_args()
     try:
         config = load_sweep(args.config)
+        backbones = load_backbones(config.backbones_file)
+        check_tokenizers(backbones[name] for name in config.backbone_names)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@ fixtures (their data lives on the cluster)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.hub import stage_tokenizer
 from tests.jobs.plans import plans_by_config
+from tmem_core.llm import get_backbone
 
 pytestmark = pytest.mark.slow  # every paper config's plan samples its runs through real stages
 
@@ -48,9 +51,11 @@ def test_plan_accepts_every_paper_config(tmp_path: Path) -> None:
             text = text.replace(f'source = "{remote}"', f'source = "{local}"\nlimit = 1')
         copies[tmp_path / path.name] = tomllib.loads(text)
         (tmp_path / path.name).write_text(re.sub(r'^results_dir = .*$', "", text, flags=re.M))
+    hf_home = tmp_path / "hf"  # the GPU configs' Gemma counts with its own tokenizer
+    stage_tokenizer(hf_home, get_backbone("gemma4-31b").model, ["the", "launch"])
     done = subprocess.run([sys.executable, "-m", "jobs.plan", *map(str, copies), "--sample",
                            "1"], cwd=ROOT, capture_output=True, text=True, timeout=1200,
-                          check=False)
+                          check=False, env={**os.environ, "HF_HOME": str(hf_home)})
     assert done.returncode == 0, done.stderr[-3000:]
     plans = plans_by_config(done.stdout)
     assert list(plans) == [str(c) for c in copies]

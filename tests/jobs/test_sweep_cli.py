@@ -77,6 +77,10 @@ def _cases(tmp: Path) -> dict[str, tuple[Path, str]]:
         "no judge": (
             _config(tmp, grid=GOOD["grid"] + "judges = []\n"),
             "error: config key 'grid.judges': an empty list judges no answer"),
+        "a GPU backbone whose tokenizer is not on disk": (
+            _config(tmp, grid='[grid]\nmethods = ["bm25"]\nbackbones = ["gemma4-31b"]\n'),
+            "error: config key 'backbones.gemma4-31b.tokenizer': tokenizer "
+            "hf:google/gemma-4-31B-it is not on disk"),
         "unknown construct backbone": (
             _config(tmp, grid='[grid]\nmethods = ["tmem"]\nbackbones = ["smollm2"]\n',
                     tables='[construct_backbones]\ntmem = "gpt9"\n'),
@@ -88,7 +92,7 @@ CASES = ["no sweep file", "unparseable sweep file", "bad method parameter",
          "bad t2mem parameter", "nested key typo", "a parameter the variant sets",
          "no backbones file", "unknown backend", "no benchmark source",
          "missing benchmark source", "results folder that cannot be made", "no judge",
-         "unknown construct backbone"]
+         "unknown construct backbone", "a GPU backbone whose tokenizer is not on disk"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -99,6 +103,7 @@ def test_bad_input_is_one_error_line_and_nothing_written(
     assert sorted(cases) == sorted(CASES)
     config, line = cases[case]
     before = sorted(tmp_path.rglob("*"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf"))  # nothing staged
     monkeypatch.setattr(sys, "argv", ["jobs.sweep", str(config)])
     with pytest.raises(SystemExit) as ended:
         run_main(sweep.main)

@@ -149,18 +149,32 @@ def test_a_dead_engine_is_dropped_and_the_next_request_starts_a_new_one(
     assert asyncio.run(engine.generate(ask(1)))[0][0].ok
     starts.engines[0].dead = True
     failed, _ = asyncio.run(engine.generate(ask(2)))
-    assert failed[0].error_kind == "engine" and "EngineDeadError" in (failed[0].error or "")
+    assert failed[0].error_kind == "engine_crash" and "EngineDeadError" in (failed[0].error or "")
     assert starts.engines[0].closed
     assert asyncio.run(engine.generate(ask(3)))[0][0].ok and starts.calls == 2
 
 
-def test_a_replica_whose_engine_died_ends_its_process(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_replica_whose_engine_died_answers_its_calls_then_ends_its_process(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The calls it held are `engine_crash` answers (never resent); the process ends once they
+    are out, and a call that comes meanwhile waits for that end (its router resends it)."""
     starts = Starts(failures=0)
     monkeypatch.setattr(client_module, "make_backend", starts)
     ended: list[bool] = []
     monkeypatch.setattr(engine_module, "end_process", lambda: ended.append(True))
+    monkeypatch.setattr(engine_module, "CRASH_ANSWER_S", 0.05)
     replica = engine_module.EngineReplica(BACKBONE, 1)
-    asyncio.run(replica.generate(ask(1)))
-    starts.engines[0].dead = True
-    asyncio.run(replica.generate(ask(2)))
-    assert ended == [True]  # so that Ray restarts it and the routers resend its batches
+
+    async def scenario() -> tuple[list[str | None], bool]:
+        await replica.generate(ask(1))
+        starts.engines[0].dead = True
+        crashed, _ = await replica.generate(ask(2))
+        later = asyncio.ensure_future(replica.generate(ask(3)))
+        await asyncio.sleep(0.3)
+        waiting = not later.done()
+        later.cancel()
+        return [r.error_kind for r in crashed], waiting
+
+    kinds, waiting = asyncio.run(scenario())
+    assert kinds == ["engine_crash"]
+    assert ended == [True] and waiting  # so that Ray restarts it

@@ -9,15 +9,19 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from tests.hub import stage_tokenizer
 from tmem_core.llm import (
     ChatMessage,
     TokenizerMismatch,
+    TokenizerMissing,
+    check_tokenizers,
     count_chat_tokens,
     count_tokens,
     expected_tokenizers,
     get_backbone,
 )
 from tmem_core.llm._tokens import (
+    FALLBACK,
     REMEMBERED_CHARS,
     TOKENIZERS_ENV,
     remembered,
@@ -48,10 +52,40 @@ def test_hf_tokenizer_json_on_disk_is_used(tmp_path: Path) -> None:
     assert count_tokens(backbone, "alice bob alice bob carol") == 5  # one per word
 
 
-def test_hf_tokenizer_missing_falls_back_to_cl100k(caplog: pytest.LogCaptureFixture) -> None:
-    backbone = dataclasses.replace(get_backbone("smollm2"), tokenizer="hf:/no/such/dir")
-    assert count_tokens(backbone, TEXT) == count_tokens("smollm2", TEXT)
-    assert "not on disk" in caplog.text
+def test_a_named_tokenizer_that_is_not_on_disk_is_an_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    for spec in ("hf:/no/such/dir", "hf:google/gemma-4-31B-it"):
+        backbone = dataclasses.replace(get_backbone("smollm2"), tokenizer=spec)
+        with pytest.raises(TokenizerMissing, match=r"not on disk .*HF_HOME: .*hf download"):
+            count_tokens(backbone, TEXT)
+        with pytest.raises(TokenizerMissing, match=r"backbones\.smollm2\.tokenizer"):
+            check_tokenizers([backbone])
+
+
+def test_gemma_is_found_by_its_published_name_and_only_by_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hub ids are case-sensitive folder names in the cache: the built-in names the publisher's
+    repo, google/gemma-4-31B-it."""
+    gemma = get_backbone("gemma4-31b")
+    assert gemma.model == "google/gemma-4-31B-it" == gemma.tokenizer.removeprefix("hf:")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "lower"))
+    stage_tokenizer(tmp_path / "lower", "google/gemma-4-31b-it", ["alice"])
+    with pytest.raises(TokenizerMissing):
+        check_tokenizers([gemma])
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "published"))
+    stage_tokenizer(tmp_path / "published", "google/gemma-4-31B-it", ["alice", "bob"])
+    check_tokenizers([gemma])
+    assert count_tokens(gemma, "alice bob carol") == 3
+
+
+def test_a_backbone_that_declares_no_tokenizer_counts_with_cl100k_named_as_the_fallback(
+) -> None:
+    undeclared = dataclasses.replace(get_backbone("smollm2"), tokenizer="")
+    assert count_tokens(undeclared, TEXT) == count_tokens(
+        dataclasses.replace(undeclared, tokenizer="cl100k"), TEXT)
+    assert tokenizer_identity("") == FALLBACK and "no tokenizer declared" in FALLBACK
+    assert tokenizer_identity("cl100k") == "cl100k"
 
 
 def test_chat_count_adds_template_overhead() -> None:
@@ -72,11 +106,10 @@ def test_a_node_whose_tokenizer_differs_from_the_drivers_refuses_to_count(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     here = _tokenizer_file(tmp_path / "tokenizer.json", ["alice", "bob"])
     backbone = dataclasses.replace(get_backbone("smollm2"), tokenizer=f"hf:{here}")
-    missing = dataclasses.replace(backbone, tokenizer=f"hf:{tmp_path / 'absent.json'}")
-    env = expected_tokenizers([backbone, missing])  # as the driver's node resolves them
+    env = expected_tokenizers([backbone])  # as the driver's node resolves them
     monkeypatch.setenv(TOKENIZERS_ENV, env[TOKENIZERS_ENV])  # a worker's environment
     expected = json.loads(env[TOKENIZERS_ENV])
-    assert expected[missing.tokenizer] == "fallback:cl100k"
+    assert expected[backbone.tokenizer].startswith("tokenizer.json sha256:")
     assert count_tokens(backbone, "alice bob") == 2  # the same here: counts
     # another node, another file under the same name (another HF_HOME, another release)
     other = _tokenizer_file(tmp_path / "other.json", ["carol"])

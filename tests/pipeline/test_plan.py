@@ -3,12 +3,14 @@ batching model."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.hub import stage_tokenizer
 from tests.ray_head import ROOT, sweep_config
 from tmem_core.llm import BatchModel, SimEngineConfig
 from tmem_core.pipeline import load_sweep
@@ -67,3 +69,21 @@ def test_bad_input_is_one_error_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "error: config key '--timing': 'smollm2' is not a sim backbone"]
+
+
+def test_a_gpu_backbone_whose_tokenizer_is_missing_is_one_error_line(tmp_path: Path) -> None:
+    """Staged nowhere (an empty HF_HOME), Gemma's tokenizer is an error, not a cl100k guess;
+    staged under the publisher's repo id, the plan counts with it."""
+    config = sweep_config(tmp_path, "plan-gemma", backbones='["gemma4-31b"]')
+    hf_home = tmp_path / "hf"
+    command = [sys.executable, "-m", "jobs.plan", str(config), "--sample", "1"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          check=False, env={**os.environ, "HF_HOME": str(hf_home)})
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("error: config key 'backbones.gemma4-31b.tokenizer': tokenizer "
+                           "hf:google/gemma-4-31B-it is not on disk"), line
+    stage_tokenizer(hf_home, "google/gemma-4-31B-it", ["the"])
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          check=False, env={**os.environ, "HF_HOME": str(hf_home)})
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -54,11 +54,14 @@ from tmem_core.llm._sim import BatchModel, Seq, SimEngineConfig
 from tmem_core.llm._tokens import (
     TokenCounter,
     TokenizerMismatch,
+    TokenizerMissing,
+    check_tokenizers,
     count_chat_tokens,
     count_tokens,
     counter_for,
     expected_tokenizers,
     tokenizer_counter,
+    tokenizer_identity,
 )
 from tmem_core.llm._types import (
     GATING_PRIORITY,
@@ -112,12 +115,14 @@ __all__ = [
     "StaticEndpoint",
     "TokenCounter",
     "TokenizerMismatch",
+    "TokenizerMissing",
     "Usage",
     "VLLMBackend",
     "VLLMEngineConfig",
     "app_name",
     "backend",
     "cache_first",
+    "check_tokenizers",
     "count_chat_tokens",
     "count_tokens",
     "counter_for",
@@ -140,4 +145,5 @@ __all__ = [
     "request_hash",
     "run_sync",
     "tokenizer_counter",
+    "tokenizer_identity",
 ]

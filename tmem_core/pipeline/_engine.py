@@ -13,6 +13,7 @@ node that does not share the cache folder, its stage actors keep a cache of thei
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import functools
@@ -76,6 +77,9 @@ SPREAD_MIN = 8
 """A memory build's batch is spread over the replicas in parts of at least this many requests."""
 RETRY_WAIT_S = 1.0  # the shortest pause before resending when every replica is down
 UNREACHABLE = ("connection", "engine")
+CRASH_ANSWER_S = 2.0
+"""How long a replica whose engine died keeps its process, so that the `engine_crash`
+answers of the calls it held reach their routers."""
 """Error kinds that mean a replica's engine could not be reached (not the request's fault)."""
 
 
@@ -89,9 +93,12 @@ HEAD_NODE_RESOURCE = "node:__internal_head__"
 
 class EngineReplica(SharedEngine):
     """The body of a replica actor: the sweep's plugins first (a backend may be one of
-    theirs). An engine that died ends the actor's process (its engine workers first), so that
-    Ray restarts the actor (`max_restarts`) with a new engine, and the routers of the calls
-    it held resend them. It starts only where the backbone's tokenizer resolves as on the
+    theirs). An engine that died answers the calls it held with `engine_crash` errors (one of
+    their requests may be what killed it: resent, it could take every replica down in turn),
+    then ends the actor's process (its engine workers first) once those answers are out, so
+    that Ray restarts the actor (`max_restarts`) with a new engine; a call that arrives
+    meanwhile waits for the process to end, and its router resends it like any call of a
+    replica that died. It starts only where the backbone's tokenizer resolves as on the
     driver (`TokenizerMismatch` otherwise)."""
 
     def __init__(self, backbone: BackboneConfig, replica: int = 0,
@@ -100,11 +107,20 @@ class EngineReplica(SharedEngine):
         import_plugins(plugins)
         counter_for(backbone)
         super().__init__(backbone, replica, start_attempts, start_backoff_s)
+        self.crashed = False
+
+    async def generate(self, requests: Sequence[ChatRequest]) -> Answered:
+        if self.crashed:  # ending: the router resends this call once the process is gone
+            await asyncio.Event().wait()
+        return await super().generate(requests)
 
     def engine_died(self, exc: Exception) -> None:
-        print(f"[engine] {self.client.backbone.name} replica {self.replica}: {exc}; ending "
-              "the replica so that Ray restarts it", flush=True)
-        end_process()
+        print(f"[engine] {self.client.backbone.name} replica {self.replica}: {exc}; its calls "
+              "in flight are engine_crash errors, never resent; ending the replica so that "
+              "Ray restarts it", flush=True)
+        if not self.crashed:
+            self.crashed = True
+            asyncio.get_running_loop().call_later(CRASH_ANSWER_S, end_process)
 
     def ping(self) -> int:
         """Answers once the actor is placed and constructed."""

@@ -20,13 +20,16 @@ import ray
 from ray.data import ActorPoolStrategy
 from ray.data.context import DEFAULT_TARGET_MAX_BLOCK_SIZE
 
+from tmem_core import ConfigError
 from tmem_core.benchmarks import LoadRequest, get_protocol, prepare, read_prepared
 from tmem_core.llm import (
     SERVE_BACKEND,
     BackboneConfig,
+    check_tokenizers,
     expected_tokenizers,
     get_backend,
     load_backbones,
+    tokenizer_identity,
 )
 from tmem_core.methods import get_method
 from tmem_core.pipeline._actors import (
@@ -100,8 +103,7 @@ def init_ray(num_cpus: int | None = None, env: Mapping[str, str] | None = None) 
         return
     for key, value in LOCAL_RAY_ENV.items():
         os.environ.setdefault(key, value)
-    # workers of an existing cluster do not inherit the driver's environment
-    env_vars = {**{k: os.environ[k] for k in PROPAGATED_ENV if k in os.environ}, **(env or {})}
+    env_vars = worker_env(env or {})
     runtime_env = {"env_vars": env_vars} if env_vars else None
     address = os.environ.get("RAY_ADDRESS")
     if address and address.startswith("http"):
@@ -123,6 +125,29 @@ def init_ray(num_cpus: int | None = None, env: Mapping[str, str] | None = None) 
     # a stage actor runs hundreds of question tasks at once
     context.memory_usage_poll_interval_s = None
     context.issue_detectors_config.high_memory_detector_config.detection_time_interval_s = -1
+
+
+def worker_env(needed: Mapping[str, str]) -> dict[str, str]:
+    """The variables this driver adds to its workers' runtime env: `needed`, and the
+    PROPAGATED_ENV the driver has (workers of an existing cluster do not inherit the driver's
+    environment), less those the Ray job's own runtime env already sets (a submitted job's:
+    `ray job submit --runtime-env`, a RayJob's `runtimeEnvYAML`). Ray refuses a driver whose
+    runtime env names a variable the job's names too, even with the same value; a variable the
+    job sets to another value than the driver needs is a `ConfigError`."""
+    wanted = {**{k: os.environ[k] for k in PROPAGATED_ENV if k in os.environ}, **needed}
+    job_env = job_runtime_env().get("env_vars") or {}
+    clashes = [f"{k}={job_env[k]!r} (needed: {v!r})" for k, v in needed.items()
+               if k in job_env and job_env[k] != v]
+    if clashes:
+        raise ConfigError("", f"the Ray job's runtime env sets {', '.join(clashes)}: leave "
+                          f"{'these' if len(clashes) > 1 else 'it'} to the driver")
+    return {k: v for k, v in wanted.items() if k not in job_env}
+
+
+def job_runtime_env() -> dict[str, Any]:
+    """The runtime env of the Ray job that started this driver (empty when none did)."""
+    job = json.loads(os.environ.get(JOB_CONFIG_ENV) or "{}")
+    return dict(job.get("runtime_env") or {})
 
 
 @dataclass
@@ -168,6 +193,7 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
     backbones = {name: with_replicas(b, config.resources)
                  for name, b in load_backbones(config.backbones_file).items()}
     check_sweep_gpus(config)
+    check_tokenizers(backbones[n] for n in config.backbone_names)
     root = Path(config.results_dir) / config.name
     missing = [root / "data", *(f for f in (root, *root.parents) if not f.exists())]
     held = False
@@ -246,7 +272,7 @@ def check_changed(runs: list[RunSpec], deps: Mapping[str, Mapping[str, Deps]], r
 def _ray_job() -> str:
     """This driver's Ray job, with its submission id when `ray job submit` started it."""
     job = ray.get_runtime_context().get_job_id()
-    submitted = json.loads(os.environ.get(JOB_CONFIG_ENV, "{}")).get("metadata", {})
+    submitted = json.loads(os.environ.get(JOB_CONFIG_ENV) or "{}").get("metadata", {})
     submission = submitted.get("job_submission_id")
     return f"{submission} (driver job {job})" if submission else job
 
@@ -366,7 +392,9 @@ def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig]
     run_dir = root / run.run_id
     prepared = read_prepared(bench_dir)
     prompts = [*prompt_names(), *run.judge_prompts.values()]
-    generation = {name: backbones[name].generation() for name in run.backbone_names}
+    generation = {name: {**backbones[name].generation(),
+                         "tokenizer": tokenizer_identity(backbones[name].tokenizer)}
+                  for name in run.backbone_names}
     contract = Contract.start(run, _data_facts(prepared.manifest, bench_dir),
                               {n: load_prompt(n).sha256 for n in prompts}, generation, run_dir)
     contract.write(run_dir)
