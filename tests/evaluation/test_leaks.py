@@ -1,16 +1,36 @@
 """The leak guards' rules: ids as whole tokens, answer-like `gold_meta` values as answers
 (not ids), annotations neither; on the real LoCoMo file no guarded id is a word of its own
-conversations."""
+conversations, and a gold answer planted in an answer prompt is found whatever its context
+(empty, one message, many) and whichever instruction words contain it."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import FIXTURES
-from tmem_core.benchmarks import LoadRequest, build
-from tmem_core.evaluation._leaks import GUARDED_STAGES, gold_strings, ids_in, meta_kind
-from tmem_core.schema import gold_from_table, messages_from_table, questions_from_table
+from tmem_core.benchmarks import LoadRequest, build, get_protocol
+from tmem_core.evaluation import answer_prompt
+from tmem_core.evaluation._leaks import (
+    GUARDED_STAGES,
+    gold_leaks,
+    gold_strings,
+    ids_in,
+    meta_kind,
+)
+from tmem_core.evaluation._metrics import normalise
+from tmem_core.methods._context import render_message
+from tmem_core.schema import (
+    Gold,
+    Message,
+    Question,
+    gold_from_table,
+    messages_from_table,
+    questions_from_table,
+)
 
 
 def _forbidden(name: str, source: Path) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
@@ -68,3 +88,74 @@ def test_annotations_are_not_guarded_and_task_ids_are(tmp_path: Path) -> None:
     (ids,) = evermembench.values()
     assert "T001" in ids
     assert ids_in("the T0012 review", ids) == () and ids_in("task T001 is late", ids)
+
+
+@dataclass(frozen=True)
+class Locomo:
+    questions: dict[str, Question]
+    gold: dict[str, Gold]
+    messages: dict[str, Message]
+
+
+@pytest.fixture(scope="module")
+def locomo(locomo_path: Path) -> Locomo:
+    prepared = build("locomo", LoadRequest(source=locomo_path))
+    return Locomo({q.qid: q for q in questions_from_table(prepared.questions)},
+                  gold_from_table(prepared.questions),
+                  {m.msg_id: m for m in messages_from_table(prepared.messages)})
+
+
+def _context(locomo: Locomo, qid: str, size: str) -> str:
+    """An evidence context as the answer model sees it: none, the question's first gold
+    evidence message (which holds the answer), or 60 messages of its conversation around
+    that one."""
+    evidence = locomo.messages[locomo.gold[qid].evidence_ids[0]]
+    if size == "empty":
+        return ""
+    if size == "short":
+        return render_message(evidence)
+    around = [m for m in locomo.messages.values() if m.conv_id == evidence.conv_id
+              and abs(m.seq - evidence.seq) <= 30]
+    return "\n".join(render_message(m) for m in around)
+
+
+# LoCoMo questions whose gold answer the answer instructions hold: inside a longer word ("sage"
+# in "messages", "Ned" in "mentioned") or as a word of their own ("the later one holds")
+INSIDE_WORDS = {"conv-43:q104": "sage", "conv-47:q79": "Ned"}
+AS_A_WORD = {"conv-44:q46": "one"}
+
+
+@pytest.mark.parametrize("size", ["empty", "short", "long"])
+def test_a_gold_answer_planted_in_an_answer_prompt_is_found(locomo: Locomo, size: str) -> None:
+    protocol = get_protocol("locomo")
+    for qid in ["conv-26:q0", *INSIDE_WORDS, *AS_A_WORD]:
+        question, gold = locomo.questions[qid], locomo.gold[qid]
+        context = _context(locomo, qid, size)
+        bare, _ = answer_prompt(question, "flat", "", protocol)
+        shown = " ".join(m["content"] for m in bare)
+        clean, _ = answer_prompt(question, "flat", context, protocol)
+        assert gold_leaks(clean, context, shown, gold) == [], (qid, size)
+        hint = {"role": "user", "content": f"(The answer is {gold.answer}.)"}
+        for planted in ([*clean, hint], [hint, *clean]):
+            assert gold_leaks(planted, context, shown, gold) == [
+                f"{qid}: gold answer {gold.answer!r} in prompt"], (qid, size)
+
+
+def test_the_planted_answers_are_words_the_instructions_hold(locomo: Locomo) -> None:
+    for qid, answer in {**INSIDE_WORDS, **AS_A_WORD}.items():
+        bare, _ = answer_prompt(locomo.questions[qid], "flat", "", get_protocol("locomo"))
+        shown = f" {normalise(' '.join(m['content'] for m in bare))} "
+        word = f" {normalise(answer)} "
+        assert locomo.gold[qid].answer == answer
+        assert normalise(answer) in shown and (word in shown) is (qid in AS_A_WORD)
+
+
+def test_a_context_repeated_outside_its_place_is_found() -> None:
+    """A context of one word, the gold answer itself: taken out where it stands, its copy in
+    a hint still counts."""
+    gold = Gold("conv-47:q79", "Ned", evidence_ids=("m3541",))
+    messages = [{"role": "user", "content": "Evidence:\nNed\n\nQuestion: the pup's name?"},
+                {"role": "user", "content": "Hint: Ned"}]
+    assert gold_leaks(messages[:1], "Ned", "Question: the pup's name?", gold) == []
+    assert gold_leaks(messages, "Ned", "Question: the pup's name?", gold) == [
+        "conv-47:q79: gold answer 'Ned' in prompt"]

@@ -1,17 +1,28 @@
 """End-of-run validators over stored records: the checks a method registered (T-MEM's forest
-structure), on each context's stored payload."""
+structure), on each context's stored payload; the leak guards on every row of a call and on
+answer prompts whatever their context."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from tmem_core import to_json
+from tmem_core.benchmarks import get_protocol
+from tmem_core.evaluation import answer_prompt
 from tmem_core.methods import get_method
 from tmem_core.methods.tmem import Built, Forest, Node, Relation
-from tmem_core.pipeline._validators import context_checks
+from tmem_core.pipeline._validators import (
+    context_checks,
+    no_gold_ids_in_prompts,
+    no_gold_in_prompts,
+)
+from tmem_core.results import memory_qid
+from tmem_core.schema import Gold, Question
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -50,3 +61,55 @@ def test_forest_records_are_checked_for_structure_and_order() -> None:
 def test_a_method_without_checks_has_none() -> None:
     assert context_checks(pa.Table.from_pylist([{"qid": "q", "ok": True}]),
                           get_method("bm25")) == {}
+
+
+def _call(stage: str, qid: str, request_hash: str, leaks: list[str]) -> dict[str, Any]:
+    return {"key": f"{stage}|{qid}|{request_hash}", "stage": stage, "qid": qid, "leaks": leaks}
+
+
+def test_a_flagged_memory_call_is_not_cleared_by_a_reused_copy() -> None:
+    """A memory call that showed a gold id, then the same call reused from the memory's
+    earlier build (its copy unflagged): still one leak, counted once."""
+    memory = memory_qid("conv-26")
+    calls = pa.Table.from_pylist([
+        _call("memory", memory, "9f1c2a", ["conv-26:D1:3"]),
+        _call("memory", memory, "9f1c2a", []),  # reused
+        _call("memory", memory, "4be1b6", []),
+        _call("answer", "conv-26:q0", "77d0e3", []),
+        _call("judge", "conv-26:q0", "0c5a91", ["conv-26:D1:3"]),  # judges see the gold
+    ])
+    found = no_gold_ids_in_prompts(calls)
+    assert not found.passed and found.checked == 3
+    assert found.problems == [f"memory {memory}: prompt holds conv-26:D1:3"]
+    clean = no_gold_ids_in_prompts(calls.slice(2))
+    assert clean.passed and clean.checked == 2
+
+
+# LoCoMo's, as prepared: its gold answer is inside "mentioned" of the answer instructions
+QUESTION = Question("conv-47", "conv-47:q79", "What is the name of the pup that was adopted by "
+                    "James?", "single-hop")
+GOLD = Gold("conv-47:q79", "Ned", evidence_ids=("m3541",))
+EVIDENCE = ("[m3541] 2022-04-12 09:52 James: Hey John! Long time no chat - I adopted a pup from "
+            "a shelter in Stamford last week and my days have been so much happier with him "
+            "in the fam. I named it Ned. Any progress on your gaming goals? [shares an image: a "
+            "photo of a dog and a cat sitting on a dog bed]")
+
+
+@pytest.mark.parametrize("context", ["", "[m3541] 2022-04-12 09:52 James: Ned",
+                                     "\n".join([EVIDENCE] * 40)])
+def test_a_gold_answer_planted_in_an_answer_prompt_fails_the_run(context: str) -> None:
+    protocol = get_protocol("locomo")
+    messages, _ = answer_prompt(QUESTION, "flat", context, protocol)
+    planted = [*messages[:-1], {**messages[-1], "content": messages[-1]["content"] + " Ned"}]
+    construct = pa.Table.from_pylist([{"qid": QUESTION.qid, "ok": True, "kind": "flat",
+                                       "context": context}])
+
+    def check(prompt: list[dict[str, str]]) -> list[str]:
+        answers = pa.Table.from_pylist([{"qid": QUESTION.qid, "prompt": json.dumps(prompt)}])
+        found = no_gold_in_prompts(answers, construct, {QUESTION.qid: QUESTION},
+                                   {GOLD.qid: GOLD}, protocol)
+        assert found.checked == 1
+        return found.problems
+
+    assert check(messages) == []
+    assert check(planted) == ["conv-47:q79: gold answer 'Ned' in prompt"]

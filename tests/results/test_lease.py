@@ -1,6 +1,8 @@
 """One writer per sweep folder: the lease names its holder, a second taker is refused, a
-stale lease (holder gone on this host, or not renewed from another) is taken over by exactly
-one of the drivers that find it, and a holder gives up only its own lease."""
+stale lease (not renewed, or its holder's process gone in the same PID namespace and boot)
+is taken over by exactly one of the drivers that find it, a holder in another PID namespace
+under the same host name is never judged by its pid, and a holder gives up only its own
+lease."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 import multiprocessing
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -17,13 +20,23 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tmem_core.results._lease import LEASE_FILE, Holder, Lease, LeaseHeld, read_holder
+from tmem_core.results._lease import (
+    LEASE_FILE,
+    Holder,
+    Lease,
+    LeaseHeld,
+    pid_space,
+    read_holder,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _write(folder: Path, **fields: object) -> Holder:
     now = time.time()
     holder = Holder(**{"host": platform.node(), "pid": os.getpid(), "process_started": 0.0,
-                       "since": now, "renewed_at": now, "token": "theirs", **fields})
+                       "since": now, "renewed_at": now, "token": "theirs",
+                       "pid_space": pid_space(), **fields})
     folder.mkdir(parents=True, exist_ok=True)
     (folder / LEASE_FILE).write_text(json.dumps(holder.__dict__))
     return holder
@@ -41,6 +54,8 @@ def test_the_lease_names_its_holder_and_refuses_a_second_driver(tmp_path: Path) 
         holder = read_holder(tmp_path / LEASE_FILE)
         assert holder is not None and holder.token == lease.holder.token  # type: ignore[union-attr]
         assert (holder.host, holder.pid) == (platform.node(), os.getpid())
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        assert holder.pid_space == f"{boot} {os.readlink('/proc/self/ns/pid')}"
         with pytest.raises(LeaseHeld) as refused:
             Lease(tmp_path).acquire()
         message = str(refused.value)
@@ -81,14 +96,79 @@ def test_a_reused_pid_is_not_the_holder(tmp_path: Path) -> None:
         assert lease.holder is not None and lease.holder.token != "theirs"
 
 
-def test_another_hosts_lease_is_stale_only_once_not_renewed(tmp_path: Path) -> None:
-    _write(tmp_path, host="node-7", pid=1)
-    with pytest.raises(LeaseHeld, match="host node-7 pid 1"):
+@pytest.mark.parametrize("where", [
+    {"host": "node-7", "pid_space": "5d1c8e0a-0c5e-4a52-9d55-8b1f0f4e2b7a pid:[4026531836]"},
+    # this host name, another PID namespace (a container sharing the host name), in which
+    # this pid (no process of ours) may well run
+    {"pid_space": f"{pid_space().split()[0]} pid:[4026532999]"},
+    {"pid_space": ""},  # a lease that does not say where its pid is counted
+])
+def test_a_lease_whose_pid_cannot_be_checked_is_stale_only_once_not_renewed(
+        tmp_path: Path, where: dict[str, str]) -> None:
+    dead = _dead_pid()
+    _write(tmp_path, pid=dead, **where)
+    with pytest.raises(LeaseHeld, match=f"pid {dead}"):
         Lease(tmp_path, stale_after_s=60).acquire()
-    _write(tmp_path, host="node-7", pid=1, renewed_at=time.time() - 120)
+    _write(tmp_path, pid=dead, renewed_at=time.time() - 120, **where)
     lines: list[str] = []
     with Lease(tmp_path, log=lines.append, stale_after_s=60):
         assert "not renewed for 120s (> 60s)" in lines[0]
+
+
+def test_a_running_holder_that_stopped_renewing_is_stale(tmp_path: Path) -> None:
+    # this host, this namespace, its process runs (hung, say): the age still counts
+    started = psutil.Process(os.getppid()).create_time()
+    _write(tmp_path, pid=os.getppid(), process_started=started, renewed_at=time.time() - 120)
+    lines: list[str] = []
+    with Lease(tmp_path, log=lines.append, stale_after_s=60):
+        assert "not renewed for 120s (> 60s)" in lines[0]
+
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from tmem_core.results._lease import Lease
+Lease(Path(sys.argv[1]), heartbeat_s=0.1).acquire()
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_holder_in_another_pid_namespace_keeps_its_lease_while_it_renews(
+        tmp_path: Path) -> None:
+    """Two drivers under one host name, each in its own PID namespace (`unshare`): the first
+    is pid 1 in its namespace, which here is another process; the second refuses while the
+    first renews, and takes over only once the lease is older than the renewal age."""
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "--pid", "--fork", "--mount-proc", "true"],
+                                         capture_output=True).returncode != 0:
+        pytest.skip("no PID namespaces here (unshare --pid needs root or user namespaces)")
+    first = subprocess.Popen(
+        [unshare, "--pid", "--fork", "--mount-proc", "--kill-child", sys.executable, "-c",
+         HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert first.stdout is not None and first.stdout.readline() == "held\n"
+        holder = read_holder(tmp_path / LEASE_FILE)
+        assert holder is not None and (holder.host, holder.pid) == (platform.node(), 1)
+        assert holder.pid_space not in ("", pid_space())
+        for _ in range(3):
+            with pytest.raises(LeaseHeld, match=f"host {platform.node()} pid 1,"):
+                Lease(tmp_path, stale_after_s=1.0).acquire()
+            time.sleep(0.5)
+        renewed = read_holder(tmp_path / LEASE_FILE)
+        assert renewed is not None and renewed.token == holder.token
+        assert renewed.renewed_at > holder.renewed_at
+    finally:
+        first.kill()
+        first.wait()
+    with pytest.raises(LeaseHeld):  # gone, but nothing here can know it yet
+        Lease(tmp_path, stale_after_s=1.0).acquire()
+    time.sleep(1.2)
+    lines: list[str] = []
+    with Lease(tmp_path, log=lines.append, stale_after_s=1.0) as lease:
+        assert lease.holder is not None and lease.holder.token != holder.token
+    assert "not renewed for 1s (> 1s)" in lines[0]
 
 
 def test_a_holder_releases_only_its_own_lease(tmp_path: Path) -> None:

@@ -85,19 +85,26 @@ def _id_scanner(ids: tuple[str, ...]) -> tuple[tuple[str, ...], re.Pattern[str]]
 
 def gold_leaks(prompt_messages: list[dict[str, str]], context: str, shown_anyway: str,
                gold: Gold) -> list[str]:
-    """Gold values found in a prompt's text once its evidence context is taken out, unless
-    `shown_anyway` holds them: the text the harness shows for this question whatever its
-    gold (the question, and the instructions: "the later one holds" does not leak the gold
-    answer "one")."""
-    outside = normalise(" ".join(m["content"] for m in prompt_messages).replace(context, " "))
-    anyway = f" {normalise(shown_anyway)} "
+    """Gold values a prompt shows outside its evidence context more often than
+    `shown_anyway` does: the text the harness shows for this question whatever its gold (the
+    question, and the instructions: "the later one holds" does not leak the gold answer
+    "one", a second "one" does). Both are compared as whole words of the normalised text
+    ("sage" is not in "message"); the context (none when empty) is taken out once, so a
+    copy of it elsewhere in the prompt still counts."""
+    text = " ".join(m["content"] for m in prompt_messages)
+    outside = normalise(text.replace(context, " ", 1) if context else text)
+    anyway = normalise(shown_anyway)
     found = []
     for label, value in _gold_values(gold):
         norm = normalise(value)
-        if (len(norm) >= _MIN_CHARS and norm not in anyway
-                and f" {norm} " in f" {outside} "):
+        if len(norm) >= _MIN_CHARS and _count(norm, outside) > _count(norm, anyway):
             found.append(f"{gold.qid}: gold {label} {value!r} in prompt")
     return found
+
+
+def _count(words: str, text: str) -> int:
+    """How often `words` occur in `text` as whole words (both normalised)."""
+    return len(re.findall(rf"(?<!\S){re.escape(words)}(?!\S)", text))
 
 
 def _gold_values(gold: Gold) -> list[tuple[str, str]]:

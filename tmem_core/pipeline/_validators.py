@@ -55,12 +55,16 @@ def budget_respected(construct: pa.Table, budget: int) -> Verdict:
 def no_gold_ids_in_prompts(calls: pa.Table) -> Verdict:
     """No prompt of a guarded stage (memory, retrieve, construct, answer) held a gold-derived
     id: a source id or session of gold evidence, an abstention question's id, a gold_meta id
-    (each call records what the stage's guard found in its prompt). Each call is checked
-    once, however often it was recorded (a question redone after a crash)."""
-    rows = {r["key"]: r for r in calls.select(["key", "stage", "qid", "leaks"]).to_pylist()
-            if r["stage"] in GUARDED_STAGES}
-    return verdict(len(rows), (f"{r['stage']} {r['qid']}: prompt holds {', '.join(r['leaks'])}"
-                               for r in rows.values() if r["leaks"]))
+    (each call records what the stage's guard found in its prompt). A call recorded more than
+    once (a question redone after a crash, a memory reused from an earlier run) counts once,
+    flagged if any of its rows is."""
+    flagged: dict[str, tuple[str, set[str]]] = {}
+    for r in calls.select(["key", "stage", "qid", "leaks"]).to_pylist():
+        if r["stage"] in GUARDED_STAGES:
+            flagged.setdefault(r["key"], (f"{r['stage']} {r['qid']}", set()))[1].update(
+                r["leaks"] or ())
+    return verdict(len(flagged), (f"{call}: prompt holds {', '.join(sorted(leaks))}"
+                                  for call, leaks in flagged.values() if leaks))
 
 
 def no_gold_in_prompts(answers: pa.Table, construct: pa.Table, questions: dict[str, Question],

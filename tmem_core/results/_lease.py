@@ -1,10 +1,13 @@
 """One writer per sweep folder: a lease file that names its holder.
 
 `results/<sweep>/lease.json` holds the driver that writes the folder: its host, pid (and that
-process's start time, so a reused pid is not mistaken for it), Ray job, when it took the lease
-and when it last renewed it. A second driver refuses (`LeaseHeld`); a lease whose holder is
-gone is taken over, with a log line: on the holder's host, gone means its process no longer
-runs; from another host, that the lease was not renewed for `STALE_AFTER_S`.
+process's start time, so a reused pid is not mistaken for it), the PID namespace that pid is
+counted in (`pid_space`: the kernel's boot id and the namespace's inode), Ray job, when it
+took the lease and when it last renewed it. A second driver refuses (`LeaseHeld`); a lease
+whose holder is gone is taken over, with a log line. Gone means, on every host, that the lease
+was not renewed for `STALE_AFTER_S`; or, at once, that the holder's process no longer runs,
+which only a driver in the same PID namespace of the same boot can know (containers that
+share a host name each count pids from 1: another's "pid 1" is not ours).
 
 What this relies on, so that it also holds on a filesystem shared by several nodes:
 - the lease appears by `link(2)` of a fully written temporary file, which either creates the
@@ -38,7 +41,7 @@ from tmem_core.results._layout import write_atomic
 
 LEASE_FILE = "lease.json"
 HEARTBEAT_S = 10.0  # the holder renews its lease this often
-STALE_AFTER_S = 60.0  # a lease from another host not renewed for this long is stale
+STALE_AFTER_S = 60.0  # a lease not renewed for this long is stale, whoever holds it
 BREAK_STALE_S = 30.0  # a break lock older than this was left by a driver that died
 LEASE_LOST = 2  # exit status of a holder that finds its lease taken over
 
@@ -56,17 +59,26 @@ class Holder:
     renewed_at: float
     token: str
     ray_job: str | None = None
+    pid_space: str = ""  # where `pid` is counted (`pid_space()`); "" unknown: age alone
+
+    @classmethod
+    def me(cls) -> Holder:
+        """This process, taking a lease now."""
+        now = time.time()
+        return cls(platform.node(), os.getpid(), _process_started(os.getpid()), now, now,
+                   uuid.uuid4().hex, pid_space=pid_space())
 
     def describe(self) -> str:
         job = f", Ray job {self.ray_job}" if self.ray_job else ""
         return f"host {self.host} pid {self.pid}{job}, since {_when(self.since)}"
 
     def gone(self, now: float, stale_after_s: float) -> str | None:
-        """Why the holder is gone, or None while it may still be writing."""
-        if self.host == platform.node():
-            if not _running(self.pid, self.process_started):
-                return f"its process {self.pid} no longer runs on {self.host}"
-            return None
+        """Why the holder is gone, or None while it may still be writing: its process no
+        longer runs (known only in its PID namespace and boot), or its lease is older than
+        `stale_after_s`."""
+        if (self.pid_space and self.pid_space == pid_space()
+                and not _running(self.pid, self.process_started)):
+            return f"its process {self.pid} no longer runs on {self.host}"
         if now - self.renewed_at > stale_after_s:
             return f"not renewed for {now - self.renewed_at:.0f}s (> {stale_after_s:.0f}s)"
         return None
@@ -101,9 +113,7 @@ class Lease:
     def acquire(self) -> Holder:
         """Take the lease (a stale one is taken over) or raise `LeaseHeld`."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        now = time.time()
-        mine = Holder(platform.node(), os.getpid(), _process_started(os.getpid()), now, now,
-                      uuid.uuid4().hex)
+        mine = Holder.me()
         while not _create(self.path, mine):
             current = read_holder(self.path)
             if current is None:  # gone between our attempt and the read: try again
@@ -166,9 +176,7 @@ class Lease:
         with contextlib.suppress(FileNotFoundError):
             if time.time() - lock.stat().st_mtime > BREAK_STALE_S:
                 lock.unlink()
-        token = Holder(platform.node(), os.getpid(), 0.0, time.time(), time.time(),
-                       uuid.uuid4().hex)
-        if not _create(lock, token):
+        if not _create(lock, Holder.me()):
             time.sleep(0.1)
             return False
         try:
@@ -207,6 +215,20 @@ def _create(path: Path, holder: Holder) -> bool:
         return tmp.stat().st_nlink == 2  # an NFS retry of a link that did succeed
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def pid_space() -> str:
+    """This process's PID namespace on this boot ("<boot id> pid:[<inode>]"), in which the
+    pids that `/proc` (and psutil) shows are counted; "" when that cannot be told (no such
+    files, or a `/proc` mounted from another namespace, whose pids are not ours)."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+        if os.readlink("/proc/self") != str(os.getpid()):
+            return ""
+    except OSError:
+        return ""
+    return f"{boot} {namespace}"
 
 
 def _process_started(pid: int) -> float:
