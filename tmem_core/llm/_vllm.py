@@ -20,6 +20,7 @@ from tmem_core.llm._config import (
     _require_positive,
 )
 from tmem_core.llm._models import hf_model_path
+from tmem_core.llm._start_watch import StallWatch
 from tmem_core.llm._types import (
     Backend,
     ChatRequest,
@@ -59,12 +60,24 @@ class VLLMEngineConfig:
     language_model_only: bool = False
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     env_vars: dict[str, str] = field(default_factory=dict)
+    # The engine's start: at most `start_timeout_s` in all (vLLM's VLLM_ENGINE_READY_TIMEOUT_S,
+    # 600 s by default: too short for eight replicas reading a 30B model's 62 GB from one
+    # shared volume at once, then compiling), and ended as a failed attempt only when its
+    # processes spend no CPU and read nothing for `start_stall_s` (`StallWatch`).
+    start_timeout_s: float = 7200.0
+    start_stall_s: float = 600.0
 
     def __post_init__(self) -> None:
         _require_positive(self, "tensor_parallel_size", "pipeline_parallel_size",
-                          "max_num_seqs")
+                          "max_num_seqs", "start_timeout_s", "start_stall_s")
         _require_non_negative(self, "gpus_per_shard")
         _require_policy(self.scheduling_policy)
+
+    def process_env(self) -> dict[str, str]:
+        """The engine process's environment: `env_vars`, with vLLM's ready wait set to
+        `start_timeout_s` unless `env_vars` sets it."""
+        return {"VLLM_ENGINE_READY_TIMEOUT_S": str(round(self.start_timeout_s)),
+                **self.env_vars}
 
     @property
     def shards(self) -> int:
@@ -148,8 +161,17 @@ class VLLMBackend:
         self._vllm: Any = importlib.import_module("vllm")
         self._loop = _background_loop()
         self._ids = itertools.count()
-        self._engine: Any = asyncio.run_coroutine_threadsafe(
-            self._start(config), self._loop).result()
+        watch = StallWatch(config.start_stall_s)
+        try:
+            with watch.watching():
+                self._engine: Any = asyncio.run_coroutine_threadsafe(
+                    self._start(config), self._loop).result()
+        except Exception as exc:
+            if watch.stalled:
+                raise RuntimeError(f"the engine's start made no progress (no CPU time, nothing "
+                                   f"read) for {config.start_stall_s:.0f} s and was ended "
+                                   "(start_stall_s)") from exc
+            raise
         self._tokenizer: Any = self._engine.get_tokenizer()
 
     async def _start(self, config: VLLMEngineConfig) -> Any:

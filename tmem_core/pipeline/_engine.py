@@ -45,6 +45,7 @@ from tmem_core.llm import (
     EngineUnavailable,
     RequestCache,
     SharedEngine,
+    VLLMEngineConfig,
     cache_first,
     counter_for,
     defer_to_gating,
@@ -148,13 +149,21 @@ def engine_handles(backbone: BackboneConfig, gpus: float = 0.0, plugins: tuple[s
     if backbone.backend == SERVE_BACKEND:
         options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(head_node_id(),
                                                                         soft=False)
-    elif env_vars := getattr(backbone.engine, "env_vars", None):  # the in-process engine's
+    elif env_vars := process_env(backbone.engine):  # the in-process engine's
         options["runtime_env"] = {"env_vars": env_vars}
     return [ray.remote(EngineReplica).options(
         name=replica_name(backbone, index), get_if_exists=True,
         max_concurrency=MAX_IN_FLIGHT, num_cpus=0, num_gpus=replica_gpus(backbone, gpus),
         max_restarts=-1, max_task_retries=0, **options).remote(backbone, index, plugins, *start)
         for index in range(max(1, backbone.replicas))]
+
+
+def process_env(engine: Any) -> dict[str, str]:
+    """The variables an engine config sets in its engine's process (a vLLM engine's
+    `process_env`, another's `env_vars`)."""
+    if isinstance(engine, VLLMEngineConfig):
+        return engine.process_env()
+    return dict(getattr(engine, "env_vars", None) or {})
 
 
 def _nodes() -> list[dict[str, Any]]:

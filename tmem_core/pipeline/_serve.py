@@ -44,8 +44,7 @@ def serve_options(backbone: BackboneConfig, start_attempts: int = 3) -> dict[str
                                    "strategy": "STRICT_PACK"},
         "engine_kwargs": engine.engine_args(backbone),
     }
-    if engine.env_vars:
-        options["runtime_env"] = {"env_vars": engine.env_vars}
+    options["runtime_env"] = {"env_vars": engine.process_env()}
     if engine.accelerator_type:
         options["accelerator_type"] = engine.accelerator_type
     return options
