@@ -180,6 +180,41 @@ def test_a_worker_pod_is_a_whole_gpu_node(name: str, spec: dict[str, Any]) -> No
         assert shm["medium"] == "Memory" and shm["sizeLimit"]
 
 
+def _quantity(value: str | int, unit: str) -> float:
+    """A Kubernetes CPU quantity in CPUs, or a memory quantity in GiB."""
+    text = str(value)
+    if unit == "cpu":
+        return int(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    scale = {"Ki": 2**-20, "Mi": 2**-10, "Gi": 1, "Ti": 2**10}
+    return float(text[:-2]) * scale[text[-2:]] if text[-2:] in scale else float(text) / 2**30
+
+
+def _node_types() -> list[tuple[str, int, float]]:
+    """The node types cluster/README.md names: (name, vCPU, memory GiB)."""
+    readme = (ROOT / "cluster" / "README.md").read_text()
+    rows = re.findall(r"^\| ([^|]+?) \| 8 x [^|]+ \| (\d+) \| (\d+) \|$", readme, re.MULTILINE)
+    assert len(rows) >= 5
+    return [(name, int(cpu), float(memory)) for name, cpu, memory in rows]
+
+
+@pytest.mark.parametrize(("name", "spec"), _cluster_specs())
+def test_worker_pods_schedule_on_every_common_8_gpu_node_type(name: str, spec: dict[str, Any]
+                                                              ) -> None:
+    """Requests within each node type's vCPUs less 4 (kubelet reservations, daemons) and
+    90% of its memory; the head has a /dev/shm of its own; a RayJob has a deadline."""
+    (group,) = spec["workerGroupSpecs"]
+    requests = group["template"]["spec"]["containers"][0]["resources"]["requests"]
+    for node, cpus, memory in _node_types():
+        assert _quantity(requests["cpu"], "cpu") <= cpus - 4, node
+        assert _quantity(requests["memory"], "memory") <= 0.9 * memory, node
+    head = spec["headGroupSpec"]["template"]["spec"]
+    shm = {m["mountPath"]: m["name"] for m in head["containers"][0]["volumeMounts"]}
+    assert {v["name"]: v for v in head["volumes"]}[shm["/dev/shm"]]["emptyDir"]["medium"] == (
+        "Memory")
+    (job,) = MANIFESTS["rayjob.yaml"][:1]
+    assert 0 < job["spec"]["activeDeadlineSeconds"] <= 7 * 86400
+
+
 def test_every_node_and_job_sees_the_same_model_cache() -> None:
     homes = set()
     for _, spec in _cluster_specs():
