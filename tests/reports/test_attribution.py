@@ -12,7 +12,7 @@ from tests.reports.conftest import QSpec, locomo_run, write_locomo_data, write_r
 from tmem_core.reports import Summary, read_sweep, summarise
 from tmem_core.reports._markdown import Report
 from tmem_core.reports._stats import wilson
-from tmem_core.results import calibration_store
+from tmem_core.results import MIN_CONTROLS, calibration_store
 
 
 def _external(*items: tuple[bool, tuple[str, ...]]) -> dict[str, Any]:
@@ -53,8 +53,9 @@ def write_planted(root: Path) -> None:
     write_run(root, RUN, QUESTIONS)
     run_dir = write_run(root, UNRELIABLE, QUESTIONS)
     calibration_store(run_dir).append([
-        {"run_id": UNRELIABLE.run_id, "key": "q1|j1|gold", "qid": "q1", "conv_id": "c1",
-         "ok": True, "judge": "j1", "control": "gold", "score": 0.0, "expected": 1.0}])
+        {"run_id": UNRELIABLE.run_id, "key": f"q1|j1|gold|{i}", "qid": "q1", "conv_id": "c1",
+         "ok": True, "judge": "j1", "control": "gold", "score": 0.0, "expected": 1.0,
+         "scored_by": "llm"} for i in range(MIN_CONTROLS)])
 
 
 @pytest.fixture

@@ -14,7 +14,15 @@ from tmem_core.reports._metrics import LLM_STAGES, PHASE
 from tmem_core.reports._plots import run_labels
 from tmem_core.reports._sections import attribution_lines, paired_lines
 from tmem_core.reports._summary import Summary
-from tmem_core.results import ALL_JUDGES, OVERALL, RELIABLE_RATE, SHOWN, UNRELIABLE, degraded
+from tmem_core.results import (
+    ALL_JUDGES,
+    MIN_CONTROLS,
+    OVERALL,
+    RELIABLE_RATE,
+    SHOWN,
+    UNRELIABLE,
+    degraded,
+)
 
 MATCHED_EVIDENCE = 0.25  # mean context tokens of compared runs may differ by this much
 MAX_LISTED = 50  # error rows listed per store; errors.parquet has them all
@@ -216,13 +224,22 @@ class Report:
                 "kind (`results/README.md`): positives it must judge correct (TPR: the gold, "
                 "a paraphrase, the right letter) and negatives it must judge wrong (TNR: "
                 "another question's gold, a superseded value, a shifted date, a made-up "
-                "answer to an unanswerable question, a wrong letter). A kind is **unreliable** "
-                f"below {RELIABLE_RATE}, *not calibrated* without a scored control; a judge "
+                "answer to an unanswerable question, a wrong letter). Rates count only the "
+                "controls the judge's LLM scored [Wilson 95% interval]; controls the "
+                "benchmark scores by rule are counted apart (*by rule*). A kind is "
+                f"*not calibrated* below {MIN_CONTROLS} LLM-scored controls, **unreliable** "
+                f"when its interval's lower bound is below {RELIABLE_RATE}; a judge "
                 "unreliable on any kind makes its run's accuracy no measurement.")
         def cell(s: dict[str, Any]) -> str:
             status = "**UNRELIABLE**" if s["status"] == UNRELIABLE else s["status"]
-            return status if s["rate"] is None else f"{status} {fmt(s['rate'])} (n={s['controls']})"
-        cells = pl.struct("rate", "controls", "status").map_elements(cell, return_dtype=pl.String)
+            shown = (status if s["rate"] is None else
+                     f"{status} {with_ci(s['rate'], s['ci_low'], s['ci_high'])} "
+                     f"(n={s['controls']})")
+            ruled = (f"; by rule {fmt(s['rule_rate'])} (n={s['rule_controls']})"
+                     if s["rule_controls"] else "")
+            return shown + ruled
+        cells = pl.struct("rate", "ci_low", "ci_high", "controls", "status", "rule_controls",
+                          "rule_rate").map_elements(cell, return_dtype=pl.String)
         table = self.summary.calibration.with_columns(cells.alias("cell")).pivot(
             on="control", index=["run_id", "judge"], values="cell")
         return [note, "", *markdown_table(self._with_run(table))]
