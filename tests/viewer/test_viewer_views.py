@@ -84,8 +84,8 @@ def test_run_row_has_intervals_and_causes(data: SweepData) -> None:
     assert run.accuracy_ci == [overall["ci_low"], overall["ci_high"]]
     assert run.accuracy_ci[0] < 0.5 < run.accuracy_ci[1]
     assert run.recall_basis == "shown" and run.recall_untraceable == 0
-    assert {c: n for c, n in run.causes.items() if n} == {"correct": 3, "retrieval": 1,
-                                                          "error": 1}
+    assert {c: n for c, n in run.causes.items() if n} == {
+        "correct": 2, "judging": 1, "retrieval": 1, "error": 1}  # q2's judges split 1/0
     assert [(g.in_context, g.correct, g.questions) for g in run.gold_context] == [
         (True, 2, 2), (False, 1, 2)]  # q1, q4 | q2 (half its gold, still correct), q3
     view = run_view(data, RUN.run_id)

@@ -29,10 +29,14 @@ MAX_LISTED = 50  # error rows listed per store; errors.parquet has them all
 MAX_ERROR_CHARS = 160
 SEPARATE_MARK = " †"
 NOT_MEASURABLE = "not measurable"
-INTERVALS = ("[low, high]: 95% interval over questions, Wilson's for a proportion (one 0/1 "
-             "value per question), else a two-stage percentile bootstrap (questions, then "
-             "judges x repeats within each); `results/README.md` says which applies where, "
-             "the Parquet tables give each row's method and seed.")
+INTERVALS = ("[low, high]: 95% interval. Where questions share conversations (LoCoMo, "
+             "GroupMemBench, EverMemBench, synthetic) a cluster bootstrap: conversations "
+             "drawn, then questions within them, then judges x repeats within each question "
+             "(`interval unit` conversation); where each has its own (LongMemEval) over "
+             "questions: Wilson's for a proportion (one 0/1 value per question), else a "
+             "two-stage percentile bootstrap (`interval unit` question). `results/README.md` "
+             "says which applies where, the Parquet tables give each row's method, unit and "
+             "seed.")
 _REFERENCE = {"backbone": "first backbone (by name) of runs alike in every other field",
               "budget": "smallest budget of runs alike in every other field",
               SWEEP: "baseline sweep's run with the same config"}
@@ -138,6 +142,7 @@ class Report:
         table = self._with_run(runs.select(
             "run_id", "judge_repeats", "questions", "judged", "failed", "pending", "scored",
             "accuracy", "exact_match", "f1", "recall",
+            pl.col("accuracy_unit").alias("interval unit"),
             pl.col("context_tokens").alias("context tokens (mean)"),
             pl.col("context_tokens_max").alias("(max)"), "tokens_per_question",
             pl.col("cost_usd").alias("USD spent now"),
