@@ -226,3 +226,31 @@ def test_multiple_choice_letters_are_controls_scored_by_rule_apart_from_the_judg
     assert kinds["gold"].status == UNRELIABLE  # the LLM judge says WRONG to every open one
     assert kinds["gold"].controls == controls.filter(
         (pl.col("control") == "gold") & (pl.col("scored_by") == "llm")).height > 0
+
+
+def test_a_locomo_judge_is_rated_on_the_controls_its_llm_scored_only(
+        tmp_path: Path, scripted_server: Callable[..., ScriptedServer], locomo_path: Path
+        ) -> None:
+    """LoCoMo scores an adversarial question by its not-mentioned rule: those controls (the
+    abstention as gold, a made-up answer) are right whatever the judge says, and are counted
+    apart; the LLM's rates hold its own verdicts."""
+    server = scripted_server([Step(content='{"verdict": "CORRECT"}')])
+    benchmark = {"name": "locomo", "source": str(locomo_path), "limit": 5}  # each category
+    summary, lines, _ = _sweep(tmp_path, server, benchmark, name="locomo")
+    controls = pl.DataFrame(calibration_store(summary.run_dir).latest().to_pylist())
+    ruled = controls.filter(pl.col("scored_by") == "rule")
+    assert set(ruled["control"]) == {"gold", "paraphrase", "made_up"}
+    assert (ruled["score"] == ruled["expected"]).all()  # the rule is never wrong on them
+    (calibration,) = summary.calibrations
+    kinds = {k.control: k for k in calibration.kinds}
+    llm = controls.filter(pl.col("scored_by") == "llm")
+    for kind in ("gold", "paraphrase", "other"):
+        asked = llm.filter(pl.col("control") == kind)
+        assert (kinds[kind].controls, kinds[kind].right) == (
+            asked.height, asked.filter(pl.col("score") == pl.col("expected")).height)
+    assert kinds["gold"].rule_controls == ruled.filter(pl.col("control") == "gold").height > 0
+    # a made-up answer only the rule scored: not calibrated, never reliable by rule alone
+    made_up = kinds["made_up"]
+    assert (made_up.controls, made_up.status, made_up.rule_controls) == (0, NOT_CALIBRATED, 1)
+    assert kinds["other"].status == UNRELIABLE  # the LLM says CORRECT to another's gold
+    assert "made_up" not in next(line for line in lines if "UNRELIABLE" in line)

@@ -198,15 +198,42 @@ def test_the_cluster_bootstrap_matches_a_hand_computation() -> None:
     clusters = ["conv-30", "conv-30", "conv-26", "conv-26", "conv-26"]
     rng = np.random.default_rng(stats.SEED)
     copies = rng.multinomial(2, [0.5, 0.5], stats.RESAMPLES)  # conv-26, then conv-30
-    in_26 = rng.multinomial(copies[:, 0] * 3, [1 / 3] * 3)  # its questions: 2, 3, 4
-    in_30 = rng.multinomial(copies[:, 1] * 2, [1 / 2] * 2)  # 0, 1
-    split = rng.multinomial(in_30[:, 1] * 2, [0.5, 0.5])  # question 1's two values
-    sums = in_30[:, 0] * 1.0 + split[:, 1] / 2 + in_26[:, 0] * 1.0
+    in_26 = rng.multinomial(copies[:, 0] * 3, [2 / 3, 1 / 3])  # types (0,), (1,)
+    in_30 = rng.multinomial(copies[:, 1] * 2, [1 / 2, 1 / 2])  # types (0, 1), (1,)
+    split = rng.multinomial(in_30[:, 0] * 2, [0.5, 0.5])  # the values of (0, 1)'s copies
+    sums = in_26[:, 1] * 1.0 + split[:, 1] / 2 + in_30[:, 1] * 1.0
     means = sums / (copies[:, 0] * 3 + copies[:, 1] * 2)
     found = stats.interval(values, clusters)
-    assert (found.low, found.high) == _quantiles(means)
+    assert (found.low, found.high) == pytest.approx(_quantiles(means), abs=1e-12)
     assert (found.method, found.seed, found.unit) == (stats.CLUSTER_BOOTSTRAP, stats.SEED,
                                                       stats.CONVERSATION)
+
+
+def test_the_cluster_bootstrap_by_type_draws_questions_alike() -> None:
+    """Drawing types of questions within a conversation is drawing its questions: against
+    question indices drawn within the drawn conversations, on fractions (every question its
+    own type) and on repeats."""
+    rng = np.random.default_rng(5)
+    values = [[float(x) for x in rng.random(int(k)) < p]
+              for p, k in zip(rng.random(120), rng.integers(1, 4, 120), strict=True)]
+    clusters = [f"conv-{i % 7}" for i in range(120)]
+    found = stats._by_cluster([values], clusters, np.random.default_rng(1))[0]
+    groups = [np.array([i for i in range(120) if clusters[i] == f"conv-{c}"]) for c in range(7)]
+    means = np.array([np.mean(v) for v in values])
+    counts = np.array([len(v) for v in values])
+    matrix = np.array([v + [0.0] * (3 - len(v)) for v in values])
+    rows = []
+    for _ in range(stats.RESAMPLES):
+        picked = np.concatenate([rng.choice(groups[c], groups[c].size)
+                                 for c in rng.integers(0, 7, 7)])
+        within = (rng.random((picked.size, 3)) * counts[picked, None]).astype(np.int64)
+        used = np.arange(3) < counts[picked, None]
+        drawn = (matrix[picked[:, None], within] * used).sum(axis=1) / counts[picked]
+        rows.append(drawn.mean())
+    by_hand = np.array(rows)
+    assert found.mean() == pytest.approx(by_hand.mean(), abs=0.01)
+    assert found.std() == pytest.approx(by_hand.std(), rel=0.1)
+    assert found.mean() == pytest.approx(means.mean(), abs=0.01)
 
 
 def test_questions_with_their_own_history_are_resampled_as_questions() -> None:

@@ -39,11 +39,11 @@ fewer draws. With more types, the questions in sorted order of their (sorted) va
 The sign-flip test draws, per distinct |difference|, how many of its questions keep their
 sign, `binomial(questions, 1/2, (PERMUTATIONS, sizes))` (with more sizes than `TYPE_LIMIT`, a
 sign per question, `integers(0, 2, (rows, questions))`, the differences in sorted order).
-The cluster bootstrap draws, in sorted order of conversation, how many copies of each
-conversation a resample holds, `multinomial(conversations, equal shares)`, then per
-conversation how many copies of each of its questions (in their given order),
-`multinomial(copies x its questions, equal shares)`, then the values within each question
-whose values differ, as the types above do (paired: run a's, then run b's).
+The cluster bootstrap draws how many copies of each conversation (in sorted order) a
+resample holds, `multinomial(conversations, equal shares)`, then conversation by conversation
+how many copies of each type of its questions (types as above, in sorted order), as many as
+`copies x its questions`, `multinomial(that, the type shares)`, then the values within its
+types as above; the mean divides by the drawn questions, `sum(copies x questions)`.
 """
 
 from __future__ import annotations
@@ -198,8 +198,7 @@ def sign_flip(diffs: Floats) -> float:
 
 def _resampled(runs: Sequence[Values], rng: np.random.Generator) -> list[Floats]:
     """`RESAMPLES` means of question means of each run, the same questions drawn for all."""
-    keys = list(zip(*[[tuple(v) if len(v) == 1 else tuple(sorted(v)) for v in run]
-                      for run in runs], strict=True))
+    keys = _keys(runs)
     types = sorted(Counter(keys).items())
     if len(types) <= TYPE_LIMIT:
         return _by_type(types, len(keys), rng)
@@ -207,45 +206,51 @@ def _resampled(runs: Sequence[Values], rng: np.random.Generator) -> list[Floats]
     return _by_index([[key[side] for key in ordered] for side in range(len(runs))], rng)
 
 
-def _by_cluster(runs: Sequence[Values], clusters: Sequence[str], rng: np.random.Generator
-                ) -> list[Floats]:
-    """`RESAMPLES` means of question means of each run: conversations drawn, then questions
-    within each drawn conversation, then each question's values (the same conversations and
-    questions for every run)."""
-    members: dict[str, list[int]] = {}
-    for i, cluster in enumerate(clusters):
-        members.setdefault(cluster, []).append(i)
-    groups = [members[c] for c in sorted(members)]
-    copies = rng.multinomial(len(groups), np.full(len(groups), 1 / len(groups)), RESAMPLES)
-    drawn = np.zeros((RESAMPLES, len(clusters)), dtype=np.int64)  # copies of each question
-    for g, questions in enumerate(groups):
-        drawn[:, questions] = rng.multinomial(copies[:, g] * len(questions),
-                                              np.full(len(questions), 1 / len(questions)))
-    return [_drawn_means(run, drawn, rng) / drawn.sum(axis=1) for run in runs]
+Key = tuple[tuple[float, ...], ...]  # a question's values in each run (sorted): its type
 
 
-def _drawn_means(values: Values, drawn: Ints, rng: np.random.Generator) -> Floats:
-    """Per resample, the sum of drawn questions' means, each question's values drawn again
-    (as many as it has, with replacement) for each copy of it."""
-    single = np.array([v[0] if len(set(v)) == 1 else 0.0 for v in values])
-    total = np.asarray(drawn @ single, dtype=np.float64)
-    for q, own in enumerate(values):
-        if len(set(own)) == 1:
-            continue
-        distinct, counts = np.unique(own, return_counts=True)
-        picks = rng.multinomial(drawn[:, q] * len(own), counts / len(own))
-        total += (picks @ distinct) / len(own)
-    return total
+def _keys(runs: Sequence[Values]) -> list[Key]:
+    return list(zip(*[[tuple(v) if len(v) == 1 else tuple(sorted(v)) for v in run]
+                      for run in runs], strict=True))
 
 
-def _by_type(types: list[tuple[tuple[tuple[float, ...], ...], int]], n: int,
-             rng: np.random.Generator) -> list[Floats]:
+def _by_type(types: list[tuple[Key, int]], n: int, rng: np.random.Generator) -> list[Floats]:
     """Copies of each type per resample, then the values drawn within the copies."""
     shares = np.array([count for _, count in types], dtype=np.float64) / n
     copies = rng.multinomial(n, shares, RESAMPLES)
-    means = []
+    return [total / n for total in _type_sums(types, copies, rng)]
+
+
+def _by_cluster(runs: Sequence[Values], clusters: Sequence[str], rng: np.random.Generator
+                ) -> list[Floats]:
+    """`RESAMPLES` means of question means of each run: conversations drawn, then the types
+    of questions within each drawn conversation, then the values within (the same
+    conversations and questions for every run)."""
+    keys = _keys(runs)
+    members: dict[str, list[Key]] = {}
+    for cluster, key in zip(clusters, keys, strict=True):
+        members.setdefault(cluster, []).append(key)
+    groups = [members[c] for c in sorted(members)]
+    drawn = rng.multinomial(len(groups), np.full(len(groups), 1 / len(groups)), RESAMPLES)
+    totals = [np.zeros(RESAMPLES) for _ in runs]
+    for g, questions in enumerate(groups):
+        types = sorted(Counter(questions).items())
+        shares = np.array([count for _, count in types], dtype=np.float64) / len(questions)
+        copies = rng.multinomial(drawn[:, g] * len(questions), shares)
+        for total, sums in zip(totals, _type_sums(types, copies, rng), strict=True):
+            total += sums
+    sizes = drawn @ np.array([len(q) for q in groups], dtype=np.float64)
+    return [total / sizes for total in totals]
+
+
+def _type_sums(types: list[tuple[Key, int]], copies: Ints, rng: np.random.Generator
+               ) -> list[Floats]:
+    """Per run, each resample's sum of its drawn questions' means: `copies[r, t]` copies of
+    type t, the values of each copy drawn again (as many as it has, with replacement) where
+    they differ, type by type (run a's, then run b's)."""
+    sums = []
     for side in range(len(types[0][0])):
-        total = np.zeros(RESAMPLES)
+        total = np.zeros(copies.shape[0])
         for t, (key, _) in enumerate(types):
             values = key[side]
             distinct, counts = np.unique(values, return_counts=True)
@@ -254,8 +259,8 @@ def _by_type(types: list[tuple[tuple[tuple[float, ...], ...], int]], n: int,
                 continue
             drawn = rng.multinomial(copies[:, t] * len(values), counts / len(values))
             total += (drawn @ distinct) / len(values)
-        means.append(total / n)
-    return means
+        sums.append(total)
+    return sums
 
 
 def _by_index(runs: Sequence[Values], rng: np.random.Generator) -> list[Floats]:
