@@ -1,4 +1,5 @@
-"""Uncertainty of the report's figures: 95% intervals over questions, paired differences.
+"""Uncertainty of the report's figures: 95% intervals over questions or conversations, paired
+differences.
 
 Pure functions of per-question values: `values[i]` holds question i's values (one per judge
 record, judges x repeats, for judge scores; one for F1, exact match and recall).
