@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pytest
 
 from tests.conftest import FIXTURES, ScriptedServer, Step, scripted_backbones
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.evaluation import KINDS, normalise, says_not_available
-from tmem_core.evaluation._controls import dates
+from tmem_core.evaluation import _controls as built
+from tmem_core.evaluation._controls import Control, dates
 from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.reports import write_report
 from tmem_core.results import (
@@ -27,6 +29,7 @@ from tmem_core.results import (
     calls_store,
     run_count,
 )
+from tmem_core.results import _calibration as rates
 from tmem_core.results._calibration import NOT_CALIBRATED, RELIABLE
 from tmem_core.viewer._data import load_sweep
 from tmem_core.viewer._views import sweep_view
@@ -84,6 +87,16 @@ def _sweep(tmp_path: Path, server: ScriptedServer, benchmark: dict[str, Any] = S
     return summary, lines, tmp_path / "results" / name
 
 
+@pytest.fixture(autouse=True)
+def few_controls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four questions give a kind at most four controls: these sweeps judge a kind from one
+    control on, reliable when its Wilson lower bound reaches 0.2 (one right of one: 0.21;
+    none right: 0), to test what the sweep records and shows; the real bar is tested on
+    tables in tests/results/test_calibration_rates.py."""
+    monkeypatch.setattr(rates, "MIN_CONTROLS", 1)
+    monkeypatch.setattr(rates, "RELIABLE_RATE", 0.2)
+
+
 def _status(summary: Any) -> dict[str, str]:
     (calibration,) = summary.calibrations
     return {k.control: k.status for k in calibration.kinds}
@@ -98,9 +111,9 @@ def test_a_yes_saying_judge_is_unreliable_on_every_negative_kind(
         "other": UNRELIABLE, "superseded": UNRELIABLE, "shifted_date": UNRELIABLE,
         "made_up": UNRELIABLE, "choice_wrong": NOT_CALIBRATED}
     line = next(line for line in lines if line.startswith(f"run {summary.run_id}"))
-    assert ("accuracy 1.000 UNRELIABLE (judge judge UNRELIABLE: other TNR 0.00 of 3, "
-            "superseded TNR 0.00 of 1, shifted_date TNR 0.00 of 1, made_up TNR 0.00 of 1)"
-            ) in line
+    assert ("accuracy 1.000 UNRELIABLE (judge judge UNRELIABLE: other TNR 0.00 [0.00, 0.56] "
+            "of 3, superseded TNR 0.00 [0.00, 0.79] of 1, shifted_date TNR 0.00 [0.00, 0.79] "
+            "of 1, made_up TNR 0.00 [0.00, 0.79] of 1)") in line
     calls = calls_store(summary.run_dir).read_all()
     controls = [c for c in calls.to_pylist() if c["stage"] == CALIBRATION_STAGE]
     assert len(controls) == calibration_store(summary.run_dir).read_all().num_rows == 14
@@ -113,7 +126,7 @@ def test_a_yes_saying_judge_is_unreliable_on_every_negative_kind(
                                              for c in controls) > 0
     report = write_report(sweep).markdown.read_text()
     assert "(unreliable judge: judge)" in report and "## Judge calibration" in report
-    assert "**UNRELIABLE** 0 (n=1)" in report and "not calibrated" in report
+    assert "**UNRELIABLE** 0 [0, 0.7935] (n=1)" in report and "not calibrated" in report
     (run,) = sweep_view(load_sweep(sweep), lambda name, _path: name).runs
     assert run.unreliable_judges == ["judge"]
     assert run.uncalibrated == ["judge:choice_right", "judge:choice_wrong"]
@@ -142,11 +155,12 @@ def test_a_judge_that_accepts_outdated_values_is_unreliable_on_superseded_only(
     status = _status(summary)
     assert status["superseded"] == UNRELIABLE
     assert {k for k, s in status.items() if s == UNRELIABLE} == {"superseded"}
-    assert "UNRELIABLE (judge judge UNRELIABLE: superseded TNR 0.00 of 1)" in "\n".join(lines)
+    assert ("UNRELIABLE (judge judge UNRELIABLE: superseded TNR 0.00 [0.00, 0.79] of 1)"
+            in "\n".join(lines))
 
 
-def test_a_judge_that_compares_with_gold_is_reliable_and_not_asked_twice(
-        tmp_path: Path) -> None:
+def test_a_judge_that_compares_with_gold_is_reliable_and_asked_again_on_changed_controls(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     server = GradingJudge(same_facts)
     try:
         summary, lines, _ = _sweep(tmp_path, server)
@@ -162,13 +176,32 @@ def test_a_judge_that_compares_with_gold_is_reliable_and_not_asked_twice(
         calls_before = server.calls
         again, _, _ = _sweep(tmp_path, server)  # a re-run: every control is on record
         assert server.calls == calls_before and again.calibrations == summary.calibrations
+        # a builder that words its paraphrases otherwise: only those verdicts are asked again
+        monkeypatch.setattr(built, "CARRIERS", ("Reworded: {}.",))
+        _sweep(tmp_path, server)
+        paraphrases = [c for c in controls if c["control"] == "paraphrase"]
+        assert server.calls - calls_before == len(paraphrases) > 0
+        now = calibration_store(summary.run_dir).latest().to_pylist()
+        assert all(c["prediction"].startswith("Reworded: ") == (c["control"] == "paraphrase")
+                   for c in now)
     finally:
         server.close()
 
 
-def test_multiple_choice_questions_get_the_right_and_a_wrong_letter(
+def test_a_control_hash_changes_with_its_text_and_the_builder_version(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    control = Control("other", "Sweden", 0.0, "conv-26:q12")
+    assert control.sha256 == Control("other", "Sweden", 0.0, "conv-26:q12").sha256
+    assert control.sha256 != Control("other", "Sweden.", 0.0, "conv-26:q12").sha256
+    before = control.sha256
+    monkeypatch.setattr(built, "CONTROLS_VERSION", built.CONTROLS_VERSION + 1)
+    assert control.sha256 != before
+
+
+def test_multiple_choice_letters_are_controls_scored_by_rule_apart_from_the_judge(
         tmp_path: Path, scripted_server: Callable[..., ScriptedServer]) -> None:
-    """EverMemBench scores choice questions by letter: that scorer is calibrated too."""
+    """EverMemBench scores choice questions by letter: its controls are recorded, and
+    counted apart from the LLM judge's rates."""
     server = scripted_server([Step(content='{"verdict": "WRONG"}')])
     benchmark = {"name": "evermembench", "source": str(FIXTURES / "evermembench" / "eval")}
     summary, _, _ = _sweep(tmp_path, server, benchmark, name="choices")
@@ -183,6 +216,41 @@ def test_multiple_choice_questions_get_the_right_and_a_wrong_letter(
         right = row["control"] == "choice_right"
         assert (row["prediction"] == letters[row["qid"]]) == right
         assert row["score"] == row["expected"] == (1.0 if right else 0.0)
-    status = _status(summary)
-    assert status["choice_right"] == status["choice_wrong"] == RELIABLE
-    assert status["gold"] == UNRELIABLE  # the LLM judge says WRONG to every open question
+    assert set(choice["scored_by"]) == {"choice"}
+    # the letters are scored by rule: counted apart, never the LLM judge's calibration
+    (calibration,) = summary.calibrations
+    kinds = {k.control: k for k in calibration.kinds}
+    for kind in ("choice_right", "choice_wrong"):
+        assert (kinds[kind].status, kinds[kind].controls) == (NOT_CALIBRATED, 0)
+        assert kinds[kind].rule_controls == len(letters)
+    assert kinds["gold"].status == UNRELIABLE  # the LLM judge says WRONG to every open one
+    assert kinds["gold"].controls == controls.filter(
+        (pl.col("control") == "gold") & (pl.col("scored_by") == "llm")).height > 0
+
+
+def test_a_locomo_judge_is_rated_on_the_controls_its_llm_scored_only(
+        tmp_path: Path, scripted_server: Callable[..., ScriptedServer], locomo_path: Path
+        ) -> None:
+    """LoCoMo scores an adversarial question by its not-mentioned rule: those controls (the
+    abstention as gold, a made-up answer) are right whatever the judge says, and are counted
+    apart; the LLM's rates hold its own verdicts."""
+    server = scripted_server([Step(content='{"verdict": "CORRECT"}')])
+    benchmark = {"name": "locomo", "source": str(locomo_path), "limit": 5}  # each category
+    summary, lines, _ = _sweep(tmp_path, server, benchmark, name="locomo")
+    controls = pl.DataFrame(calibration_store(summary.run_dir).latest().to_pylist())
+    ruled = controls.filter(pl.col("scored_by") == "rule")
+    assert set(ruled["control"]) == {"gold", "paraphrase", "made_up"}
+    assert (ruled["score"] == ruled["expected"]).all()  # the rule is never wrong on them
+    (calibration,) = summary.calibrations
+    kinds = {k.control: k for k in calibration.kinds}
+    llm = controls.filter(pl.col("scored_by") == "llm")
+    for kind in ("gold", "paraphrase", "other"):
+        asked = llm.filter(pl.col("control") == kind)
+        assert (kinds[kind].controls, kinds[kind].right) == (
+            asked.height, asked.filter(pl.col("score") == pl.col("expected")).height)
+    assert kinds["gold"].rule_controls == ruled.filter(pl.col("control") == "gold").height > 0
+    # a made-up answer only the rule scored: not calibrated, never reliable by rule alone
+    made_up = kinds["made_up"]
+    assert (made_up.controls, made_up.status, made_up.rule_controls) == (0, NOT_CALIBRATED, 1)
+    assert kinds["other"].status == UNRELIABLE  # the LLM says CORRECT to another's gold
+    assert "made_up" not in next(line for line in lines if "UNRELIABLE" in line)

@@ -51,6 +51,7 @@ class QSpec:
     trace: dict[str, Any] | None = None
     degradation: dict[str, int] | None = None
     selected: tuple[str, ...] | None = None  # the evidence after LLM selection (T-MEM)
+    conv_id: str = "c1"  # the conversation its records name
 
 
 QUESTIONS = (
@@ -113,7 +114,7 @@ def _question_rows(run: RunSpec, q: QSpec, rows: dict[str, list[dict[str, Any]]]
     }
     for stage, values in payload.items():
         failed = q.fails_at == stage
-        rows[stage].append(_record(run, q.qid, ok=not failed,
+        rows[stage].append(_record(run, q.qid, conv_id=q.conv_id, ok=not failed,
                                    error=f"{stage}: boom" if failed else None, **values))
         if stage == "answer":
             calls.append(_call(run, "answer", q.qid, ANSWER_CALL, failed))
@@ -121,14 +122,15 @@ def _question_rows(run: RunSpec, q: QSpec, rows: dict[str, list[dict[str, Any]]]
             return
     for repeat, score in enumerate(q.scores):
         rows["judge"].append(_record(
-            run, q.qid, key=f"{q.qid}|j1|{repeat}", ok=score is not None,
+            run, q.qid, key=f"{q.qid}|j1|{repeat}", conv_id=q.conv_id, ok=score is not None,
             error=None if score is not None else "unparseable verdict", judge="j1",
             repeat=repeat, category=q.category, answer_kind="text", score=score, f1=q.f1))
         calls.append(_call(run, "judge", q.qid, JUDGE_CALL, key=f"{repeat}"))
 
 
-def _record(run: RunSpec, qid: str, key: str | None = None, **values: Any) -> dict[str, Any]:
-    return {"run_id": run.run_id, "key": key or qid, "qid": qid, "conv_id": "c1", **values}
+def _record(run: RunSpec, qid: str, key: str | None = None, conv_id: str = "c1",
+            **values: Any) -> dict[str, Any]:
+    return {"run_id": run.run_id, "key": key or qid, "qid": qid, "conv_id": conv_id, **values}
 
 
 def _call(run: RunSpec, stage: str, qid: str, usage: dict[str, Any], failed: bool = False,

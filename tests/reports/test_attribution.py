@@ -12,7 +12,7 @@ from tests.reports.conftest import QSpec, locomo_run, write_locomo_data, write_r
 from tmem_core.reports import Summary, read_sweep, summarise
 from tmem_core.reports._markdown import Report
 from tmem_core.reports._stats import wilson
-from tmem_core.results import calibration_store
+from tmem_core.results import MIN_CONTROLS, calibration_store
 
 
 def _external(*items: tuple[bool, tuple[str, ...]]) -> dict[str, Any]:
@@ -53,8 +53,9 @@ def write_planted(root: Path) -> None:
     write_run(root, RUN, QUESTIONS)
     run_dir = write_run(root, UNRELIABLE, QUESTIONS)
     calibration_store(run_dir).append([
-        {"run_id": UNRELIABLE.run_id, "key": "q1|j1|gold", "qid": "q1", "conv_id": "c1",
-         "ok": True, "judge": "j1", "control": "gold", "score": 0.0, "expected": 1.0}])
+        {"run_id": UNRELIABLE.run_id, "key": f"q1|j1|gold|{i}", "qid": "q1", "conv_id": "c1",
+         "ok": True, "judge": "j1", "control": "gold", "score": 0.0, "expected": 1.0,
+         "scored_by": "llm"} for i in range(MIN_CONTROLS)])
 
 
 @pytest.fixture
@@ -129,7 +130,45 @@ def test_the_report_shows_the_attribution(summary: Summary) -> None:
     section = text.split("## Failure attribution")[1].split("\n## ")[0]
     assert "| correct | judging | degraded | unknown | untraceable | retrieval | synthesis |" \
            in section
-    assert "| read+shown | 1 (10%) | 1 (10%) | 1 (10%) | 1 (10%) | 1 (10%) | 2 (20%) | 3 (30%) " \
-           "| 1 | 0 |" in section
-    assert "| read+shown | 1 (10%) | 9 (90%) | 0 | 0 | 0 | 0 | 0 | 1 | 0 |" in section
+    def cell(n: int) -> str:  # of ten judged questions, in one conversation: Wilson's
+        ci = wilson(n, 10)
+        return f"{n} ({n / 10:.0%} [{ci.low:.0%}, {ci.high:.0%}])"
+    assert cell(3) == "3 (30% [11%, 60%])"
+    planted = " | ".join(cell(n) for n in (1, 1, 1, 1, 1, 2, 3))
+    assert f"| read+shown | {planted} | 1 | 0 |" in section
+    assert f"| read+shown | {cell(1)} | {cell(9)} | 0 | 0 | 0 | 0 | 0 | 1 | 0 |" in section
     assert "0.25 [" in section and "(1/4)" in section and "(0/4)" in section
+
+
+def test_judges_that_split_put_a_question_under_judging_not_correct(tmp_path: Path) -> None:
+    """1/0 averages 0.5, which counts as correct in accuracy; the cause is the split."""
+    split = [QSpec("q1", "single-hop", ("m1",), ("m1",), (1.0, 0.0)),
+             QSpec("q2", "single-hop", ("m2",), ("m2",), (1.0, 1.0))]
+    write_locomo_data(tmp_path, split)
+    write_run(tmp_path, RUN, split)
+    questions = summarise(read_sweep(tmp_path)).questions
+    assert dict(questions.select("qid", "cause").iter_rows()) == {"q1": "judging",
+                                                                 "q2": "correct"}
+    assert questions.filter(qid="q1")["score"].item() == 0.5
+
+
+def test_shares_carry_intervals_by_conversation_where_questions_share_one(
+        tmp_path: Path) -> None:
+    # LoCoMo-like: three conversations of four questions, all lost in one conversation
+    right, wrong = (1.0, 1.0), WRONG
+    questions = [QSpec(f"q{4 * c + i + 1}", "single-hop", ("m1",), ("m1",),
+                       wrong if c == 0 else right, conv_id=f"conv-{26 + c}")
+                 for c in range(3) for i in range(4)]
+    write_locomo_data(tmp_path, questions)
+    write_run(tmp_path, RUN, questions)
+    summary = summarise(read_sweep(tmp_path))
+    rows = {r["cause"]: r for r in summary.attribution.to_dicts()}
+    assert rows["correct"]["share"] == pytest.approx(8 / 12)
+    assert rows["correct"]["ci_unit"] == "conversation"
+    assert rows["correct"]["ci_method"] == "cluster bootstrap"
+    as_questions = wilson(8, 12)
+    assert rows["correct"]["ci_high"] - rows["correct"]["ci_low"] > (
+        as_questions.high - as_questions.low)  # type: ignore[operator]
+    assert rows["error"]["share"] is None and rows["error"]["ci_low"] is None
+    overall = summary.accuracy.filter(category="overall", judge="all").row(0, named=True)
+    assert (overall["ci_unit"], overall["ci_method"]) == ("conversation", "cluster bootstrap")

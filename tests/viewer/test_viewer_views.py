@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.reports.conftest import QSpec, locomo_run, write_locomo_data, write_run
-from tmem_core.results import calibration_store, stage_store
+from tmem_core.results import MIN_CONTROLS, calibration_store, stage_store
 from tmem_core.viewer._data import SweepData, load_sweep
 from tmem_core.viewer._question import question_views
 from tmem_core.viewer._views import run_view, sweep_view
@@ -66,9 +66,9 @@ def test_run_row_flags_an_unreliable_judge_and_a_degraded_method(tmp_path: Path)
     write_locomo_data(tmp_path)
     run_dir = write_run(tmp_path, RUN)
     calibration_store(run_dir).append([  # a judge that calls the gold answer wrong
-        {"run_id": RUN.run_id, "key": f"q1|{judge}|gold", "qid": "q1", "conv_id": "c",
-         "ok": True, "judge": judge, "control": "gold", "score": 0.0, "expected": 1.0}
-        for judge in RUN.judges])
+        {"run_id": RUN.run_id, "key": f"q{i}|{judge}|gold", "qid": f"q{i}", "conv_id": "c",
+         "ok": True, "judge": judge, "control": "gold", "score": 0.0, "expected": 1.0,
+         "scored_by": "llm"} for judge in RUN.judges for i in range(MIN_CONTROLS)])
     stage_store(run_dir, "construct").append([
         {"run_id": RUN.run_id, "key": "q1", "qid": "q1", "conv_id": "c", "ok": True,
          "kind": "flat", "context_ids": [], "tokens": 10,
@@ -84,8 +84,8 @@ def test_run_row_has_intervals_and_causes(data: SweepData) -> None:
     assert run.accuracy_ci == [overall["ci_low"], overall["ci_high"]]
     assert run.accuracy_ci[0] < 0.5 < run.accuracy_ci[1]
     assert run.recall_basis == "shown" and run.recall_untraceable == 0
-    assert {c: n for c, n in run.causes.items() if n} == {"correct": 3, "retrieval": 1,
-                                                          "error": 1}
+    assert {c: n for c, n in run.causes.items() if n} == {
+        "correct": 2, "judging": 1, "retrieval": 1, "error": 1}  # q2's judges split 1/0
     assert [(g.in_context, g.correct, g.questions) for g in run.gold_context] == [
         (True, 2, 2), (False, 1, 2)]  # q1, q4 | q2 (half its gold, still correct), q3
     view = run_view(data, RUN.run_id)

@@ -47,6 +47,9 @@ KINDS: dict[str, float] = {
     "other": NEGATIVE, "superseded": NEGATIVE, "shifted_date": NEGATIVE, "made_up": NEGATIVE,
     "choice_wrong": NEGATIVE}
 """Every control kind and the verdict a reliable judge gives it."""
+CONTROLS_VERSION = 1
+"""The builder's version: raise it with any change to how controls are made, so that no
+verdict on a control of the old builder is reused (`Control.sha256`)."""
 DAY_SHIFT, MONTH_SHIFT, YEAR_SHIFT, COUNT_SHIFT = 9, 3, 3, 3
 CARRIERS = ("The answer: {}.", "From the conversation: {}.", "In short: {}.")
 SUPERSEDED_KEY, ADVERSARIAL_KEY = "superseded_answers", "adversarial_answer"
@@ -82,6 +85,14 @@ class Control:
     prediction: str
     expected: float
     other_qid: str | None = None
+
+    @property
+    def sha256(self) -> str:
+        """The control's identity for reuse: its kind, text, expected verdict and source
+        question under `CONTROLS_VERSION`."""
+        text = json.dumps([CONTROLS_VERSION, self.kind, self.prediction, self.expected,
+                           self.other_qid])
+        return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,8 @@ class Verdict:
 
 class JudgeStage(GoldStage):
     """A question's records: one per judge and repeat (`<qid>|<judge>|<repeat>`), in the
-    calibration store one per judge and control kind (`<qid>|<judge>|<kind>`), and with
+    calibration store one per judge and control kind (`<qid>|<judge>|<kind>`, with its
+    scorer, `scored_by`, and the control's hash, `control_sha256`), and with
     `memory_quality` the first judge's scores of the question's memory in its own store
     (`<qid>|<judge>|memory_quality`)."""
 
@@ -69,8 +70,17 @@ class JudgeStage(GoldStage):
         self.control_pool  # noqa: B018
 
     def stored(self) -> dict[str, Row]:
-        return {**super().stored(), **self.reusable(self.calibration),
-                **self.reusable(self.quality)}
+        """Reusable records; a control's verdict only on the control built now (its text
+        and the builder's version: `Control.sha256`)."""
+        controls = {key: row for key, row in self.reusable(self.calibration).items()
+                    if row["control_sha256"] == self._control_hashes.get(key)}
+        return {**super().stored(), **controls, **self.reusable(self.quality)}
+
+    @cached_property
+    def _control_hashes(self) -> dict[str, str]:
+        """Every control's key and hash, over the questions and judges of the run."""
+        return {key: control.sha256 for qid in self.questions for judge in self.job.judges
+                for key, control in self._controls_of(qid, judge)}
 
     def keys(self, qid: str) -> list[str]:
         verdicts = [f"{qid}|{judge.name}|{repeat}" for judge in self.job.judges
@@ -148,8 +158,8 @@ class JudgeStage(GoldStage):
             row, key=key, ok=verdict.error is None, error=verdict.error, judge=judge.name,
             control=control.kind, other_qid=control.other_qid, category=question.category,
             expected=control.expected, prediction=control.prediction, score=verdict.score,
-            raw=verdict.raw, prompt_name=verdict.prompt_name,
-            prompt_sha256=verdict.prompt_sha256)
+            scored_by=verdict.scored_by, control_sha256=control.sha256, raw=verdict.raw,
+            prompt_name=verdict.prompt_name, prompt_sha256=verdict.prompt_sha256)
             for (key, control), verdict in zip(controls, verdicts, strict=True)]
         output.calls += llm.records
 

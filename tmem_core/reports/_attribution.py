@@ -3,8 +3,10 @@
 Each question gets one `cause`, the first that applies:
 
 - `error` (an unresolved failure) and `pending` (no judge record yet): never scored;
-- `correct`: its mean judge score is at least CORRECT_AT;
-- `judging`: its judge records do not all agree, or one of its judges failed calibration;
+- `judging`: its judge records do not all agree (judges split 1/0 reach CORRECT_AT on
+  average, but whether the answer is right is the judges' disagreement, not a fact);
+- `correct`: its judges agree and its mean judge score is at least CORRECT_AT;
+- `judging` too: one of its judges failed calibration;
 - `degraded`: the method fell back or repaired something on it (its construct record's
   degradation counters);
 - `unknown`: no gold evidence to look for (none annotated, or an abstention question);
@@ -21,7 +23,7 @@ import json
 import polars as pl
 
 from tmem_core.reports import _stats as stats
-from tmem_core.reports._intervals import INTERVAL_SCHEMA
+from tmem_core.reports._intervals import INTERVAL_SCHEMA, interval_columns
 from tmem_core.reports._metrics import ALL_GOLD
 from tmem_core.results import CORRECT_AT, UNRELIABLE, UNTRACEABLE, SweepResults, degraded
 
@@ -55,8 +57,9 @@ def _cause() -> pl.Expr:
     status = pl.col("status")
     return (pl.when(status == "failed").then(pl.lit(ERROR))
             .when(status == "pending").then(pl.lit(PENDING))
+            .when(pl.col("judge_disagreement")).then(pl.lit(JUDGING))
             .when(pl.col("score") >= CORRECT_AT).then(pl.lit(CORRECT))
-            .when(pl.col("judge_disagreement") | pl.col("unreliable_judge")).then(pl.lit(JUDGING))
+            .when(pl.col("unreliable_judge")).then(pl.lit(JUDGING))
             .when("degraded").then(pl.lit(DEGRADED))
             .when(~pl.col("scorable")).then(pl.lit(UNKNOWN))
             .when(pl.col("evidence_basis") == UNTRACEABLE).then(pl.lit(UNTRACEABLE))
@@ -65,40 +68,44 @@ def _cause() -> pl.Expr:
 
 
 def attribution(questions: pl.DataFrame) -> pl.DataFrame:
-    """Per run x cause: `questions`, and `share` of the run's judged questions (null for
-    errors and pending ones, which are not scored)."""
-    grid = questions.select("run_id").unique().join(pl.DataFrame({"cause": list(CAUSES)}),
-                                                    how="cross")
-    counts = questions.group_by("run_id", "cause").agg(pl.len().alias("questions"))
-    judged = questions.filter(pl.col("cause").is_in(SCORED_CAUSES)).group_by("run_id").agg(
-        pl.len().alias("judged"))
-    table = grid.join(counts, on=["run_id", "cause"], how="left").join(
-        judged, on="run_id", how="left").with_columns(pl.col("questions").fill_null(0))
-    share = pl.when(pl.col("cause").is_in(SCORED_CAUSES)).then(
-        pl.col("questions") / pl.col("judged"))
-    order = pl.col("cause").replace_strict({c: i for i, c in enumerate(CAUSES)})
-    return table.select("run_id", "cause", "questions", share.alias("share")).sort(
-        "run_id", order)
+    """Per run x cause: `questions`, and `share` of the run's judged questions with its 95%
+    interval (a proportion over questions, by conversation where they share conversations;
+    null for errors and pending ones, which are not scored)."""
+    rows = []
+    for (run_id,), run in questions.group_by("run_id", maintain_order=True):
+        judged = run.filter(pl.col("cause").is_in(SCORED_CAUSES))
+        causes, conversations = judged.get_column("cause"), judged.get_column("conv_id").to_list()
+        for cause in CAUSES:
+            count = int((run.get_column("cause") == cause).sum())
+            scored = cause in SCORED_CAUSES and judged.height > 0
+            values = [[float(c == cause)] for c in causes] if scored else []
+            rows.append({"run_id": run_id, "cause": cause, "questions": count,
+                         "share": sum(v[0] for v in values) / judged.height if scored else None,
+                         **interval_columns(stats.interval(values, conversations))})
+    return pl.DataFrame(rows, schema={"run_id": pl.String, "cause": pl.String,
+                                      "questions": pl.Int64, "share": pl.Float64,
+                                      **INTERVAL_SCHEMA}).sort("run_id", maintain_order=True)
 
 
 def gold_context(questions: pl.DataFrame) -> pl.DataFrame:
     """Per run, P(correct | all gold evidence in context) and P(correct | not all of it)
     over its judged questions with gold evidence and a traceable context: `in_context`,
     `basis` (shown, read, or shown+read), `questions`, `correct`, `p_correct` and its
-    Wilson interval."""
+    interval (Wilson's, by conversation where they share conversations)."""
     known = questions.filter((pl.col("status") == "judged") & pl.col("gold_in_context")
                              .is_not_null())
     groups = known.group_by("run_id", (pl.col("gold_in_context") == ALL_GOLD).alias(
         "in_context")).agg(
         pl.col("evidence_basis").unique().sort().str.join("+").alias("basis"),
-        pl.len().alias("questions"), (pl.col("score") >= CORRECT_AT).sum().alias("correct"))
+        pl.len().alias("questions"), (pl.col("score") >= CORRECT_AT).sum().alias("correct"),
+        pl.col("score").alias("scores"), pl.col("conv_id").alias("conversations"))
     rows = []
     for row in groups.sort("run_id", "in_context", descending=[False, True]).iter_rows(
             named=True):
-        ci = stats.wilson(row["correct"], row["questions"])
+        values = [[1.0 if s >= CORRECT_AT else 0.0] for s in row.pop("scores")]
+        ci = stats.interval(values, row.pop("conversations"))
         rows.append({**row, "p_correct": row["correct"] / row["questions"],
-                     "ci_low": ci.low, "ci_high": ci.high, "ci_method": ci.method,
-                     "ci_seed": ci.seed, "ci_resamples": ci.resamples})
+                     **interval_columns(ci)})
     return pl.DataFrame(rows, schema={"run_id": pl.String, "in_context": pl.Boolean,
                                       "basis": pl.String, "questions": pl.Int64,
                                       "correct": pl.Int64, "p_correct": pl.Float64,

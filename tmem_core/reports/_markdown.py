@@ -14,17 +14,29 @@ from tmem_core.reports._metrics import LLM_STAGES, PHASE
 from tmem_core.reports._plots import run_labels
 from tmem_core.reports._sections import attribution_lines, paired_lines
 from tmem_core.reports._summary import Summary
-from tmem_core.results import ALL_JUDGES, OVERALL, RELIABLE_RATE, SHOWN, UNRELIABLE, degraded
+from tmem_core.results import (
+    ALL_JUDGES,
+    MIN_CONTROLS,
+    OVERALL,
+    RELIABLE_RATE,
+    SHOWN,
+    UNRELIABLE,
+    degraded,
+)
 
 MATCHED_EVIDENCE = 0.25  # mean context tokens of compared runs may differ by this much
 MAX_LISTED = 50  # error rows listed per store; errors.parquet has them all
 MAX_ERROR_CHARS = 160
 SEPARATE_MARK = " †"
 NOT_MEASURABLE = "not measurable"
-INTERVALS = ("[low, high]: 95% interval over questions, Wilson's for a proportion (one 0/1 "
-             "value per question), else a two-stage percentile bootstrap (questions, then "
-             "judges x repeats within each); `results/README.md` says which applies where, "
-             "the Parquet tables give each row's method and seed.")
+INTERVALS = ("[low, high]: 95% interval. Where questions share conversations (LoCoMo, "
+             "GroupMemBench, EverMemBench, synthetic) a cluster bootstrap: conversations "
+             "drawn, then questions within them, then judges x repeats within each question "
+             "(`interval unit` conversation); where each has its own (LongMemEval) over "
+             "questions: Wilson's for a proportion (one 0/1 value per question), else a "
+             "two-stage percentile bootstrap (`interval unit` question). `results/README.md` "
+             "says which applies where, the Parquet tables give each row's method, unit and "
+             "seed.")
 _REFERENCE = {"backbone": "first backbone (by name) of runs alike in every other field",
               "budget": "smallest budget of runs alike in every other field",
               SWEEP: "baseline sweep's run with the same config"}
@@ -130,6 +142,7 @@ class Report:
         table = self._with_run(runs.select(
             "run_id", "judge_repeats", "questions", "judged", "failed", "pending", "scored",
             "accuracy", "exact_match", "f1", "recall",
+            pl.col("accuracy_unit").alias("interval unit"),
             pl.col("context_tokens").alias("context tokens (mean)"),
             pl.col("context_tokens_max").alias("(max)"), "tokens_per_question",
             pl.col("cost_usd").alias("USD spent now"),
@@ -216,13 +229,22 @@ class Report:
                 "kind (`results/README.md`): positives it must judge correct (TPR: the gold, "
                 "a paraphrase, the right letter) and negatives it must judge wrong (TNR: "
                 "another question's gold, a superseded value, a shifted date, a made-up "
-                "answer to an unanswerable question, a wrong letter). A kind is **unreliable** "
-                f"below {RELIABLE_RATE}, *not calibrated* without a scored control; a judge "
+                "answer to an unanswerable question, a wrong letter). Rates count only the "
+                "controls the judge's LLM scored [Wilson 95% interval]; controls the "
+                "benchmark scores by rule are counted apart (*by rule*). A kind is "
+                f"*not calibrated* below {MIN_CONTROLS} LLM-scored controls, **unreliable** "
+                f"when its interval's lower bound is below {RELIABLE_RATE}; a judge "
                 "unreliable on any kind makes its run's accuracy no measurement.")
         def cell(s: dict[str, Any]) -> str:
             status = "**UNRELIABLE**" if s["status"] == UNRELIABLE else s["status"]
-            return status if s["rate"] is None else f"{status} {fmt(s['rate'])} (n={s['controls']})"
-        cells = pl.struct("rate", "controls", "status").map_elements(cell, return_dtype=pl.String)
+            shown = (status if s["rate"] is None else
+                     f"{status} {with_ci(s['rate'], s['ci_low'], s['ci_high'])} "
+                     f"(n={s['controls']})")
+            ruled = (f"; by rule {fmt(s['rule_rate'])} (n={s['rule_controls']})"
+                     if s["rule_controls"] else "")
+            return shown + ruled
+        cells = pl.struct("rate", "ci_low", "ci_high", "controls", "status", "rule_controls",
+                          "rule_rate").map_elements(cell, return_dtype=pl.String)
         table = self.summary.calibration.with_columns(cells.alias("cell")).pivot(
             on="control", index=["run_id", "judge"], values="cell")
         return [note, "", *markdown_table(self._with_run(table))]

@@ -8,7 +8,7 @@ from statistics import fmean
 import polars as pl
 
 from tmem_core.evaluation import evidence_recall
-from tmem_core.reports._intervals import VALUES, per_question, score_intervals, with_intervals
+from tmem_core.reports._intervals import in_group, per_question, score_intervals, with_intervals
 from tmem_core.results import (
     CALIBRATION_STAGE,
     CORRECT_AT,
@@ -47,7 +47,7 @@ def left_join(frame: pl.DataFrame, other: pl.DataFrame, on: str | list[str]) -> 
 def accuracy(results: SweepResults) -> pl.DataFrame:
     """Judge score per run x category x judge (see `score_accuracy`), with its interval."""
     scores = results.records["judge"].select(*_ID, "judge", "repeat", "score").join(
-        results.questions.select(*_ID, "category", "separate"), on=_ID)
+        results.questions.select(*_ID, "conv_id", "category", "separate"), on=_ID)
     return left_join(score_accuracy(scores), score_intervals(scores), list(SCOPE))
 
 
@@ -214,7 +214,7 @@ def _mean_by_category(questions: pl.DataFrame, column: str, exclude_separate: bo
     table = (with_overall(questions.with_columns(per_question(column)), exclude_separate)
              .group_by("run_id", "category", "separate")
              .agg(measured.sum().alias("questions"), pl.col(column).mean(),
-                  pl.col(VALUES).filter(measured), *extra))
+                  *in_group(measured), *extra))
     return with_intervals(table).sort("run_id", "separate", "category")
 
 

@@ -4,7 +4,8 @@ compared question by question (see `_stats.paired`).
 Two runs are paired when their benchmark config (hence question set), judges and judge
 repeats are the same and exactly one of method, backbone, top_k and budget differs (the
 method's parameters go with it; runs of one method with other parameters are not paired).
-Each metric is compared over the questions both runs scored: accuracy on the judge records
+Each metric is compared over the questions both runs scored (by conversation where they share
+conversations, `_stats.paired`): accuracy on the judge records
 (every judge and repeat) of non-separate categories, F1 and exact match on the non-separate
 questions that have one, recall on every question whose context is traceable (as the
 `overall` rows define them). The difference is the later run (b) minus the earlier (a), in
@@ -19,7 +20,12 @@ from typing import Any
 import polars as pl
 
 from tmem_core.reports import _stats as stats
-from tmem_core.reports._intervals import INTERVAL_SCHEMA, VALUES, per_question
+from tmem_core.reports._intervals import (
+    INTERVAL_SCHEMA,
+    VALUES,
+    interval_columns,
+    per_question,
+)
 from tmem_core.results import SweepResults
 
 GRID = ("method", "backbone", "top_k", "budget")
@@ -49,39 +55,40 @@ def paired_differences(results: SweepResults, runs: pl.DataFrame,
     """One row per pair of runs and metric with questions both scored."""
     values = {metric: _by_run(frame) for metric, frame in metric_values(results,
                                                                         questions).items()}
-    empty = pl.DataFrame(schema={"qid": pl.String, VALUES: pl.List(pl.Float64)})
+    empty = pl.DataFrame(schema={"qid": pl.String, "conv_id": pl.String,
+                                 VALUES: pl.List(pl.Float64)})
     rows = []
     for varied, a, b in run_pairs(runs):
         for metric, by_run in values.items():
             found_a, found_b = (by_run.get(r["run_id"], empty) for r in (a, b))
-            shared = found_a.join(found_b, on="qid", suffix="_b")
+            shared = found_a.join(found_b.drop("conv_id"), on="qid", suffix="_b")
             if shared.is_empty():
                 continue
             result = stats.paired(shared.get_column(VALUES).to_list(),
-                                  shared.get_column(f"{VALUES}_b").to_list())
-            ci = result.interval
+                                  shared.get_column(f"{VALUES}_b").to_list(),
+                                  shared.get_column("conv_id").to_list())
             rows.append({"benchmark": a["benchmark"], "varied": varied, "run_a": a["run_id"],
                          "run_b": b["run_id"], "metric": metric, "questions": result.questions,
                          "only_a": found_a.height - shared.height,
                          "only_b": found_b.height - shared.height, "a": result.a,
-                         "b": result.b, "diff": result.diff, "ci_low": ci.low,
-                         "ci_high": ci.high, "ci_method": ci.method, "ci_seed": ci.seed,
-                         "ci_resamples": ci.resamples, "p_value": result.p_value,
+                         "b": result.b, "diff": result.diff,
+                         **interval_columns(result.interval), "p_value": result.p_value,
                          "test": result.test})
     return pl.DataFrame(rows, schema=PAIRED_SCHEMA)
 
 
 def metric_values(results: SweepResults, questions: pl.DataFrame) -> dict[str, pl.DataFrame]:
-    """metric -> `run_id, qid, values` (a question's judge scores; its one F1, EM, recall)."""
+    """metric -> `run_id, qid, conv_id, values` (a question's judge scores; its one F1, EM,
+    recall)."""
     counted = questions.filter(~pl.col("separate"))
     scores = results.records["judge"].drop_nulls("score").join(
-        counted.select(_ID), on=_ID).group_by(_ID).agg(
+        counted.select(*_ID, "conv_id"), on=_ID).group_by(*_ID, "conv_id").agg(
         pl.col("score").cast(pl.Float64).alias(VALUES))
     found = {"accuracy": scores}
     for metric in ("f1", "exact_match", "recall"):
         scope = questions if metric == "recall" else counted
         found[metric] = scope.filter(pl.col(metric).is_not_null()).select(
-            *_ID, per_question(metric))
+            *_ID, "conv_id", per_question(metric))
     return found
 
 

@@ -106,7 +106,8 @@ def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,
     headline = [
         accuracy.filter(overall & (pl.col("judge") == ALL_JUDGES)).select(
             "run_id", pl.col("questions").alias("scored"), "accuracy",
-            pl.col("std").alias("accuracy_std"), *_bounds("accuracy")),
+            pl.col("std").alias("accuracy_std"), *_bounds("accuracy"),
+            pl.col("ci_unit").alias("accuracy_unit")),
         f1.filter(overall).select("run_id", "f1", *_bounds("f1")),
         exact_match.filter(overall).select("run_id", "exact_match", *_bounds("exact_match")),
         judges_status(judge_calibration),

@@ -18,6 +18,7 @@ from tmem_core.results._accuracy import (
 )
 from tmem_core.results._attempts import Attempt, contract_attempts, mixed
 from tmem_core.results._calibration import (
+    MIN_CONTROLS,
     RELIABLE_RATE,
     UNRELIABLE,
     JudgeCalibration,
@@ -77,6 +78,7 @@ __all__ = [
     "MEMORY_QUALITY_DIMENSIONS",
     "MEMORY_QUALITY_STAGE",
     "MEMORY_STAGE",
+    "MIN_CONTROLS",
     "OVERALL",
     "RECORD_STAGES",
     "RELIABLE_RATE",

@@ -73,7 +73,9 @@ CALIBRATION_SCHEMA = stage_schema(
     pa.field("other_qid", pa.string()), pa.field("category", pa.string()),
     pa.field("expected", pa.float64()), pa.field("score", pa.float64()),
     pa.field("raw", pa.string()), pa.field("prompt_name", pa.string()),
-    pa.field("prompt_sha256", pa.string()), pa.field("prediction", pa.string()))
+    pa.field("prompt_sha256", pa.string()), pa.field("prediction", pa.string()),
+    pa.field("scored_by", pa.string()),  # "llm", or the rule that scored it ("rule", "choice")
+    pa.field("control_sha256", pa.string()))  # of the control and its builder's version
 MEMORY_QUALITY_SCHEMA = stage_schema(
     pa.field("judge", pa.string()), pa.field("method", pa.string()),
     *(pa.field(d, pa.float64()) for d in MEMORY_QUALITY_DIMENSIONS),
