@@ -25,6 +25,7 @@ from jobs._cli import run_main
 from tmem_core import ConfigError
 from tmem_core.llm import EngineUnavailable, check_tokenizers, load_backbones
 from tmem_core.pipeline import STATUS_ENV, RecordsChanged, load_sweep, run_sweep, supervise
+from tmem_core.pipeline._paths import read_paths_from
 from tmem_core.results import LeaseHeld
 
 
@@ -34,12 +35,21 @@ def main() -> int:
     parser.add_argument("config", type=Path, help="sweep config (TOML or YAML)")
     parser.add_argument("--local", action="store_true",
                         help="run the stages in this process, without Ray (debugging)")
+    parser.add_argument("--paths-from", type=Path, metavar="DIR",
+                        help="read the config's relative paths (results_dir, benchmark "
+                             "sources, backbones and prompt files) from DIR: for `ray job "
+                             "submit --working-dir .`, the submitter's checkout (--paths-from "
+                             "\"$PWD\"), since the job runs in a copy Ray deletes")
     parser.add_argument("--on-changed", choices=("redo", "refuse"),
                         help="stored records whose dependencies changed: redo them, or refuse "
                              "to run (default: the config's on_changed, else redo)")
     args = parser.parse_args()
+    path = args.config.absolute()  # the config itself is where the command names it
     try:
-        config = load_sweep(args.config)
+        if args.paths_from is not None:
+            sys.argv[sys.argv.index(str(args.config))] = str(path)  # for the driver child
+            read_paths_from(args.paths_from.absolute())
+        config = load_sweep(path)
         backbones = load_backbones(config.backbones_file)
         check_tokenizers(backbones[name] for name in config.backbone_names)
     except ConfigError as exc:
@@ -49,8 +59,8 @@ def main() -> int:
         config = dataclasses.replace(config, on_changed=args.on_changed)
     if not args.local and STATUS_ENV not in os.environ:  # this process watches the driver
         return supervise([sys.executable, "-m", "jobs.sweep", *sys.argv[1:]])
-    print(f"sweep {config.name}: {len(config.runs())} runs -> "
-          f"{Path(config.results_dir) / config.name}", flush=True)
+    folder = Path(config.results_dir).absolute() / config.name
+    print(f"sweep {config.name}: {len(config.runs())} runs -> {folder}", flush=True)
     try:
         summaries = run_sweep(config, log=lambda line: print(line, flush=True),
                               local=args.local)
@@ -60,7 +70,8 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     failed = sum(sum(s.stage_errors.values()) for s in summaries)
-    print(f"sweep {config.name} done: {len(summaries)} runs, {failed} error records", flush=True)
+    print(f"sweep {config.name} done: {len(summaries)} runs, {failed} error records; report: "
+          f"python -m jobs.report {folder}", flush=True)
     return 0
 
 

@@ -15,7 +15,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +24,7 @@ from tmem_core._typed import ConfigError, build_config, read_config
 from tmem_core.benchmarks import benchmark_names, get_benchmark
 from tmem_core.llm import load_backbones
 from tmem_core.methods import check_params, get_method, method_names
+from tmem_core.pipeline._paths import missing_source_hint, results_root
 from tmem_core.prompts import PromptError, judge_prompt, load_prompt
 
 
@@ -319,6 +320,7 @@ def parse_sweep(raw: Mapping[str, Any], allowed: Allowed | None = None,
     fit needs none)."""
     import_plugins(_plugins(raw.get("plugins", [])))  # first: they add names to registries
     config = build_config(SweepConfig, {"name": default_name, **raw}, "")
+    config = replace(config, results_dir=results_root(config.results_dir))
     allowed = allowed or registered()
     _known("grid.methods", config.grid.methods, allowed.methods)
     backbones = list(_backbones(allowed, config.backbones_file))
@@ -415,7 +417,8 @@ def _check_source(bench: BenchmarkConfig, where: str) -> None:
                                                    f"{bench.prepared}")
     elif bench.source is not None:
         if not Path(bench.source).exists():
-            raise ConfigError(f"{where}.source", f"no such file or folder {bench.source}")
+            raise ConfigError(f"{where}.source", f"no such file or folder {bench.source}"
+                                                 + missing_source_hint())
     elif bench.name in benchmark_names() and get_benchmark(bench.name).needs_source:
         raise ConfigError(f"{where}.source", f"benchmark {bench.name!r} is read from its "
                                              f"native files: give source (or prepared)")

@@ -194,7 +194,7 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
                  for name, b in load_backbones(config.backbones_file).items()}
     check_sweep_gpus(config)
     check_tokenizers(backbones[n] for n in config.backbone_names)
-    root = Path(config.results_dir) / config.name
+    root = Path(config.results_dir).absolute() / config.name
     missing = [root / "data", *(f for f in (root, *root.parents) if not f.exists())]
     held = False
     try:
