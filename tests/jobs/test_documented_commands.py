@@ -73,9 +73,8 @@ def _results_of(script: str) -> list[Path]:
     """The results folders a block's sweep writes (cleared first: what it reports is its own)."""
     if "jobs.sweep" not in script:
         return []
-    folders = {ROOT / "results" / "quickstart"}
-    folders |= {Path(m) for m in re.findall(r"jobs\.report (/\S+)", script)}
-    return sorted(folders)
+    reported = re.findall(r"jobs\.report (\S+)", script)
+    return sorted({ROOT / folder for folder in reported})  # an absolute one stays as it is
 
 
 def _run(block: Block, env: dict[str, str]) -> None:

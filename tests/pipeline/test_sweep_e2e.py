@@ -4,8 +4,10 @@ takes jobs only from holders of its token."""
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -74,3 +76,33 @@ def test_the_job_server_refuses_a_client_without_the_token(ray_address: str,
     assert done.returncode != 0 and "token is invalid" in done.stdout + done.stderr
     assert not marker.exists()
     assert stat.S_IMODE(TOKEN_PATH.stat().st_mode) == 0o600
+
+
+def test_a_submitted_config_reads_its_data_and_writes_its_results_from_the_submitters_checkout(
+        ray_address: str, tmp_path: Path) -> None:
+    """A config whose data and results are relative to the checkout (the shared LoCoMo file
+    beside it, results/): submitted with `--paths-from "$PWD"`, it reads the file and its
+    results land in the checkout, not in Ray's copy of the working directory."""
+    name = f"submitted-{tmp_path.name}"
+    config = tmp_path / f"{name}.toml"
+    config.write_text(
+        f'name = "{name}"\n[[benchmarks]]\nname = "locomo"\n'
+        f'source = "../shared/datasets/locomo/locomo10_dev.json"\nlimit = 2\n'
+        f'[grid]\nmethods = ["bm25"]\nbackbones = ["sim"]\ntop_k = [8]\nbudget = [512]\n'
+        f'[resources]\nretrieve_actors = 1\nllm_actors = 1\n')
+    results = ROOT / "results" / name
+    try:
+        done = subprocess.run(
+            ["ray", "job", "submit", "--working-dir", ".", "--", "python", "-m", "jobs.sweep",
+             str(config), "--paths-from", str(ROOT)], cwd=ROOT, env=sweep_env(ray_address),
+            capture_output=True, text=True, timeout=1200, check=False)
+        log = done.stdout + done.stderr
+        assert done.returncode == 0, log[-4000:]
+        assert f"report: python -m jobs.report {results}" in log
+        report = subprocess.run([sys.executable, "-m", "jobs.report", str(results)], cwd=ROOT,
+                                capture_output=True, text=True, timeout=300, check=False)
+        assert report.returncode == 0, report.stderr[-2000:]
+        (run_id,) = json.loads((results / "sweep.json").read_text())["runs"]
+        assert json.loads((results / run_id / "contract.json").read_text())["data"]
+    finally:
+        shutil.rmtree(results, ignore_errors=True)
