@@ -9,22 +9,29 @@ Control kinds, each where the question and the data allow (`KINDS`: expected ver
   ("5 July 2023" -> "July 5, 2023", ISO dates spelled out), whole numbers up to twelve as
   words ("3 attempts" -> "three attempts"), inside a carrier phrase chosen by a hash of the qid
   ("The answer: ...", "From the conversation: ...", "In short: ...");
-- `other` (negative): another question's gold answer, the next by qid (wrapping) of the same
-  category, else of any, that is not equivalent to this gold under the benchmark's rule;
+- `other` (negative): another question's gold answer, from another conversation where the
+  benchmark has several: the next by qid (wrapping) of another conversation and the same
+  category, else of another conversation, else of the same conversation; never equivalent to
+  this gold and never on its topic (`related`: a shared content word, or a yes/no answer
+  against one that takes no side);
 - `superseded` (negative, knowledge-update questions): the latest superseded value alone,
   where the data states one (`gold_meta.superseded_answers`, oldest first);
-- `shifted_date` (negative, temporal categories): every date of the gold moved beyond the
-  benchmark's tolerance (days by `DAY_SHIFT`, months by `MONTH_SHIFT`, bare years by
-  `YEAR_SHIFT`, earlier) and every count of days, weeks, months or years ("18 days", "two
-  weeks") raised by `COUNT_SHIFT`;
+- `shifted_date` (negative, temporal categories): every date of the gold moved earlier, day
+  dates so far that each interval they stand for ("24 August 2023", "the week before 25
+  August 2023", "between 1 and 9 July 2023") ends `DAY_SHIFT` days before the gold's starts,
+  months by `MONTH_SHIFT`, bare years by `YEAR_SHIFT`, and every count of days, weeks, months
+  or years ("18 days", "two weeks") raised by `COUNT_SHIFT`; not made when the result still
+  agrees with the gold within the benchmark's tolerance;
 - `made_up` (negative, abstention questions): a confident answer: the data's own
   (`gold_meta.adversarial_answer`, LoCoMo), else another question's non-abstention gold;
 - `choice_right` (positive) and `choice_wrong` (negative, multiple choice): the right letter
   and the next option's.
 
 No negative is equivalent to the gold under the benchmark's rule (`equivalent`): token
-containment either way, a date agreeing at the coarser granularity (within the benchmark's
-tolerance in days), a count within it, abstention against abstention.
+containment either way, a yes/no answer on the same side, dates compared as the intervals
+they stand for (a day, a month, a year, a range, "the week before X", "the week of X",
+"around X") overlapping within the benchmark's tolerance in days, a count within it,
+abstention against abstention.
 """
 
 from __future__ import annotations
@@ -36,11 +43,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
+from functools import lru_cache
 
-from tmem_core.evaluation._metrics import normalise, says_not_available
+from tmem_core.evaluation._metrics import _stem, normalise, says_not_available
 from tmem_core.evaluation._protocols import Protocol
 from tmem_core.schema import Gold, Question
 
+CONTROLS_VERSION = 2
+"""The control builder's version: raised whenever the same data yields other controls."""
 POSITIVE, NEGATIVE = 1.0, 0.0
 KINDS: dict[str, float] = {
     "gold": POSITIVE, "paraphrase": POSITIVE, "choice_right": POSITIVE,
@@ -142,21 +152,28 @@ class ControlPool:
 
     def _other(self, question: Question, answer: str | None
                ) -> tuple[Question, Gold] | None:
-        """The next question by qid (wrapping) whose gold is a text answer not equivalent to
-        `answer` (None: any text answer), of the same category first."""
+        """The first question by qid after this one (wrapping) in the best tier that has one,
+        whose gold is a text answer neither equivalent nor related to `answer` (None: any
+        text answer). Tiers: another conversation and the same category, another
+        conversation, the same conversation and category, the same conversation."""
         start = bisect.bisect_right(self.qids, question.qid)
-        first: tuple[Question, Gold] | None = None
+        best: tuple[int, tuple[Question, Gold]] | None = None
         for q, g in self.pool[start:] + self.pool[:start]:
-            if first is not None and q.category != question.category:
-                continue  # a fit of any category is known: only the same category can beat it
-            if (q.qid == question.qid or g.answer_kind != "text" or not g.answer
-                    or says_not_available(g.answer)
-                    or (answer is not None and equivalent(g.answer, answer, self.rules))):
+            tier = 2 * (q.conv_id == question.conv_id) + (q.category != question.category)
+            if (best is not None and tier >= best[0]) or not self._fits(q, g, question, answer):
                 continue
-            if q.category == question.category:
-                return q, g
-            first = first or (q, g)
-        return first
+            best = tier, (q, g)
+            if tier == 0:
+                break
+        return best[1] if best else None
+
+    def _fits(self, q: Question, g: Gold, question: Question, answer: str | None) -> bool:
+        if q.qid == question.qid or g.answer_kind != "text" or not g.answer:
+            return False
+        if says_not_available(g.answer):
+            return False
+        return answer is None or not (equivalent(g.answer, answer, self.rules)
+                                      or related(g.answer, answer))
 
     def _superseded(self, gold: Gold) -> str | None:
         values = _meta(gold).get(SUPERSEDED_KEY)
@@ -182,16 +199,68 @@ def _meta(gold: Gold) -> dict[str, object]:
 # -- equivalence under a benchmark's rule ---------------------------------------------------
 
 def equivalent(candidate: str, gold: str, rules: Rules) -> bool:
-    """Whether the benchmark's rule could count `candidate` as the gold answer: token
-    containment either way, a date or count the gold's within tolerance, or both saying
-    the information is not available."""
+    """Whether the benchmark's rule could count `candidate` as the gold answer: both saying
+    the information is not available, two yes/no answers on the same side, token
+    containment either way, dates whose intervals overlap within tolerance, or a count
+    within it."""
     if says_not_available(candidate) and says_not_available(gold):
         return True
+    sides = polarity(candidate), polarity(gold)
+    if None not in sides:
+        return sides[0] == sides[1]
     a, b = set(normalise(candidate).split()), set(normalise(gold).split())
     if not a or not b or a <= b or b <= a:
         return True
     return _same_date(candidate, gold, rules.tolerance_days) or _same_count(
         candidate, gold, rules.tolerance_days)
+
+
+def related(candidate: str, gold: str) -> bool:
+    """Whether `candidate` is on the gold's topic, which a lenient judge ("touches on the
+    same topic", LoCoMo's) may count: a content word in common (Porter stems, dates and
+    function words left out), or a yes/no answer against one that takes no side."""
+    if (polarity(candidate) is None) != (polarity(gold) is None):
+        return True
+    return bool(content_words(candidate) & content_words(gold))
+
+
+_POLAR = re.compile(r"^\W*(?:(?:most\s+|very\s+)?(?:likely|probably|possibly|perhaps|maybe|"
+                    r"definitely|certainly)[\s,;:]+)?(?P<side>yes|no)\b", re.IGNORECASE)
+
+
+def polarity(answer: str) -> str | None:
+    """"yes" or "no" when the answer opens with that side ("Likely no; ...", "Yes, ..."), else
+    None (an abstention takes no side)."""
+    if says_not_available(answer):
+        return None
+    m = _POLAR.match(answer)
+    return m["side"].lower() if m else None
+
+
+_FUNCTION_TEXT = """
+a an the and or but nor so yet if then than as of in on at to for from by with without into
+onto upon about above below over under after before during since until till through between
+among around near off out up down i me my mine we us our you your he him his she her hers it
+its they them their theirs this that these those there here who whom whose which what when
+where why how is are was were be been being am do does did done doing have has had having
+will would shall should can could may might must not no yes also too very just only even
+still some any all each every both either neither more most much many few several other
+another such same own likely probably possibly perhaps maybe definitely certainly really
+because while although though whether shes hes theyre im ive id youre thats theres
+day days week weeks weekend weekends month months year years ago last first next early late
+mid monday tuesday wednesday thursday friday saturday sunday today yesterday tomorrow
+"""
+_FUNCTION_WORDS = frozenset(_FUNCTION_TEXT.split()) | frozenset(_MONTHS)
+"""Words that carry no topic: function words, hedges, yes/no and the words of dates."""
+
+
+@lru_cache(maxsize=65536)
+def content_words(text: str) -> frozenset[str]:
+    """The Porter stems of the words of `text` that carry its topic: dates and
+    `_FUNCTION_WORDS` left out."""
+    for d in reversed(dates(text)):
+        text = text[:d.start] + " " + text[d.end:]
+    return frozenset(_stem(w) for w in normalise(text).split() if w not in _FUNCTION_WORDS)
 
 
 @dataclass(frozen=True)
@@ -229,18 +298,108 @@ def _month_number(name: str | None) -> int:
     return next(i for i, m in enumerate(_MONTHS, 1) if m.startswith(prefix))
 
 
+@dataclass(frozen=True)
+class Interval:
+    """The days a date phrase of an answer can mean, first and last included."""
+
+    first: date
+    last: date
+
+    @property
+    def days(self) -> int:
+        return (self.last - self.first).days + 1
+
+    def meets(self, other: Interval, tolerance_days: int) -> bool:
+        """Whether the two overlap, within `tolerance_days` when either is a single day (the
+        tolerance is for a day off by one: January and February do not meet)."""
+        slack = timedelta(days=tolerance_days if min(self.days, other.days) == 1 else 0)
+        return self.first <= other.last + slack and other.first <= self.last + slack
+
+
+_UNIT_DAYS = {"day": 1, "week": 7, "weekend": 7, "fortnight": 14, "month": 31,
+              **{d: 7 for d in ("monday", "tuesday", "wednesday", "thursday", "friday",
+                                "saturday", "sunday")}}
+_VAGUE = {"few": 7, "several": 7, "couple": 2, "some": 7}
+_RELATIVE = re.compile(
+    rf"\b(?:(?P<n>\d+|{'|'.join(_NUMBER_WORDS)}|few|several|couple|some)\s+(?:of\s+)?)?"
+    rf"(?P<unit>{'|'.join(_UNIT_DAYS)})s?\s+(?P<dir>before|after|prior\s+to|of)\s*$",
+    re.IGNORECASE)
+"""A phrase that makes the date after it relative: "the week before", "two weekends before",
+"a few days after", "the Friday before", "the week of"."""
+_HEDGE = re.compile(r"\b(?:around|about|approximately|roughly|circa|c\.)\s*$", re.IGNORECASE)
+_RANGE = re.compile(r"^(?:-|–|—|to|until|till|through|and)$", re.IGNORECASE)
+_RANGE_OPENER = re.compile(r"\b(?:between|from)\s*$", re.IGNORECASE)
+
+
+def intervals(text: str) -> list[Interval]:
+    """The intervals the dates of `text` stand for: a day, a month or a year as written,
+    widened by the phrase before it ("the week before X": the seven days before X; "the
+    week of X": six days either side; "around X": a week, a month or a year either side),
+    two dates joined as a range ("between X and Y", "X to Y", "X - Y") as one."""
+    return [span for span, _ in _spans(text)]
+
+
+def _spans(text: str) -> list[tuple[Interval, tuple[_Date, ...]]]:
+    """Each interval of `text` (see `intervals`) with the one or two dates it is made of."""
+    found, i = dates(text), 0
+    out: list[tuple[Interval, tuple[_Date, ...]]] = []
+    while i < len(found):
+        d, head = found[i], text[:found[i].start]
+        nxt = found[i + 1] if i + 1 < len(found) else None
+        joint = text[d.end:nxt.start].strip().lower() if nxt else ""
+        if nxt and _RANGE.match(joint) and (joint != "and" or _RANGE_OPENER.search(head)):
+            first, last = _written(d, head), _written(nxt, text[:nxt.start])
+            out.append((Interval(min(first.first, last.first), max(first.last, last.last)),
+                        (d, nxt)))
+            i += 2
+        else:
+            out.append((_written(d, head), (d,)))
+            i += 1
+    return out
+
+
+def _written(d: _Date, head: str) -> Interval:
+    """The interval of one date, with the relative or hedging phrase in `head` before it."""
+    plain = _natural(d)
+    if (m := _RELATIVE.search(head)) is not None:
+        n = m["n"].lower() if m["n"] else "1"
+        count = _VAGUE.get(n) or (_NUMBER_WORDS.index(n) if n in _NUMBER_WORDS else int(n))
+        reach = timedelta(days=max(count, 1) * _UNIT_DAYS[m["unit"].lower()])
+        direction = m["dir"].lower()
+        if direction == "of":  # the week of X: the weeks that hold X
+            return Interval(plain.first - reach + timedelta(days=1),
+                            plain.last + reach - timedelta(days=1))
+        if direction == "after":
+            return Interval(plain.last + timedelta(days=1), plain.last + reach)
+        return Interval(plain.first - reach, plain.first - timedelta(days=1))
+    if _HEDGE.search(head):
+        return _around(d, plain)
+    return plain
+
+
+def _around(d: _Date, plain: Interval) -> Interval:
+    """A hedged date ("around X"): a week, a calendar month or a year either side."""
+    if d.granularity == "day":
+        return Interval(plain.first - timedelta(days=7), plain.last + timedelta(days=7))
+    if d.granularity == "year":
+        return Interval(date(d.value.year - 1, 1, 1), date(d.value.year + 1, 12, 31))
+    before = plain.first - timedelta(days=1)
+    after = _natural(_Date(0, 0, "month", plain.last + timedelta(days=1)))
+    return Interval(before.replace(day=1), after.last)
+
+
+def _natural(d: _Date) -> Interval:
+    """The days a date covers at its granularity."""
+    if d.granularity == "day":
+        return Interval(d.value, d.value)
+    if d.granularity == "month":
+        following = date(d.value.year + d.value.month // 12, d.value.month % 12 + 1, 1)
+        return Interval(d.value, following - timedelta(days=1))
+    return Interval(date(d.value.year, 1, 1), date(d.value.year, 12, 31))
+
+
 def _same_date(a: str, b: str, tolerance_days: int) -> bool:
-    return any(_agree(x, y, tolerance_days) for x in dates(a) for y in dates(b))
-
-
-def _agree(x: _Date, y: _Date, tolerance_days: int) -> bool:
-    """Equal at the coarser of the two granularities (within tolerance for two days)."""
-    coarse = {x.granularity, y.granularity}
-    if "year" in coarse:
-        return x.value.year == y.value.year
-    if "month" in coarse:
-        return (x.value.year, x.value.month) == (y.value.year, y.value.month)
-    return abs((x.value - y.value).days) <= tolerance_days
+    return any(x.meets(y, tolerance_days) for x in intervals(a) for y in intervals(b))
 
 
 def _same_count(a: str, b: str, tolerance: int) -> bool:
@@ -288,9 +447,11 @@ def _number_word(m: re.Match[str]) -> str:
 def shift_dates(answer: str) -> str:
     """The answer with every date moved earlier and every count raised, beyond any
     tolerance of a day (see the module docstring); unchanged when it holds neither."""
+    days = DAY_SHIFT - 1 + max((span.days for span, made_of in _spans(answer)
+                                if all(d.granularity == "day" for d in made_of)), default=1)
     out, last = [], 0
     for d in dates(answer):
-        out += [answer[last:d.start], _shifted(d, answer[d.start:d.end])]
+        out += [answer[last:d.start], _shifted(d, answer[d.start:d.end], days)]
         last = d.end
     return _COUNT.sub(_raised, "".join([*out, answer[last:]]))
 
@@ -302,13 +463,13 @@ def _raised(m: re.Match[str]) -> str:
     return f"{written} {m['unit']}s"
 
 
-def _shifted(d: _Date, written: str) -> str:
+def _shifted(d: _Date, written: str, days: int) -> str:
     if d.granularity == "year":
         return str(d.value.year - YEAR_SHIFT)
     if d.granularity == "month":
         months = d.value.year * 12 + d.value.month - 1 - MONTH_SHIFT
         return f"{_MONTHS[months % 12].capitalize()} {months // 12}"
-    moved = d.value - timedelta(days=DAY_SHIFT)
+    moved = d.value - timedelta(days=days)
     month = _MONTHS[moved.month - 1].capitalize()
     if re.fullmatch(r"\d{4}-\d\d-\d\d", written):
         return moved.isoformat()
