@@ -132,6 +132,8 @@ NEVER_NEGATIVE = [  # (question, gold, an answer the LoCoMo judge may count as t
      "12 March, 2023"),
     ("When did Gina open her online clothing store?", "around 16 March, 2023",
      "20 March, 2023"),
+    ("Would Caroline likely have Dr. Seuss books on her bookshelf?",
+     "Yes, since she collects classic children's books", "Likely yes"),
 ]
 WRONG = {"yes": "Yes, she is supportive", "no": "No",
          "date": "19 January, 2021", "text": "Seattle"}

@@ -18,20 +18,21 @@ Control kinds, each where the question and the data allow (`KINDS`: expected ver
   where the data states one (`gold_meta.superseded_answers`, oldest first);
 - `shifted_date` (negative, temporal categories): every date of the gold moved earlier, day
   dates so far that each interval they stand for ("24 August 2023", "the week before 25
-  August 2023", "between 1 and 9 July 2023") ends `DAY_SHIFT` days before the gold's starts,
-  months by `MONTH_SHIFT`, bare years by `YEAR_SHIFT`, and every count of days, weeks, months
-  or years ("18 days", "two weeks") raised by `COUNT_SHIFT`; not made when the result still
-  agrees with the gold within the benchmark's tolerance;
+  August 2023", "between 1 July 2023 and 9 July 2023") ends `DAY_SHIFT` days before the
+  gold's starts, months by `MONTH_SHIFT`, bare years by `YEAR_SHIFT`, and every count of
+  days, weeks, months or years ("18 days", "two weeks") raised by `COUNT_SHIFT`; not made
+  when the result still agrees with the gold within the benchmark's tolerance;
 - `made_up` (negative, abstention questions): a confident answer: the data's own
-  (`gold_meta.adversarial_answer`, LoCoMo), else another question's non-abstention gold;
+  (`gold_meta.adversarial_answer`, LoCoMo), else another question's non-abstention gold
+  (chosen as `other` is);
 - `choice_right` (positive) and `choice_wrong` (negative, multiple choice): the right letter
   and the next option's.
 
 No negative is equivalent to the gold under the benchmark's rule (`equivalent`): token
 containment either way, a yes/no answer on the same side, dates compared as the intervals
 they stand for (a day, a month, a year, a range, "the week before X", "the week of X",
-"around X") overlapping within the benchmark's tolerance in days, a count within it,
-abstention against abstention.
+"around X") overlapping (within the benchmark's tolerance in days when one is a single day),
+a count within that tolerance, abstention against abstention.
 """
 
 from __future__ import annotations
@@ -168,9 +169,9 @@ class ControlPool:
         return best[1] if best else None
 
     def _fits(self, q: Question, g: Gold, question: Question, answer: str | None) -> bool:
-        if q.qid == question.qid or g.answer_kind != "text" or not g.answer:
-            return False
-        if says_not_available(g.answer):
+        """Whether `g` may be the `other` (or `made_up`) control of `question`."""
+        if (q.qid == question.qid or g.answer_kind != "text" or not g.answer
+                or says_not_available(g.answer)):
             return False
         return answer is None or not (equivalent(g.answer, answer, self.rules)
                                       or related(g.answer, answer))
@@ -217,11 +218,13 @@ def equivalent(candidate: str, gold: str, rules: Rules) -> bool:
 
 def related(candidate: str, gold: str) -> bool:
     """Whether `candidate` is on the gold's topic, which a lenient judge ("touches on the
-    same topic", LoCoMo's) may count: a content word in common (Porter stems, dates and
-    function words left out), or a yes/no answer against one that takes no side."""
-    if (polarity(candidate) is None) != (polarity(gold) is None):
-        return True
-    return bool(content_words(candidate) & content_words(gold))
+    same topic", LoCoMo's) may count: a yes/no answer against one that takes no side, else a
+    content word in common (Porter stems, dates and function words left out). Two yes/no
+    answers are never related: their sides decide (`equivalent`)."""
+    sides = polarity(candidate), polarity(gold)
+    if None not in sides:
+        return False
+    return sides != (None, None) or bool(content_words(candidate) & content_words(gold))
 
 
 _POLAR = re.compile(r"^\W*(?:(?:most\s+|very\s+)?(?:likely|probably|possibly|perhaps|maybe|"
