@@ -77,7 +77,8 @@ def report(label: str, rows: list[dict[str, object]], look: SecondLook) -> None:
         accepted = Counter(r for r in reasons if r is not None)
         n = sum(accepted.values())
         same = (f", {sum(bool(r['same_conv']) for r in of_kind)} from the question's own "
-                "conversation" if kind == "other" else "")
+                f"conversation, {len({r['negative'] for r in of_kind})} distinct"
+                if kind == "other" else "")
         print(f"{label}: {len(of_kind)} `{kind}` negatives{same}; the second look accepts "
               f"{n} ({n / max(len(of_kind), 1):.1%}): {dict(sorted(accepted.items()))}")
         for row, reason in zip(of_kind, reasons, strict=True):

@@ -132,6 +132,7 @@ NEVER_NEGATIVE = [  # (question, gold, an answer the LoCoMo judge may count as t
      "12 March, 2023"),
     ("When did Gina open her online clothing store?", "around 16 March, 2023",
      "20 March, 2023"),
+    ("How long ago was Caroline's 18th birthday?", "10 years ago", "A few years ago"),
     ("Would Caroline likely have Dr. Seuss books on her bookshelf?",
      "Yes, since she collects classic children's books", "Likely yes"),
 ]
@@ -155,26 +156,34 @@ def test_the_builder_never_emits_an_equivalent_negative(question: str, gold: str
         assert [c.prediction for c in other] == [wrong], (a, other)
 
 
-def test_other_comes_from_another_conversation_where_there_is_one() -> None:
-    def question(qid: str, category: str = "single-hop") -> Question:
-        return Question(qid.split(":")[0], qid, f"{qid}?", category)
+def _others(golds: dict[str, tuple[str, str]]) -> dict[str, list[str | None]]:
+    """Per qid, where its `other` control came from (`golds`: qid -> category, answer)."""
+    asked = {qid: Question(qid.split(":")[0], qid, f"{qid}?", category)
+             for qid, (category, _) in golds.items()}
+    gold = {qid: Gold(qid, answer, (), "text") for qid, (_, answer) in golds.items()}
+    pool = ControlPool([(asked[qid], gold[qid]) for qid in golds], Rules())
+    return {qid: [c.other_qid for c in pool.controls(asked[qid], gold[qid]) if c.kind == "other"]
+            for qid in golds}
 
-    golds = {"conv-26:q1": "Pottery", "conv-26:q2": "Seattle", "conv-30:q1": "Bowling",
-             "conv-30:q2": "Painting"}
-    asked = [question("conv-26:q1"), question("conv-26:q2"), question("conv-30:q1", "temporal"),
-             question("conv-30:q2")]
-    pool = ControlPool([(q, Gold(q.qid, golds[q.qid], (), "text")) for q in asked], Rules())
-    by_qid = {q.qid: [c.other_qid for c in pool.controls(q, Gold(q.qid, golds[q.qid], (), "text"))
-                      if c.kind == "other"] for q in asked}
-    # another conversation, same category first (conv-30:q1 is temporal), wrapping
-    assert by_qid["conv-26:q1"] == by_qid["conv-26:q2"] == ["conv-30:q2"]
-    assert by_qid["conv-30:q2"] == ["conv-26:q1"]
-    # no same-category question in another conversation: any category there
-    assert by_qid["conv-30:q1"] == ["conv-26:q1"]
-    alone = ControlPool([(q, Gold(q.qid, golds[q.qid], (), "text")) for q in asked[:2]],
-                        Rules())
-    only = alone.controls(asked[0], Gold(asked[0].qid, "Pottery", (), "text"))
-    assert [c.other_qid for c in only if c.kind == "other"] == ["conv-26:q2"]  # one conversation
+
+def test_other_comes_from_another_conversation_where_there_is_one() -> None:
+    spread = _others({"conv-26:q1": ("single-hop", "Pottery"),
+                      "conv-26:q2": ("single-hop", "Seattle"),
+                      "conv-30:q1": ("single-hop", "Bowling"),
+                      "conv-30:q2": ("single-hop", "Painting")})
+    # another conversation, entered at the question's own place: draws are spread
+    assert spread == {"conv-26:q1": ["conv-30:q1"], "conv-26:q2": ["conv-30:q2"],
+                      "conv-30:q1": ["conv-26:q1"], "conv-30:q2": ["conv-26:q2"]}
+    tiers = _others({"conv-26:q1": ("single-hop", "Pottery"),
+                     "conv-26:q2": ("single-hop", "Seattle"),
+                     "conv-30:q1": ("temporal", "19 January, 2023"),
+                     "conv-30:q2": ("single-hop", "Painting")})
+    # the same category in another conversation first, then any category there
+    assert tiers["conv-26:q1"] == tiers["conv-26:q2"] == ["conv-30:q2"]
+    assert tiers["conv-30:q1"] == ["conv-26:q1"]
+    alone = _others({"conv-26:q1": ("single-hop", "Pottery"),
+                     "conv-26:q2": ("single-hop", "Seattle")})
+    assert alone == {"conv-26:q1": ["conv-26:q2"], "conv-26:q2": ["conv-26:q1"]}
 
 
 def test_dates_are_the_intervals_they_stand_for() -> None:

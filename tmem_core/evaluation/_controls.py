@@ -10,10 +10,11 @@ Control kinds, each where the question and the data allow (`KINDS`: expected ver
   words ("3 attempts" -> "three attempts"), inside a carrier phrase chosen by a hash of the qid
   ("The answer: ...", "From the conversation: ...", "In short: ...");
 - `other` (negative): another question's gold answer, from another conversation where the
-  benchmark has several: the next by qid (wrapping) of another conversation and the same
-  category, else of another conversation, else of the same conversation; never equivalent to
-  this gold and never on its topic (`related`: a shared content word, or a yes/no answer
-  against one that takes no side);
+  benchmark has several: of another conversation and the same category, else of another
+  conversation, else of the same conversation, the first in an order that spreads the draws
+  (`ControlPool._candidates`); never equivalent to this gold and never on its topic
+  (`related`: a shared content word, a yes/no answer against one that takes no side, a
+  vague time against a date, count or vague time);
 - `superseded` (negative, knowledge-update questions): the latest superseded value alone,
   where the data states one (`gold_meta.superseded_answers`, oldest first);
 - `shifted_date` (negative, temporal categories): every date of the gold moved earlier, day
@@ -115,8 +116,12 @@ class ControlPool:
 
     def __init__(self, pool: Sequence[tuple[Question, Gold]], rules: Rules) -> None:
         self.pool = sorted(pool, key=lambda item: item[0].qid)
-        self.qids = [q.qid for q, _ in self.pool]
         self.rules = rules
+        self.conversations: dict[str, list[tuple[Question, Gold]]] = {}
+        self.categories: dict[tuple[str, str], list[tuple[Question, Gold]]] = {}
+        for item in self.pool:
+            self.conversations.setdefault(item[0].conv_id, []).append(item)
+            self.categories.setdefault((item[0].conv_id, item[0].category), []).append(item)
 
     def controls(self, question: Question, gold: Gold) -> list[Control]:
         """Every control kind that applies to the question, in `KINDS` order."""
@@ -153,13 +158,12 @@ class ControlPool:
 
     def _other(self, question: Question, answer: str | None
                ) -> tuple[Question, Gold] | None:
-        """The first question by qid after this one (wrapping) in the best tier that has one,
-        whose gold is a text answer neither equivalent nor related to `answer` (None: any
-        text answer). Tiers: another conversation and the same category, another
-        conversation, the same conversation and category, the same conversation."""
-        start = bisect.bisect_right(self.qids, question.qid)
+        """The first of `_candidates` in the best tier that has one whose gold is a text
+        answer neither equivalent nor related to `answer` (None: any text answer). Tiers:
+        another conversation and the same category, another conversation, the same
+        conversation and category, the same conversation."""
         best: tuple[int, tuple[Question, Gold]] | None = None
-        for q, g in self.pool[start:] + self.pool[:start]:
+        for q, g in self._candidates(question):
             tier = 2 * (q.conv_id == question.conv_id) + (q.category != question.category)
             if (best is not None and tier >= best[0]) or not self._fits(q, g, question, answer):
                 continue
@@ -167,6 +171,25 @@ class ControlPool:
             if tier == 0:
                 break
         return best[1] if best else None
+
+    def _candidates(self, question: Question) -> list[tuple[Question, Gold]]:
+        """Every question in a deterministic order that spreads the draws: the other
+        conversations from the next one by id (wrapping), each by its questions of this
+        question's category entered at this question's rank among its own conversation's
+        (the i-th looks from the i-th on, wrapping), then all its questions entered at this
+        question's place; last this conversation's questions after this one (wrapping)."""
+        names = sorted(self.conversations)
+        at = bisect.bisect_left(names, question.conv_id)
+        own = self.conversations.get(question.conv_id, [])
+        place = _rank(own, question.qid)
+        rank = _rank(self.categories.get((question.conv_id, question.category), []), question.qid)
+        out: list[tuple[Question, Gold]] = []
+        for name in names[at:] + names[:at]:
+            if name != question.conv_id:
+                out += _rotated(self.categories.get((name, question.category), []), rank)
+                out += _rotated(self.conversations[name], place)
+        after = bisect.bisect_right([q.qid for q, _ in own], question.qid)
+        return out + _rotated(own, after)
 
     def _fits(self, q: Question, g: Gold, question: Question, answer: str | None) -> bool:
         """Whether `g` may be the `other` (or `made_up`) control of `question`."""
@@ -181,6 +204,17 @@ class ControlPool:
         stated = [v for v in values if isinstance(v, str)] if isinstance(values, list) else []
         fits = [v for v in stated if not equivalent(v, gold.answer or "", self.rules)]
         return fits[-1] if fits else None
+
+
+def _rank(rows: list[tuple[Question, Gold]], qid: str) -> int:
+    """Where `qid` stands (or would) among `rows`, sorted by qid."""
+    return bisect.bisect_left([q.qid for q, _ in rows], qid)
+
+
+def _rotated(rows: list[tuple[Question, Gold]], start: int) -> list[tuple[Question, Gold]]:
+    """`rows` from `start` (modulo their number) on, wrapping."""
+    start = start % len(rows) if rows else 0
+    return rows[start:] + rows[:start]
 
 
 def _choice(gold: Gold) -> list[Control]:
@@ -217,14 +251,27 @@ def equivalent(candidate: str, gold: str, rules: Rules) -> bool:
 
 
 def related(candidate: str, gold: str) -> bool:
-    """Whether `candidate` is on the gold's topic, which a lenient judge ("touches on the
-    same topic", LoCoMo's) may count: a yes/no answer against one that takes no side, else a
-    content word in common (Porter stems, dates and function words left out). Two yes/no
-    answers are never related: their sides decide (`equivalent`)."""
+    """Whether `candidate` may be on the gold's topic, which a lenient judge ("touches on the
+    same topic", LoCoMo's) may count: a yes/no answer against one that takes no side; a
+    content word in common (Porter stems, dates and function words left out); or a vague
+    time, no content word and no date or count ("A few years ago"), against a date, a count
+    or another vague time. Two yes/no answers are never related: their sides decide
+    (`equivalent`)."""
     sides = polarity(candidate), polarity(gold)
     if None not in sides:
         return False
-    return sides != (None, None) or bool(content_words(candidate) & content_words(gold))
+    if sides != (None, None):
+        return True
+    a, b = content_words(candidate), content_words(gold)
+    for vague, other, words in ((candidate, gold, b), (gold, candidate, a)):
+        if not content_words(vague) and not _dated(vague):
+            return _dated(other) or not words
+    return bool(a & b)
+
+
+def _dated(text: str) -> bool:
+    """Whether `text` holds a date or a count of days, weeks, months or years."""
+    return bool(dates(text)) or _COUNT.search(text) is not None
 
 
 _POLAR = re.compile(r"^\W*(?:(?:most\s+|very\s+)?(?:likely|probably|possibly|perhaps|maybe|"
