@@ -13,7 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.evaluation.second_look import Pair, SecondLook, date_interval, numbers, side
+from tests.evaluation.second_look import (
+    SAME_MEANING,
+    Pair,
+    SecondLook,
+    date_interval,
+    numbers,
+    side,
+)
 from tmem_core.benchmarks import LoadRequest, build, get_protocol
 from tmem_core.evaluation import says_not_available
 from tmem_core.evaluation._controls import (
@@ -51,7 +58,7 @@ def _by_chance(golds: list[tuple[Question, str]], vectors: dict[str, np.ndarray]
     conv = np.array([q.conv_id for q, _ in plain])
     cat = np.array([q.category for q, _ in plain])
     apart = (conv[:, None] != conv[None, :]) & (cat[:, None] == cat[None, :])
-    return float(((v @ v.T)[apart] >= 0.75).mean())
+    return float(((v @ v.T)[apart] >= SAME_MEANING).mean())
 
 
 def _poisson_99(mean: float) -> int:
