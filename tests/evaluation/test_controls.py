@@ -157,7 +157,8 @@ def test_the_builder_never_emits_an_equivalent_negative(question: str, gold: str
              Question("conv-30", "conv-30:q1", "?", "single-hop"),
              Question("conv-41", "conv-41:q1", "?", "single-hop")]
     pool = ControlPool([(q, Gold(q.qid, a, (), "text")) for q, a in
-                        zip(asked, (gold, candidate, wrong), strict=True)], PM_ONE_DAY)
+                        zip(asked, (gold, candidate, wrong), strict=True)],
+                       Rules.of(get_protocol("locomo")))
     for q, a in ((asked[0], gold), (asked[1], candidate)):
         other = [c for c in pool.controls(q, Gold(q.qid, a, (), "text")) if c.kind == "other"]
         assert [c.prediction for c in other] == [wrong], (a, other)
