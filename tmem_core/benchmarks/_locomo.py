@@ -28,7 +28,8 @@ def _locomo_judge(q: Question, _gold: Gold) -> str | None:
 LOCOMO = Protocol(_locomo_judge, ("judge/locomo",),
                   abstention_phrase="Not mentioned in the conversation.",
                   reports_separately=frozenset({"adversarial"}),
-                  temporal_categories=frozenset({"temporal"}), token_f1=locomo_f1)
+                  temporal_categories=frozenset({"temporal"}), token_f1=locomo_f1,
+                  date_tolerance_days=1)
 
 
 @benchmark("locomo", protocol=LOCOMO,
