@@ -101,11 +101,13 @@ def load_benchmark(args: argparse.Namespace) -> PreparedBenchmark:
             else build(args.benchmark, load_request(args)))
 
 
-def run_main(main: Callable[[], int]) -> None:
-    """Run a job; bad input ends with one clear error line and exit status 2."""
+def run_main(main: Callable[[], int], *errors: type[Exception]) -> None:
+    """Run a job; bad input (and the job's own `errors`) ends with one clear error line and
+    exit status 2."""
+    handled: tuple[type[Exception], ...] = (ConfigError, DataError, *errors)
     try:
         code = main()
-    except (ConfigError, DataError) as exc:
+    except handled as exc:
         print(f"error: {exc}", file=sys.stderr)
         code = 2
     sys.exit(code)

@@ -35,8 +35,7 @@ def main() -> int:
     parser.add_argument("--timing", help="a sim backbone whose engine settings time all calls")
     args = parser.parse_args()
     if args.replicas < 0 or args.sample < 1:
-        print("error: --replicas must be 0 or more and --sample 1 or more", file=sys.stderr)
-        return 2
+        raise ConfigError("", "--replicas must be 0 or more and --sample 1 or more")
     status = 0
     for path in args.configs:
         if len(args.configs) > 1:

@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 from jobs._cli import run_main
-from tmem_core import ConfigError
 from tmem_core.llm import EngineUnavailable
 from tmem_core.pipeline import STATUS_ENV, RecordsChanged, load_sweep, run_sweep, supervise
 from tmem_core.results import LeaseHeld
@@ -38,29 +37,20 @@ def main() -> int:
                         help="stored records whose dependencies changed: redo them, or refuse "
                              "to run (default: the config's on_changed, else redo)")
     args = parser.parse_args()
-    try:
-        config = load_sweep(args.config)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    config = load_sweep(args.config)
     if args.on_changed:
         config = dataclasses.replace(config, on_changed=args.on_changed)
     if not args.local and STATUS_ENV not in os.environ:  # this process watches the driver
         return supervise([sys.executable, "-m", "jobs.sweep", *sys.argv[1:]])
     print(f"sweep {config.name}: {len(config.runs())} runs -> "
           f"{Path(config.results_dir) / config.name}", flush=True)
-    try:
-        summaries = run_sweep(config, log=lambda line: print(line, flush=True),
-                              local=args.local)
-    except (EngineUnavailable, LeaseHeld, ConfigError, RecordsChanged) as exc:
-        # engines that do not fit, start or place, another driver writing the sweep, or
-        # stored records made otherwise that the sweep refuses to redo
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    summaries = run_sweep(config, log=lambda line: print(line, flush=True), local=args.local)
     failed = sum(sum(s.stage_errors.values()) for s in summaries)
     print(f"sweep {config.name} done: {len(summaries)} runs, {failed} error records", flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    run_main(main)
+    # engines that do not fit, start or place, another driver writing the sweep, or stored
+    # records made otherwise that the sweep refuses to redo
+    run_main(main, EngineUnavailable, LeaseHeld, RecordsChanged)
