@@ -36,9 +36,11 @@ def add_source_args(parser: argparse.ArgumentParser, required: bool = True) -> N
     parser.add_argument("--size", type=int, default=2000, help="synthetic: number of messages")
     parser.add_argument("--seed", type=int, default=0, help="synthetic: random seed")
     parser.add_argument("--variant", default="base",
-                        help="synthetic: base, native-revisions, no-metadata, interleaved[=N] "
-                             "(join with '+'); evermembench: the upstream shape, eval or "
-                             "dynamic (default: detected from the files)")
+                        help="synthetic: base, native-revisions, no-metadata, interleaved[=N]; "
+                             "any benchmark: revisions=N (N = 1, 2 or 3: Exp-5's revision "
+                             "chains from templates) (join with '+'); evermembench: the "
+                             "upstream shape, eval or dynamic (default: detected from the "
+                             "files)")
 
 
 def add_backbone_args(parser: argparse.ArgumentParser, default: str | None, role: str) -> None:
