@@ -1,14 +1,59 @@
-"""cluster/stop-local.sh stops every process of the head its start-local.sh started (agents and
-workers included) and none of another head running beside it (the tests' session head)."""
+"""A head of cluster/start-local.sh beside another one (the tests' session head): a driver
+started directly with cluster/env.sh's settings joins the head they name, and stop-local.sh
+stops every process of its head (agents and workers included) and none of the other's."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from tests.ray_head import PORTS, ROOT, cluster_env, free_ports
+import pytest
+
+from tests.ray_head import PORTS, ROOT, cluster_env, free_ports, sweep_env
 
 CLUSTER = ROOT / "cluster"
+
+
+@pytest.fixture(scope="module")
+def own_head() -> Iterator[dict[str, str]]:
+    """The environment of a head started by start-local.sh in a folder of its own (the last
+    test stops it; stop-local.sh then finds no head to stop)."""
+    env = cluster_env(free_ports())
+    try:
+        subprocess.run([str(CLUSTER / "start-local.sh")], env=env, check=True, timeout=300)
+        yield env
+    finally:  # a start that timed out may have left a head
+        subprocess.run([str(CLUSTER / "stop-local.sh")], env=env, timeout=120, check=False,
+                       capture_output=True)
+
+
+def test_a_driver_joins_the_head_its_environment_names(
+        own_head: dict[str, str], ray_address: str, tmp_path: Path) -> None:
+    """cluster/env.sh names the head by its job server and temp dir; Ray's default folder
+    (here RAY_TMPDIR's) says another cluster started last."""
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{PORTS['RAY_GCS_PORT']}")
+    env = sweep_env(f"http://127.0.0.1:{own_head['RAY_DASHBOARD_PORT']}",
+                    RAY_TEMP_DIR=own_head["RAY_TEMP_DIR"], RAY_TMPDIR=str(tmp_path))
+    joined = subprocess.run(
+        [sys.executable, "-c", "import ray; from tmem_core.pipeline._runner import init_ray; "
+         "init_ray(); print(ray.get_runtime_context().gcs_address)"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+    assert joined.returncode == 0, joined.stderr[-2000:]
+    assert joined.stdout.split()[-1] == f"127.0.0.1:{own_head['RAY_GCS_PORT']}"
+
+
+def test_a_driver_refuses_a_job_server_without_a_head_in_its_folder(tmp_path: Path) -> None:
+    env = sweep_env("http://127.0.0.1:8265", RAY_TEMP_DIR=str(tmp_path))
+    joined = subprocess.run(
+        [sys.executable, "-c", "from tmem_core.pipeline._runner import cluster_address; "
+         "cluster_address()"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        check=False)
+    assert joined.returncode == 1
+    assert (f"ConfigError: config key 'RAY_ADDRESS': http://127.0.0.1:8265: no Ray head was "
+            f"started in {tmp_path}") in joined.stderr
 
 
 def _running(pid: str) -> tuple[int, str, str] | None:
@@ -38,12 +83,12 @@ def head_processes(temp_dir: str) -> dict[int, str]:
     return {pid: table[pid][1] for pid in own}
 
 
-def test_stop_local_stops_its_own_head_only(ray_address: str) -> None:
+def test_stop_local_stops_its_own_head_only(own_head: dict[str, str], ray_address: str
+                                            ) -> None:
     beside_dir = cluster_env(PORTS)["RAY_TEMP_DIR"]
     beside = {pid: args for pid, args in head_processes(beside_dir).items()
               if args != "ray::IDLE"}  # idle workers come and go on their own
-    env = cluster_env(free_ports())
-    subprocess.run([str(CLUSTER / "start-local.sh")], env=env, check=True, timeout=180)
+    env = own_head
     started = head_processes(env["RAY_TEMP_DIR"])
     stop = subprocess.run([str(CLUSTER / "stop-local.sh")], env=env, capture_output=True,
                           text=True, timeout=120, check=False)
