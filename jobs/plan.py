@@ -1,13 +1,16 @@
 """Dry run of a sweep: expected LLM calls, tokens, USD and wall time, before launching it.
 
-    python -m jobs.plan jobs/configs/gpu_sweep.toml --replicas 8
+    python -m jobs.plan jobs/configs/default.toml
+    python -m jobs.plan jobs/configs/gpu_sweep.toml --replicas 4   # 2 GPUs each: 8 of 16
     python -m jobs.plan jobs/configs/tmem_paper/*_gpu.toml     # several: one plan each
 
 A few questions of each run go through the real stages here, on simulated twins of the
 backbones (nothing is sent to an engine); their calls, repeated to each run's size, flow
 through the continuous-batching model of the simulated engine (`sim` backend) on the given
-number of replicas per backbone. Times use each simulated backbone's own engine settings and
-the built-in `sim` engine's for the others (or those of `--timing BACKBONE`). A config that
+number of replicas per backbone. Times use each simulated backbone's own engine settings, an
+embedded (llama.cpp) or vLLM-CPU backbone's pace measured on this machine and its own slots
+(its engine's `pace` table overrides it), and the built-in `sim` engine's (GPU-like) for the
+others; `--timing BACKBONE` times every call with that sim backbone's settings. A config that
 states its GPU cluster (`resources.cluster_gpus`, `gpus_per_node`) is refused, with one
 `error:` line, when the engine replicas do not fit it.
 """

@@ -20,6 +20,7 @@ from tmem_core.llm._config import (
     _require_positive,
 )
 from tmem_core.llm._models import hf_model_path
+from tmem_core.llm._sim import VLLM_CPU_PACE, Pace
 from tmem_core.llm._types import (
     Backend,
     ChatRequest,
@@ -59,6 +60,7 @@ class VLLMEngineConfig:
     language_model_only: bool = False
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     env_vars: dict[str, str] = field(default_factory=dict)
+    pace: Pace = VLLM_CPU_PACE  # the CPU build's pace here, for jobs.plan (GPUs: the sim's)
 
     def __post_init__(self) -> None:
         _require_positive(self, "tensor_parallel_size", "pipeline_parallel_size",
