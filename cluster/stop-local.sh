@@ -24,15 +24,17 @@ running() {
 
 # The head's processes: those naming its session on their command line (GCS, raylet,
 # dashboard, monitors), those writing into its session folder (the client server, the agents,
-# workers, and their children even once orphaned; not a driver that joined it, whose only file
-# there is its python-core-driver log), and the descendants of both (the dashboard's modules).
+# workers, and their children even once orphaned; not a driver that joined it, whose only files
+# there are its core worker's log and event files), and the descendants of both (the
+# dashboard's modules).
 own_pids() {
   local table pid seeds=""
   table="$(ps -eo pid=,ppid=,args=)"
   for pid in $(awk '{print $1}' <<<"$table"); do
     [ "$pid" = "$$" ] && continue
     if find "/proc/$pid/fd" -maxdepth 1 -lname "$session_dir/*" \
-        ! -lname "*/python-core-driver-*" 2>/dev/null | grep -q .; then
+        ! -lname "*/python-core-driver-*" ! -lname "*/events/event_CORE_WORKER_*" \
+        ! -lname "*/export_events/*" 2>/dev/null | grep -q .; then
       seeds="$seeds $pid"
     fi
   done

@@ -14,6 +14,9 @@ import pytest
 from tests.ray_head import PORTS, ROOT, cluster_env, free_ports, sweep_env
 
 CLUSTER = ROOT / "cluster"
+JOIN = ("import sys, ray; from tmem_core.pipeline._runner import init_ray; init_ray(); "
+        "print(ray.get_runtime_context().gcs_address, flush=True); sys.stdin.read()")
+"""A driver that joins the cluster its environment names, says which, and stays."""
 
 
 @pytest.fixture(scope="module")
@@ -29,18 +32,21 @@ def own_head() -> Iterator[dict[str, str]]:
                        capture_output=True)
 
 
+def _driver_env(head: dict[str, str], **extra: str) -> dict[str, str]:
+    """cluster/env.sh's settings for `head`."""
+    return sweep_env(f"http://127.0.0.1:{head['RAY_DASHBOARD_PORT']}",
+                     RAY_TEMP_DIR=head["RAY_TEMP_DIR"], **extra)
+
+
 def test_a_driver_joins_the_head_its_environment_names(
         own_head: dict[str, str], ray_address: str, tmp_path: Path) -> None:
     """cluster/env.sh names the head by its job server and temp dir; Ray's default folder
     (here RAY_TMPDIR's) says another cluster started last."""
     (tmp_path / "ray").mkdir()
     (tmp_path / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{PORTS['RAY_GCS_PORT']}")
-    env = sweep_env(f"http://127.0.0.1:{own_head['RAY_DASHBOARD_PORT']}",
-                    RAY_TEMP_DIR=own_head["RAY_TEMP_DIR"], RAY_TMPDIR=str(tmp_path))
-    joined = subprocess.run(
-        [sys.executable, "-c", "import ray; from tmem_core.pipeline._runner import init_ray; "
-         "init_ray(); print(ray.get_runtime_context().gcs_address)"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
+    env = _driver_env(own_head, RAY_TMPDIR=str(tmp_path))
+    joined = subprocess.run([sys.executable, "-c", JOIN], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=180, check=False)
     assert joined.returncode == 0, joined.stderr[-2000:]
     assert joined.stdout.split()[-1] == f"127.0.0.1:{own_head['RAY_GCS_PORT']}"
 
@@ -89,13 +95,23 @@ def test_stop_local_stops_its_own_head_only(own_head: dict[str, str], ray_addres
     beside = {pid: args for pid, args in head_processes(beside_dir).items()
               if args != "ray::IDLE"}  # idle workers come and go on their own
     env = own_head
-    started = head_processes(env["RAY_TEMP_DIR"])
-    stop = subprocess.run([str(CLUSTER / "stop-local.sh")], env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    driver = subprocess.Popen([sys.executable, "-c", JOIN], cwd=ROOT, env=_driver_env(env),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert driver.stdout is not None and driver.stdout.readline().strip()  # joined
+        started = head_processes(env["RAY_TEMP_DIR"])
+        stop = subprocess.run([str(CLUSTER / "stop-local.sh")], env=env, capture_output=True,
+                              text=True, timeout=120, check=False)
+        assert driver.poll() is None  # a driver that joined it is not the head's to stop
+    finally:
+        driver.kill()
+        driver.wait()
 
     assert stop.returncode == 0, stop.stderr
     assert {"ray::DashboardAgent", "ray::RuntimeEnvAgent"} <= set(started.values())
-    assert not {pid: args for pid, args in started.items() if _running(str(pid))}
+    assert driver.pid in started  # a process with files in the head's folder
+    assert not {pid: args for pid, args in started.items()
+                if _running(str(pid)) and pid != driver.pid}
     assert not head_processes(env["RAY_TEMP_DIR"])
     assert {pid: args for pid, args in beside.items() if _running(str(pid))} == beside
 
