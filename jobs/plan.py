@@ -1,7 +1,7 @@
 """Dry run of a sweep: expected LLM calls, tokens, USD and wall time, before launching it.
 
     python -m jobs.plan jobs/configs/default.toml
-    python -m jobs.plan jobs/configs/gpu_sweep.toml --replicas 4   # 2 GPUs each: 8 of 16
+    python -m jobs.plan jobs/configs/gpu_sweep.toml --replicas 4   # 2 x 4 x 2 GPUs: all 16
     python -m jobs.plan jobs/configs/tmem_paper/*_gpu.toml     # several: one plan each
 
 A few questions of each run go through the real stages here, on simulated twins of the
