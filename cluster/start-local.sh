@@ -17,17 +17,25 @@ if [ ! -s "$RAY_AUTH_TOKEN_PATH" ]; then
   (umask 077 && "$PY" -c 'import secrets; print(secrets.token_hex(32))' > "$RAY_AUTH_TOKEN_PATH")
 fi
 chmod 600 "$RAY_AUTH_TOKEN_PATH"
-"$RAY" start --head --node-ip-address=127.0.0.1 --port="${RAY_GCS_PORT:-6379}" \
+port="${RAY_GCS_PORT:-6379}"
+failed=0
+"$RAY" start --head --node-ip-address=127.0.0.1 --port="$port" \
   --dashboard-host=127.0.0.1 --dashboard-port="$RAY_DASHBOARD_PORT" --include-dashboard=true \
   --dashboard-agent-listen-port="${RAY_AGENT_PORT:-52365}" \
   --num-cpus="$num_cpus" --object-store-memory="${RAY_OBJECT_STORE_BYTES:-268435456}" \
-  --temp-dir="$RAY_TEMP_DIR" --disable-usage-stats >/dev/null
+  --temp-dir="$RAY_TEMP_DIR" --disable-usage-stats >/dev/null || failed=$?
 # remember this head's session, so that stop-local.sh stops this cluster and no other
 # (read from its own GCS server, not session_latest: heads started side by side, as
 # parallel test workers do, would race for that link)
-port="${RAY_GCS_PORT:-6379}"
-pgrep -af "gcs_server.*--gcs_server_port=$port( |$)" | grep -o 'session-name=[^ ]*' | head -1 \
-  | cut -d= -f2 > "$RAY_TEMP_DIR/tmem-eval-$port.session"
+marker="$RAY_TEMP_DIR/tmem-eval-$port.session"
+{ pgrep -af "gcs_server.*--gcs_server_port=$port( |$)" || true; } | grep -o 'session-name=[^ ]*' \
+  | head -1 | cut -d= -f2 > "$marker" || true
+if [ "$failed" != 0 ]; then  # what a failed start left running goes too
+  if [ -s "$marker" ]; then "$here/stop-local.sh" >/dev/null || true; fi
+  rm -f "$marker"
+  echo "error: ray start failed (exit $failed); nothing of it is left running" >&2
+  exit 1
+fi
 # The job server answers before its agent registers; a submitted no-op job proves both are up.
 for _ in $(seq 1 120); do
   if "$RAY" job submit --address "$RAY_ADDRESS" --submission-id "warmup-$(date +%s%N)" \

@@ -36,9 +36,11 @@ def add_source_args(parser: argparse.ArgumentParser, required: bool = True) -> N
     parser.add_argument("--size", type=int, default=2000, help="synthetic: number of messages")
     parser.add_argument("--seed", type=int, default=0, help="synthetic: random seed")
     parser.add_argument("--variant", default="base",
-                        help="synthetic: base, native-revisions, no-metadata, interleaved[=N] "
-                             "(join with '+'); evermembench: the upstream shape, eval or "
-                             "dynamic (default: detected from the files)")
+                        help="synthetic: base, native-revisions, no-metadata, interleaved[=N]; "
+                             "any benchmark: revisions=N (N = 1, 2 or 3: Exp-5's revision "
+                             "chains from templates) (join with '+'); evermembench: the "
+                             "upstream shape, eval or dynamic (default: detected from the "
+                             "files)")
 
 
 def add_backbone_args(parser: argparse.ArgumentParser, default: str | None, role: str) -> None:
@@ -101,11 +103,13 @@ def load_benchmark(args: argparse.Namespace) -> PreparedBenchmark:
             else build(args.benchmark, load_request(args)))
 
 
-def run_main(main: Callable[[], int]) -> None:
-    """Run a job; bad input ends with one clear error line and exit status 2."""
+def run_main(main: Callable[[], int], *errors: type[Exception]) -> None:
+    """Run a job; bad input (and the job's own `errors`) ends with one clear error line and
+    exit status 2."""
+    handled: tuple[type[Exception], ...] = (ConfigError, DataError, *errors)
     try:
         code = main()
-    except (ConfigError, DataError) as exc:
+    except handled as exc:
         print(f"error: {exc}", file=sys.stderr)
         code = 2
     sys.exit(code)

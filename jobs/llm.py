@@ -12,21 +12,17 @@ import json
 import sys
 from pathlib import Path
 
-from tmem_core import ConfigError
-from tmem_core.llm import ChatRequest, ChatResponse, get_backbone, open_client
+from jobs._cli import run_main
+from tmem_core.llm import ChatRequest, ChatResponse, EngineUnavailable, get_backbone, open_client
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
-        backbone = get_backbone(args.backbone, args.backbones_file)
-        schema = json.loads(args.schema.read_text(encoding="utf-8")) if args.schema else None
-        request = ChatRequest.from_prompt(args.prompt, system=args.system, schema=schema)
-        with open_client(backbone, use_cache=not args.no_cache) as client:
-            (response,) = client.generate([request])
-    except (ConfigError, OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    backbone = get_backbone(args.backbone, args.backbones_file)
+    schema = json.loads(args.schema.read_text(encoding="utf-8")) if args.schema else None
+    request = ChatRequest.from_prompt(args.prompt, system=args.system, schema=schema)
+    with open_client(backbone, use_cache=not args.no_cache) as client:
+        (response,) = client.generate([request])
     _print(response)
     return 0 if response.ok else 1
 
@@ -62,4 +58,5 @@ def _print(response: ChatResponse) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # a schema file that cannot be read or parsed, an engine that did not start
+    run_main(main, OSError, ValueError, EngineUnavailable)

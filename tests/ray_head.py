@@ -62,11 +62,11 @@ def local_head(ports: dict[str, str], **env: str) -> Iterator[str]:
     """A head started by cluster/start-local.sh on `ports` (its job server's address), stopped
     by stop-local.sh on leaving."""
     environment = {**cluster_env(ports), **env}
-    subprocess.run([str(ROOT / "cluster" / "start-local.sh")], env=environment, check=True,
-                   timeout=180)
     try:
+        subprocess.run([str(ROOT / "cluster" / "start-local.sh")], env=environment, check=True,
+                       timeout=180)
         yield f"http://127.0.0.1:{ports['RAY_DASHBOARD_PORT']}"
-    finally:
+    finally:  # a start that timed out may have left a head behind
         subprocess.run([str(ROOT / "cluster" / "stop-local.sh")], env=environment, timeout=120,
                        check=False)
 

@@ -74,3 +74,36 @@ def test_failed_rerun_keeps_the_previous_output(tmp_path: Path) -> None:
     before = (tmp_path / "synthetic" / "messages.parquet").read_bytes()
     assert _run("--benchmark", "synthetic", "--size", "5", "--out", str(tmp_path)).returncode == 2
     assert (tmp_path / "synthetic" / "messages.parquet").read_bytes() == before
+
+
+def _longmemeval_two_updates(fixtures: Path, tmp_path: Path) -> Path:
+    """LongMemEval's file with a second `knowledge-update` instance (its spelling), so each
+    update has another update's answer to be revised to."""
+    data = json.loads((fixtures / "longmemeval" / "longmemeval_mini.json").read_text())
+    second = {**data[0], "question_id": f"{data[0]['question_id']}_2", "answer": "3"}
+    path = tmp_path / "longmemeval_s.json"
+    path.write_text(json.dumps([*data, second]))
+    return path
+
+
+def test_a_variant_is_written_beside_its_base_with_revisions_on_longmemeval(
+        fixtures: Path, tmp_path: Path) -> None:
+    source = _longmemeval_two_updates(fixtures, tmp_path)
+    out = tmp_path / "prepared"
+    base = _run("--benchmark", "longmemeval", "--source", str(source), "--out", str(out))
+    revised = _run("--benchmark", "longmemeval", "--source", str(source), "--out", str(out),
+                   "--variant", "revisions=2")
+    assert base.returncode == 0 and revised.returncode == 0, base.stderr + revised.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["longmemeval", "longmemeval-revisions-2"]
+    manifests = {p.name: json.loads((p / "manifest.json").read_text()) for p in out.iterdir()}
+    assert "revision_chains" not in manifests["longmemeval"]
+    chains = manifests["longmemeval-revisions-2"]["revision_chains"]
+    assert chains["questions"] == 2 and chains["skipped"] == []
+    assert (manifests["longmemeval-revisions-2"]["messages"]
+            == manifests["longmemeval"]["messages"] + chains["injected"])
+
+
+def test_help_lists_the_variants_of_any_benchmark() -> None:
+    done = _run("--help")
+    assert done.returncode == 0
+    assert "any benchmark: revisions=N" in " ".join(done.stdout.split())

@@ -12,7 +12,7 @@ import pytest
 
 from tests.hub import stage_tokenizer
 from tests.ray_head import ROOT, sweep_config
-from tmem_core.llm import BatchModel, SimEngineConfig
+from tmem_core.llm import BatchModel, Pace, SimEngineConfig
 from tmem_core.pipeline import load_sweep
 from tmem_core.pipeline._plan import Call, plan_sweep, simulate
 
@@ -87,3 +87,32 @@ def test_a_gpu_backbone_whose_tokenizer_is_missing_is_one_error_line(tmp_path: P
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
                           check=False, env={**os.environ, "HF_HOME": str(hf_home)})
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_pace_times_one_sequence_alone_and_a_full_batch_at_its_two_rates() -> None:
+    timing = Pace(prompt_tokens_per_s=100.0, output_tokens_per_s=20.0,
+                  output_tokens_per_s_alone=5.0).timing(4)
+    assert timing.max_num_seqs == 4
+    alone = [Call("b", 10, 10)]  # 0.1 s of prompt, 10 tokens at 5 tok/s
+    assert simulate({"b": [BatchModel(timing)]}, iter([alone]), 1) == pytest.approx(2.1)
+    # four at once: 0.4 s of prompts, 40 tokens at 20 tok/s in all
+    assert simulate({"b": [BatchModel(timing)]}, iter([alone] * 4), 4) == pytest.approx(2.4)
+
+
+def test_an_embedded_backbone_is_planned_at_its_own_pace_and_slots(tmp_path: Path) -> None:
+    """SmolLM2 on llama.cpp: 8 slots, its measured pace (was the GPU-like sim engine's 128
+    slots and pace), or the pace its engine table sets."""
+    backbones = tmp_path / "backbones.toml"
+    path = sweep_config(tmp_path, "plan-cpu", limit=2, extra=f'backbones_file = "{backbones}"')
+    plans = {}
+    for prompt_rate in (140.0, 14.0):
+        backbones.write_text(f"[backbones.smollm2.engine.pace]\nprompt_tokens_per_s = "
+                             f"{prompt_rate}\noutput_tokens_per_s = 30.0\n"
+                             "output_tokens_per_s_alone = 30.0\n")
+        plans[prompt_rate] = plan = plan_sweep(load_sweep(path), replicas=1, sample=1)
+        (run,) = plan.runs
+        # one engine of 8 slots reads and writes no faster than its two rates
+        assert plan.wall_s >= run.prompt_tokens / prompt_rate + run.completion_tokens / 30.0
+        (capacity,) = [line for line in plan.lines() if "questions in flight" in line]
+        assert capacity.endswith("max_num_seqs 8; up to 1 have work")
+    assert plans[14.0].wall_s > 5 * plans[140.0].wall_s

@@ -59,12 +59,23 @@ def test_a_silent_exit_after_the_cluster_went_away_gets_the_lost_cluster_line(
     assert "locomo_bm25_a 4/6, locomo_tmem_a 0/6" in line and "resume" in line
 
 
-def test_a_driver_killed_while_its_cluster_is_up_says_how_it_ended(
-        live_gcs: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert supervise(driver(live_gcs, "os.kill(os.getpid(), signal.SIGKILL)")) == 1
+@pytest.mark.parametrize("cluster", ["up", "gone"])
+def test_a_killed_driver_is_reported_killed_whatever_became_of_its_cluster(
+        cluster: str, live_gcs: str, dead_gcs: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A driver's own local cluster dies with it: its GCS is gone, but the driver was
+    killed."""
+    gcs = live_gcs if cluster == "up" else dead_gcs
+    assert supervise(driver(gcs, "os.kill(os.getpid(), signal.SIGKILL)")) == 1
     [line] = error_lines(capsys)
-    assert "signal SIGKILL" in line and "locomo_bm25_a 4/6" in line
-    assert "went away" not in line
+    assert line.startswith("error: the sweep driver was killed (SIGKILL); ")
+    assert "locomo_bm25_a 4/6" in line and "went away" not in line
+
+
+def test_a_driver_that_crashed_on_a_signal_of_its_own_says_which(
+        live_gcs: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert supervise(driver(live_gcs, "os.abort()")) == 1
+    [line] = error_lines(capsys)
+    assert line.startswith("error: the sweep driver ended (signal SIGABRT); ")
 
 
 def test_a_driver_that_ends_before_its_runs_start_says_so(
@@ -116,4 +127,4 @@ def test_a_stopped_job_stops_its_driver_and_says_what_landed(live_gcs: str) -> N
     _, stderr = parent.communicate(timeout=30)
     assert parent.returncode == 1
     [line] = [line for line in stderr.splitlines() if line.startswith("error:")]
-    assert "signal SIGTERM" in line and "locomo_tmem_a 0/6" in line
+    assert "was killed (SIGTERM)" in line and "locomo_tmem_a 0/6" in line

@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections import Counter
@@ -102,11 +103,19 @@ def tables_sha256(*tables: pa.Table) -> str:
 
 def prepare(name: str, request: LoadRequest, out_root: Path = DEFAULT_OUT,
             folder: str | None = None) -> Path:
-    """Build and write `<out_root>/<folder or name>/{messages,questions}.parquet` + manifest."""
+    """Build and write `<out_root>/<folder>/{messages,questions}.parquet` + manifest
+    (default folder: `variant_folder`)."""
     prepared = build(name, request)
-    target = out_root / (folder or name)
+    target = out_root / (folder or variant_folder(name, request.variant))
     write_prepared(prepared, target)
     return target
+
+
+def variant_folder(name: str, variant: str) -> str:
+    """A prepared set's default folder: the benchmark's name, with its variant unless it is
+    the base (`synthetic-interleaved-3-revisions-2`), so a variant never replaces its base."""
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", variant).strip("-")
+    return name if variant == "base" or not slug else f"{name}-{slug}"
 
 
 def write_prepared(prepared: PreparedBenchmark, target: Path) -> None:

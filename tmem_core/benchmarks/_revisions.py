@@ -50,7 +50,7 @@ from tmem_core.schema import (
 )
 
 CONDITIONS = (1, 2, 3)
-KNOWLEDGE_UPDATE = "knowledge_update"
+KNOWLEDGE_UPDATE = "knowledge_update"  # LongMemEval's "knowledge-update" too (`is_update`)
 CHAIN_KEY = "revision_chain"  # in a question's gold_meta
 MANIFEST_KEY = "revision_chains"
 WRITE_PROMPT = "exp5/chain"
@@ -242,7 +242,7 @@ def plan_chains(name: str, messages: Sequence[Message], questions: Sequence[Ques
     """Each Knowledge Update question's chain (number of revisions and their values); the
     questions whose original state is unknown (no gold evidence) are skipped."""
     by_id = {m.msg_id: m for m in messages}
-    updates = [q for q in questions if q.category == KNOWLEDGE_UPDATE]
+    updates = [q for q in questions if is_update(q)]
     if not updates:
         raise DataError(f"{name}: no {KNOWLEDGE_UPDATE} questions; Exp-5 injects revision "
                         f"chains into Knowledge Update questions (synthetic, GroupMemBench)")
@@ -269,6 +269,11 @@ def plan_chains(name: str, messages: Sequence[Message], questions: Sequence[Ques
     return chains, skipped
 
 
+def is_update(question: Question) -> bool:
+    """A Knowledge Update question, whatever its benchmark's spelling of the category."""
+    return question.category.lower().replace("-", "_") == KNOWLEDGE_UPDATE
+
+
 def _revised_values(rng: random.Random, count: int, answer: str, pool: Sequence[str]
                     ) -> tuple[str, ...]:
     """`count` values drawn from `pool`, each differing from the state before it where the
@@ -285,7 +290,7 @@ def _other_answers(questions: Sequence[Question], gold: dict[str, Gold]) -> Alte
     questions (of the benchmark's, where the conversation has none)."""
     def alternatives(question: Question, _answer: str) -> list[str]:
         answers = [(q.conv_id, gold[q.qid].answer) for q in questions
-                   if q.category == KNOWLEDGE_UPDATE and q.qid != question.qid]
+                   if is_update(q) and q.qid != question.qid]
         own = [a for c, a in answers if c == question.conv_id and a]
         return own or [a for _, a in answers if a]
     return alternatives

@@ -50,7 +50,7 @@ from tmem_core.llm._request_cache import RequestCache, request_hash
 from tmem_core.llm._request_cache import default_path as default_request_cache_path
 from tmem_core.llm._serve import PREFIX_ROUTER, SERVE_BACKEND, ServeLLMEngineConfig, app_name
 from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
-from tmem_core.llm._sim import BatchModel, Seq, SimEngineConfig
+from tmem_core.llm._sim import BatchModel, Pace, Seq, SimEngineConfig
 from tmem_core.llm._tokens import (
     TokenCounter,
     TokenizerMismatch,
@@ -106,6 +106,7 @@ __all__ = [
     "LoopbackServer",
     "OpenAICompatBackend",
     "OpenAIEngineConfig",
+    "Pace",
     "RequestCache",
     "Sampling",
     "Seq",

@@ -16,6 +16,7 @@ from tmem_core.llm._config import (
     BackboneConfig,
     get_backbone,
 )
+from tmem_core.llm._http import check_api_key
 from tmem_core.llm._request_cache import CachedCall, RequestCache, request_hash
 from tmem_core.llm._types import (
     Backend,
@@ -238,8 +239,10 @@ def open_client(
     cache_path: str | Path | None = None,
     max_output_attempts: int = 3,
 ) -> Iterator[LLMClient]:
-    """An `LLMClient` whose engine starts at the first cache miss and stops on exit."""
+    """An `LLMClient` whose engine starts at the first cache miss and stops on exit; a
+    backbone whose API key is not in the environment is refused at once (`ConfigError`)."""
     resolved = _resolve(backbone)
+    check_api_key(resolved)
     backend = LazyBackend(resolved)
     cache = RequestCache(cache_path) if use_cache else None
     try:

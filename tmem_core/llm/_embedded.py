@@ -31,6 +31,7 @@ from tmem_core.llm._config import (
 from tmem_core.llm._gguf import WEIGHT_FORMATS
 from tmem_core.llm._http import OpenAICompatBackend
 from tmem_core.llm._models import gguf_path, serving_gguf
+from tmem_core.llm._sim import EMBEDDED_PACE, Pace
 from tmem_core.llm._types import Backend, EngineUnavailable
 
 _log = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ class EmbeddedEngineConfig(HttpConfig):
     n_threads_batch: int = 0  # prompts and several sequences at once; 0 = all usable cores
     startup_timeout_s: float = 60.0
     max_restarts: int = 3
+    pace: Pace = EMBEDDED_PACE  # how fast it runs here, for jobs.plan (not for the server)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -242,6 +242,13 @@ def _start_openai(backbone: BackboneConfig, engine: OpenAIEngineConfig) -> Backe
                                engine.extra_body)
 
 
+def check_api_key(backbone: BackboneConfig) -> None:
+    """Refuse (`ConfigError`) a backbone of this backend whose API key is not in the
+    environment."""
+    if isinstance(backbone.engine, OpenAIEngineConfig):
+        _api_key(backbone, backbone.engine)
+
+
 def _api_key(backbone: BackboneConfig, engine: OpenAIEngineConfig) -> str:
     if not engine.api_key_env:
         return "EMPTY"  # local servers take any key

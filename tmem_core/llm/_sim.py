@@ -96,6 +96,47 @@ class SimEngineConfig:
         return f"{answers}:{self.revision}" if self.revision else answers
 
 
+@dataclass(frozen=True)
+class Pace:
+    """How fast a CPU engine answers on this machine, for `jobs.plan`'s wall time: prompt
+    tokens read per second, and output tokens per second with every slot decoding (all
+    together) and with one sequence alone. A step of the batch model takes a fixed part and a
+    part per running sequence, fitted to the two output rates (`timing`)."""
+
+    prompt_tokens_per_s: float
+    output_tokens_per_s: float
+    output_tokens_per_s_alone: float
+
+    def __post_init__(self) -> None:
+        _require_positive(self, "prompt_tokens_per_s", "output_tokens_per_s",
+                          "output_tokens_per_s_alone")
+
+    def timing(self, slots: int) -> SimEngineConfig:
+        """The batch model of an engine of `slots` slots at this pace."""
+        full, alone = slots / self.output_tokens_per_s, 1 / self.output_tokens_per_s_alone
+        per_seq = max(0.0, full - alone) / max(1, slots - 1)
+        return SimEngineConfig(ttft_s=0.0, prefill_tokens_per_s=self.prompt_tokens_per_s,
+                               step_s=max(1e-9, full - per_seq * slots),
+                               step_s_per_seq=per_seq, step_s_per_ktok=0.0,
+                               max_num_seqs=slots, prefix_cache_blocks=0)
+
+
+EMBEDDED_PACE = Pace(prompt_tokens_per_s=140.0, output_tokens_per_s=30.0,
+                     output_tokens_per_s_alone=30.0)
+"""SmolLM2 on llama.cpp (8 slots) inside sweeps on this machine (2 cores shared with the
+sweep's stage actors): `make run`'s default.toml sweeps wrote 9,400-11,400 output tokens at
+25-26 tok/s in all (README) and read prompts at about 140 tok/s (standalone, as the load
+changed, 90-306 tok/s). Alone it decodes no slower than its 8 slots do in all (the two cores
+are the limit: standalone, 38 and 117 tok/s alone against 8 and 69 with eight sequences of 64
+tokens in two rounds), so one rate for both."""
+VLLM_CPU_PACE = Pace(prompt_tokens_per_s=160.0, output_tokens_per_s=28.0,
+                     output_tokens_per_s_alone=2.7)
+"""SmolLM2 on vLLM's CPU build (`smollm2-vllm-cpu`: bf16, eager, 16 slots) on this machine
+with its cores shared (load 15-25): four 1,378-token prompts read at 159 tok/s, one sequence
+of 64 tokens decoded at 2.7 tok/s and sixteen at 27.9 tok/s in all (each step's fixed cost
+dominates). On a quieter machine it ran at 249, 6.0 and 60.5 tok/s."""
+
+
 @dataclass
 class SimCounters:
     """What a simulated engine did since it started (busy: a batch was running)."""

@@ -20,6 +20,7 @@ from tmem_core.llm._config import (
     _require_positive,
 )
 from tmem_core.llm._models import hf_model_path
+from tmem_core.llm._sim import VLLM_CPU_PACE, Pace
 from tmem_core.llm._start_watch import StallWatch
 from tmem_core.llm._types import (
     Backend,
@@ -66,6 +67,7 @@ class VLLMEngineConfig:
     # processes spend no CPU and read nothing for `start_stall_s` (`StallWatch`).
     start_timeout_s: float = 7200.0
     start_stall_s: float = 600.0
+    pace: Pace = VLLM_CPU_PACE  # the CPU build's pace here, for jobs.plan (GPUs: the sim's)
 
     def __post_init__(self) -> None:
         _require_positive(self, "tensor_parallel_size", "pipeline_parallel_size",

@@ -4,7 +4,8 @@ A few questions of each run go through the real stages in this process on simula
 the backbones (same names, tokenizers, sampling and prices; answers at once), which gives each
 question's chain of calls with their real prompt sizes. The chains, repeated to the runs' full
 question counts, then flow through `BatchModel`s of the engine replicas in virtual time, with
-as many questions in flight as the sweep's stage actors hold.
+as many questions in flight as the sweep's stage actors hold. An engine on this machine's CPU
+(embedded llama.cpp, vLLM's CPU build) runs at its measured `Pace` on its own slots.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from tmem_core.llm import BackboneConfig, BatchModel, Seq, SimEngineConfig, load_backbones
+from tmem_core.llm import BackboneConfig, BatchModel, Pace, Seq, SimEngineConfig, load_backbones
 from tmem_core.pipeline._capacity import questions_in_flight, sweep_backbones
 from tmem_core.pipeline._config import SweepConfig
 from tmem_core.pipeline._runner import prepare_benchmark, run_sweep, select_questions
@@ -103,12 +104,18 @@ def plan_sweep(config: SweepConfig, replicas: int, sample: int = 4,
 
 
 def _timing(backbone: BackboneConfig, timing: SimEngineConfig | None) -> SimEngineConfig:
+    """`timing`, else a simulated backbone's own engine, an embedded (llama.cpp) or vLLM-CPU
+    engine's measured `pace` on its slots, or the built-in `sim` engine (GPU-like)."""
     if timing is not None:
         return timing
-    if isinstance(backbone.engine, SimEngineConfig):
-        return backbone.engine
-    engine: SimEngineConfig = load_backbones()["sim"].engine
-    return engine
+    engine = backbone.engine
+    if isinstance(engine, SimEngineConfig):
+        return engine
+    pace = getattr(engine, "pace", None)
+    if isinstance(pace, Pace) and not getattr(engine, "gpus_per_shard", 0.0):
+        return pace.timing(backbone.slots)
+    sim: SimEngineConfig = load_backbones()["sim"].engine
+    return sim
 
 
 def _sample_calls(config: SweepConfig, backbones: dict[str, BackboneConfig], sample: int,

@@ -20,7 +20,7 @@ import ray
 from ray.data import ActorPoolStrategy
 from ray.data.context import DEFAULT_TARGET_MAX_BLOCK_SIZE
 
-from tmem_core import ConfigError
+from tmem_core._typed import ConfigError
 from tmem_core.benchmarks import LoadRequest, get_protocol, prepare, read_prepared
 from tmem_core.llm import (
     SERVE_BACKEND,
@@ -105,12 +105,8 @@ def init_ray(num_cpus: int | None = None, env: Mapping[str, str] | None = None) 
         os.environ.setdefault(key, value)
     env_vars = worker_env(env or {})
     runtime_env = {"env_vars": env_vars} if env_vars else None
-    address = os.environ.get("RAY_ADDRESS")
-    if address and address.startswith("http"):
-        # the job server's address (as for `ray job submit`): join this machine's cluster
-        os.environ.pop("RAY_ADDRESS")
-        ray.init(address="auto", log_to_driver=True, runtime_env=runtime_env)
-    elif address:
+    address = cluster_address()
+    if address:
         ray.init(address=address, log_to_driver=True, runtime_env=runtime_env)
     else:
         # address="local": a new cluster even when another one runs on this machine; it has
@@ -148,6 +144,28 @@ def job_runtime_env() -> dict[str, Any]:
     """The runtime env of the Ray job that started this driver (empty when none did)."""
     job = json.loads(os.environ.get(JOB_CONFIG_ENV) or "{}")
     return dict(job.get("runtime_env") or {})
+
+
+def cluster_address() -> str | None:
+    """The GCS address ("host:port") of the cluster RAY_ADDRESS names; None when it names none.
+
+    The job server's address (`http://...`, as cluster/env.sh sets it) stands for the head
+    last started in the environment's RAY_TEMP_DIR (its `ray_current_cluster` file): Ray's
+    own `address="auto"` reads /tmp/ray's, which names another head when this one was started
+    in a folder of its own. RAY_ADDRESS is set to the result, which `ray.init` reads first."""
+    address = os.environ.get("RAY_ADDRESS")
+    if not address or not address.startswith("http"):
+        return address or None
+    current = Path(os.environ.get("RAY_TEMP_DIR") or "/tmp/ray") / "ray_current_cluster"
+    try:
+        gcs = current.read_text().strip()
+    except OSError:
+        raise ConfigError("RAY_ADDRESS", f"{address}: no Ray head was started in "
+                                         f"{current.parent} (no {current.name} file); set "
+                                         "RAY_TEMP_DIR to the head's --temp-dir, or RAY_ADDRESS "
+                                         "to its GCS address (host:port)") from None
+    os.environ["RAY_ADDRESS"] = gcs
+    return gcs
 
 
 @dataclass

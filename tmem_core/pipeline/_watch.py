@@ -28,6 +28,9 @@ STATUS_ENV = "TMEM_SWEEP_STATUS"
 CLUSTER_LOST = 3
 """The driver's exit status after it said itself that its cluster went away."""
 RESUME = "run the same command again to resume (landed questions are kept)"
+KILLS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+"""Signals a driver gets from outside: it was killed, whatever its cluster's state after (a
+driver without RAY_ADDRESS takes its own local cluster down with it)."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -144,12 +147,17 @@ def supervise(command: Sequence[str]) -> int:
 
 def abnormal_end_line(code: int, status: SweepStatus | None) -> str:
     """What to tell the user when the driver ended with `code` and left `status`."""
-    how = f"signal {signal.Signals(-code).name}" if code < 0 else f"status {code}"
+    killed = code < 0 and signal.Signals(-code) in KILLS
+    if killed:
+        ended = f"the sweep driver was killed ({signal.Signals(-code).name})"
+    else:
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"status {code}"
+        ended = f"the sweep driver ended ({how})"
     if status is None:
-        return f"error: the sweep driver ended ({how}) before its runs started; {RESUME}"
-    if not reachable(status.gcs):
+        return f"error: {ended} before its runs started; {RESUME}"
+    if not killed and not reachable(status.gcs):
         return lost_cluster_line(status)
-    return f"error: the sweep driver ended ({how}); questions landed: {status.landed()}; {RESUME}"
+    return f"error: {ended}; questions landed: {status.landed()}; {RESUME}"
 
 
 def _die_with_parent() -> None:
