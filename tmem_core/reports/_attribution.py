@@ -2,7 +2,8 @@
 
 Each question gets one `cause`, the first that applies:
 
-- `error` (an unresolved failure) and `pending` (no judge record yet): never scored;
+- `error` (an unresolved failure), `stale` (its only records of a stage were made under
+  superseded dependencies) and `pending` (no judge record yet): never scored;
 - `correct`: its mean judge score is at least CORRECT_AT;
 - `judging`: its judge records do not all agree, or one of its judges failed calibration;
 - `degraded`: the method fell back or repaired something on it (its construct record's
@@ -25,11 +26,11 @@ from tmem_core.reports._intervals import INTERVAL_SCHEMA
 from tmem_core.reports._metrics import ALL_GOLD
 from tmem_core.results import CORRECT_AT, UNRELIABLE, UNTRACEABLE, SweepResults, degraded
 
-ERROR, PENDING, CORRECT = "error", "pending", "correct"
+ERROR, STALE, PENDING, CORRECT = "error", "stale", "pending", "correct"
 JUDGING, DEGRADED, UNKNOWN = "judging", "degraded", "unknown"
 RETRIEVAL, SYNTHESIS = "retrieval", "synthesis"
 SCORED_CAUSES = (CORRECT, JUDGING, DEGRADED, UNKNOWN, UNTRACEABLE, RETRIEVAL, SYNTHESIS)
-CAUSES = (*SCORED_CAUSES, ERROR, PENDING)
+CAUSES = (*SCORED_CAUSES, ERROR, STALE, PENDING)
 _ID = ["run_id", "qid"]
 
 
@@ -54,6 +55,7 @@ def with_causes(questions: pl.DataFrame, results: SweepResults,
 def _cause() -> pl.Expr:
     status = pl.col("status")
     return (pl.when(status == "failed").then(pl.lit(ERROR))
+            .when(status == "stale").then(pl.lit(STALE))
             .when(status == "pending").then(pl.lit(PENDING))
             .when(pl.col("score") >= CORRECT_AT).then(pl.lit(CORRECT))
             .when(pl.col("judge_disagreement") | pl.col("unreliable_judge")).then(pl.lit(JUDGING))
@@ -66,7 +68,7 @@ def _cause() -> pl.Expr:
 
 def attribution(questions: pl.DataFrame) -> pl.DataFrame:
     """Per run x cause: `questions`, and `share` of the run's judged questions (null for
-    errors and pending ones, which are not scored)."""
+    errors, stale and pending ones, which are not scored)."""
     grid = questions.select("run_id").unique().join(pl.DataFrame({"cause": list(CAUSES)}),
                                                     how="cross")
     counts = questions.group_by("run_id", "cause").agg(pl.len().alias("questions"))

@@ -16,9 +16,11 @@ ATTRIBUTION = (
     "(the method fell back or repaired something on it); **unknown** (no gold evidence to look "
     "for); **untraceable** (its context names no source message); **synthesis** (all its "
     "gold evidence was in the context, the answer was still wrong); **retrieval** (part or "
-    "none of it was). Shares are of judged questions; errors and pending questions are "
-    "counted apart, never scored. For a run whose evidence basis is `read`, *in the context* "
-    "means read by the method while it built its context (not shown to the answer model).")
+    "none of it was). Shares are of judged questions; errors, stale questions (whose records "
+    "were made under superseded dependencies: a changed backbone, prompt, method or data) and "
+    "pending questions are counted apart, never scored. For a run whose evidence basis is "
+    "`read`, *in the context* means read by the method while it built its context (not shown "
+    "to the answer model).")
 GOLD_CONTEXT = (
     "P(correct | gold in context): the share of judged questions answered correctly among "
     "those whose context held all their gold evidence, and among those whose context held "
