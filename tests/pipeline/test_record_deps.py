@@ -15,20 +15,28 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tests.pipeline.faults import probe_env
 from tests.ray_head import ROOT, gcs, run_sweep, sweep_config, sweep_env
 from tmem_core import pipeline
+from tmem_core.llm import load_backbones
+from tmem_core.pipeline._probe import PROBE_ENV
+from tmem_core.pipeline._runner import finish_run, plan_run, prepare_benchmark
 from tmem_core.prompts import _prompt
+from tmem_core.reports import summarise
 from tmem_core.results import (
     CALIBRATION_STAGE,
     STORES,
     StageStore,
     calls_store,
     memory_quality_store,
+    read_sweep,
     run_count,
     run_dirs,
     stage_store,
 )
 from tmem_core.results._layout import calibration_store
+from tmem_core.viewer._data import benchmark, load_sweep, question_records
+from tmem_core.viewer._views import question_rows
 
 pytestmark = pytest.mark.slow
 
@@ -189,3 +197,71 @@ def test_a_changed_prompt_file_redoes_its_stage_and_records_without_hashes_are_r
     assert (f"run {run_dir.name}: stage answer: 3 stored records carry no dependency hashes "
             f"(written before they were recorded): redone") in lines
     assert _rows(run_dir)["answer"] == 2 * before["answer"]
+
+
+def _statuses(sweep: Path) -> dict[str, str]:
+    """The report's status of each question of the sweep's one run."""
+    table = summarise(read_sweep(sweep)).questions
+    return dict(zip(table["qid"].to_list(), table["status"].to_list(), strict=True))
+
+
+def _viewer(sweep: Path, run_dir: Path) -> tuple[dict[str, str], dict[str, list[str]],
+                                                   dict[str, list[str]]]:
+    """The viewer's outcome of each question, and per question the stores of its judge
+    records in force and of its stale records."""
+    data = load_sweep(sweep)
+    rows = {r.qid: r.outcome for r in question_rows(data, run_dir.name)}
+    bench = benchmark(Path(json.loads((run_dir / "contract.json").read_text())["data"]["dir"]))
+    records = question_records(run_dir, list(rows), bench.data)
+    return (rows, {q: [r["key"] for r in r_.latest["judge"]] for q, r_ in records.items()},
+            {q: sorted({r["store"] for r in r_.stale}) for q, r_ in records.items()})
+
+
+def test_a_model_change_and_a_failed_judge_call_is_an_error_never_an_old_verdict(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In one process: the backbone's model changes under its name and one question's judge
+    call fails: the run line, the report and the viewer show that question as an error,
+    not judged with the old model's verdict. Then the model changes again and the driver
+    stops once it has planned the run (its contract written, nothing redone): every
+    record made by the old model is stale, counted and never scored."""
+    seed = uuid.uuid4().int % 10**6
+    config = pipeline.load_sweep(_config(tmp_path, "stale", seed))
+    monkeypatch.setenv("TMEM_CACHE_DIR", str(tmp_path / "cache"))
+    (first,) = pipeline.run_sweep(config, log=lambda _: None, local=True)
+    sweep, run_dir = tmp_path / "results" / "stale", first.run_dir
+    assert first.judged == 3 and sum(first.stage_errors.values()) == 0
+    failing = min(r["qid"] for r in stage_store(run_dir, "judge").read_all().to_pylist()
+                  if r["scored_by"] == "llm")  # a verdict the judge model gives
+
+    _backbones(tmp_path, "sim-b", seed)
+    monkeypatch.setenv(PROBE_ENV, probe_env(f"stage=judge,qid={failing},kind=llm_error")[
+        PROBE_ENV])
+    (second,) = pipeline.run_sweep(config, log=lambda _: None, local=True)
+    assert second.judged == 2 and second.stage_errors["judge"] == 1
+    assert "1 errors {'retrieve': 0, 'construct': 0, 'answer': 0, 'judge': 1}" in second.line()
+    assert "(2 judged)" in second.line() and "stale" not in second.line()
+    old = [r for r in stage_store(run_dir, "judge").read_all().to_pylist()
+           if r["qid"] == failing and r["ok"]]
+    assert len(old) == 1  # the first model's verdict is still on record
+    statuses = _statuses(sweep)
+    assert statuses[failing] == "failed" and list(statuses.values()).count("judged") == 2
+    scored = summarise(read_sweep(sweep)).accuracy.filter(category="overall")
+    assert set(scored["questions"].to_list()) == {2}
+    outcomes, verdicts, _ = _viewer(sweep, run_dir)
+    assert outcomes[failing] == "failed" and verdicts[failing] == []
+
+    monkeypatch.delenv(PROBE_ENV)
+    _backbones(tmp_path, "sim-c", seed)
+    bench_dir = prepare_benchmark(config.benchmarks[0], sweep / "data")
+    (run,) = config.runs()
+    third = finish_run(plan_run(run, bench_dir, load_backbones(config.backbones_file), sweep,
+                                local=True), 0.0)
+    assert third.judged == 0 and third.accuracy is None
+    assert third.stale == {"construct": 3, "answer": 3, "judge": 3}  # BM25: no backbone
+    assert sum(third.stage_errors.values()) == 0
+    assert "9 stale {'construct': 3, 'answer': 3, 'judge': 3}" in third.line()
+    assert set(_statuses(sweep).values()) == {"stale"}
+    outcomes, verdicts, stale = _viewer(sweep, run_dir)
+    assert set(outcomes.values()) == {"stale"}
+    assert all(v == [] for v in verdicts.values())
+    assert all({"construct", "answer", "judge"} <= set(s) for s in stale.values())
