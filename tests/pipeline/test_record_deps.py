@@ -15,9 +15,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tests.conftest import LOCOMO
 from tests.pipeline.faults import probe_env
 from tests.ray_head import ROOT, gcs, run_sweep, sweep_config, sweep_env
 from tmem_core import pipeline
+from tmem_core.benchmarks import read_prepared
 from tmem_core.llm import load_backbones
 from tmem_core.pipeline._probe import PROBE_ENV
 from tmem_core.pipeline._runner import finish_run, plan_run, prepare_benchmark
@@ -265,3 +267,73 @@ def test_a_model_change_and_a_failed_judge_call_is_an_error_never_an_old_verdict
     assert set(outcomes.values()) == {"stale"}
     assert all(v == [] for v in verdicts.values())
     assert all({"construct", "answer", "judge"} <= set(s) for s in stale.values())
+
+
+def _locomo_config(tmp: Path, source: Path, seed: int) -> Path:
+    """Three questions of a LoCoMo file on the `sim` backbone "writer" (judging too)."""
+    backbones = _backbones(tmp, "sim-a", seed)
+    path = tmp / "gold.toml"
+    path.write_text(f'''name = "gold"
+results_dir = "{tmp / 'results'}"
+backbones_file = "{backbones}"
+[[benchmarks]]
+name = "locomo"
+source = "{source}"
+limit = 3
+[grid]
+methods = ["bm25"]
+backbones = ["writer"]
+top_k = [8]
+budget = [512]
+''')
+    return path
+
+
+def _edit_gold(source: Path, question: str, answer: str) -> None:
+    """Give the LoCoMo question asking `question` another gold answer, in place."""
+    samples = json.loads(source.read_text())
+    (qa,) = [qa for sample in samples for qa in sample["qa"] if qa["question"] == question]
+    qa["answer"] = answer
+    source.write_text(json.dumps(samples))
+
+
+def test_a_changed_gold_answer_prepares_again_and_rejudges_only_its_question(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In one process, on a copy of the shared LoCoMo file: a gold answer edited in the
+    source is prepared again (a new copy, named by the source's content) and only its
+    question's judge records are redone; retrieval, contexts and answers do not read gold,
+    and the other questions' verdicts stay."""
+    source = tmp_path / "locomo10.json"
+    source.write_bytes(LOCOMO.read_bytes())
+    config = pipeline.load_sweep(_locomo_config(tmp_path, source, uuid.uuid4().int % 10**6))
+    monkeypatch.setenv("TMEM_CACHE_DIR", str(tmp_path / "cache"))
+    (first,) = pipeline.run_sweep(config, log=lambda _: None, local=True)
+    run_dir, data = first.run_dir, tmp_path / "results" / "gold" / "data"
+    before = _rows(run_dir)
+    judged = [r for r in stage_store(run_dir, "judge").read_all().to_pylist()
+              if r["scored_by"] == "llm"]
+    changed = judged[0]["qid"]
+    (old_dir,) = data.iterdir()
+    (asked,) = [q for q in read_prepared(old_dir).questions.to_pylist() if q["qid"] == changed]
+    redone = sum(1 for store in ("judge", "calibration")
+                 for r in _store(run_dir, store).read_all().to_pylist()
+                 if r["qid"] == changed and r["ok"])
+
+    _edit_gold(source, asked["question"], f"not {asked['answer']}")
+    lines: list[str] = []
+    (second,) = pipeline.run_sweep(config, log=lines.append, local=True)
+    assert [line for line in lines if line.endswith(": redone")] == [
+        f"run {run_dir.name}: stage judge: {redone} stored records were made with a "
+        f"different data gold: redone"]
+    (new_dir,) = set(data.iterdir()) - {old_dir}  # prepared again, the old copy kept
+    contract = json.loads((run_dir / "contract.json").read_text())
+    assert contract["data"]["dir"] == str(new_dir)
+    (gold,) = [q["answer"] for q in read_prepared(new_dir).questions.to_pylist()
+               if q["qid"] == changed]
+    assert gold == f"not {asked['answer']}"
+    after = _rows(run_dir)
+    assert {s: after[s] for s in ("retrieve", "construct", "answer")} == {
+        s: before[s] for s in ("retrieve", "construct", "answer")}
+    verdicts = Counter(r["qid"] for r in stage_store(run_dir, "judge").read_all().to_pylist())
+    assert after["judge"] == before["judge"] + 1 and verdicts[changed] == 2
+    assert set(verdicts.values()) == {1, 2} and second.judged == first.judged
