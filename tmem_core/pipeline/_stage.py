@@ -263,8 +263,7 @@ class Stage:
     def record(self, row: Mapping[str, Any], key: str | None = None, **values: Any) -> Row:
         return {"run_id": self.job.run.run_id, "key": key or row["qid"], "qid": row["qid"],
                 "conv_id": row["conv_id"], "ok": True, "deps": self.deps_of(row["qid"]),
-                "code": self.job.code,
-                **values}
+                "code": self.job.code, **values}
 
     def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
         """The question's records not in `stored` (the flow `row` holds what it `reads`)."""
