@@ -346,8 +346,9 @@ def call_rows(run_id: str, results: Iterable[StageResult], deps_of: Callable[[st
               ) -> list[Row]:
     """The calls rows of a stage's results; `deps_of(qid)`: the `deps` of the stage's
     records of a question, so that the count can tell a redone record's calls from those
-    it replaced."""
-    return [_call_row(run_id, call, deps_of(result.flow["qid"]))
+    it replaced (a memory call's, of its run's memory `memory:<conv_id>`: the stage's own,
+    whichever question's batch recorded it)."""
+    return [_call_row(run_id, call, deps_of(call.qid))
             for result in results for call in result.output.calls]
 
 
