@@ -247,8 +247,11 @@ def test_a_model_change_and_a_failed_judge_call_is_an_error_never_an_old_verdict
     assert len(old) == 1  # the first model's verdict is still on record
     statuses = _statuses(sweep)
     assert statuses[failing] == "failed" and list(statuses.values()).count("judged") == 2
-    scored = summarise(read_sweep(sweep)).accuracy.filter(category="overall")
+    results = read_sweep(sweep)
+    scored = summarise(results).accuracy.filter(category="overall")
     assert set(scored["questions"].to_list()) == {2}
+    judging = results.calls.filter(qid=failing, stage="judge")  # the old verdict's calls too
+    assert judging.height == 2 and judging["tokens"].sum() == 0  # neither counts as if run
     outcomes, verdicts, _ = _viewer(sweep, run_dir)
     assert outcomes[failing] == "failed" and verdicts[failing] == []
 
