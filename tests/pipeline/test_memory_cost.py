@@ -9,12 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
 
 from tests.conftest import Step, scripted_backbones
 from tests.pipeline.shaped import ShapedServer
+from tmem_core.llm import CallRecord
 from tmem_core.pipeline import parse_sweep, run_sweep
+from tmem_core.pipeline._stage import Output, StageResult, call_rows
 from tmem_core.reports import read_sweep, summarise
-from tmem_core.results import calls_store
+from tmem_core.results import MEMORY_STAGE, calls_store, memory_qid, run_count
 
 STEP = {"reasoning": "The notes suffice.", "memory": "cadence changed", "action": "answer",
         "argument": ""}
@@ -105,3 +108,24 @@ def test_a_build_retried_within_a_run_records_the_calls_of_the_retry(tmp_path: P
     # the failed extraction was retried by a later prepare of the same run: on record, ok
     assert server.extractions > server.failures
     assert len(memory) == server.extractions - server.failures and all(c["ok"] for c in memory)
+
+
+def _call(qid: str, request_hash: str) -> CallRecord:
+    return CallRecord("priced", "sim-a", MEMORY_STAGE if qid.startswith("memory:") else
+                      "retrieve", qid, request_hash, 100, 10, 0.1, False, 0.001, None, None)
+
+
+def test_a_memorys_calls_count_whichever_question_recorded_them() -> None:
+    """A conversation's memory built for one question, one of its calls retried for
+    another: every call of the memory counts, under the stage's dependencies (a question's
+    own calls under its own, with its data)."""
+    memory = memory_qid("conv-26")
+    first = StageResult({"qid": "conv-26:q0"}, Output(calls=[
+        _call(memory, "a"), _call(memory, "b"), _call("conv-26:q0", "c")]))
+    retried = StageResult({"qid": "conv-26:q7"}, Output(calls=[_call(memory, "b")]))
+    deps = {"conv-26:q0": '{"data question":"0"}', "conv-26:q7": '{"data question":"7"}'}
+    rows = [{**row, "written_at": float(i), "code": None} for i, row in enumerate(call_rows(
+        "r", [first, retried], lambda qid: deps.get(qid, '{"backbone priced":"x"}')))]
+    assert [r["deps"] for r in rows if r["qid"] == memory] == ['{"backbone priced":"x"}'] * 3
+    count = run_count(pa.Table.from_pylist(rows, schema=calls_store(Path(".")).schema))
+    assert count.tokens == 3 * 110  # memory calls a and b, and q0's own call

@@ -108,9 +108,12 @@ class Sleepy:
 
     def __init__(self, run_dir: Path) -> None:
         self.job = SimpleNamespace(run=SimpleNamespace(run_id="r0"))
-        self.deps, self.probe = "{}", Probe()
+        self.probe = Probe()
         self.store = StageStore(run_dir, "answer", stage_schema())
         self.request_cache = RequestCache(run_dir / "requests.sqlite", write_behind=True)
+
+    def deps_of(self, qid: str) -> str:
+        return "{}"
 
     def step(self, row: dict[str, Any]) -> StageResult:
         time.sleep(float(row["qid"]))

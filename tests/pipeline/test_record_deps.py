@@ -15,20 +15,30 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tests.conftest import LOCOMO
+from tests.pipeline.faults import probe_env
 from tests.ray_head import ROOT, gcs, run_sweep, sweep_config, sweep_env
 from tmem_core import pipeline
+from tmem_core.benchmarks import read_prepared
+from tmem_core.llm import load_backbones
+from tmem_core.pipeline._probe import PROBE_ENV
+from tmem_core.pipeline._runner import finish_run, plan_run, prepare_benchmark
 from tmem_core.prompts import _prompt
+from tmem_core.reports import summarise
 from tmem_core.results import (
     CALIBRATION_STAGE,
     STORES,
     StageStore,
     calls_store,
     memory_quality_store,
+    read_sweep,
     run_count,
     run_dirs,
     stage_store,
 )
 from tmem_core.results._layout import calibration_store
+from tmem_core.viewer._data import benchmark, load_sweep, question_records
+from tmem_core.viewer._views import question_rows
 
 pytestmark = pytest.mark.slow
 
@@ -189,3 +199,144 @@ def test_a_changed_prompt_file_redoes_its_stage_and_records_without_hashes_are_r
     assert (f"run {run_dir.name}: stage answer: 3 stored records carry no dependency hashes "
             f"(written before they were recorded): redone") in lines
     assert _rows(run_dir)["answer"] == 2 * before["answer"]
+
+
+def _statuses(sweep: Path) -> dict[str, str]:
+    """The report's status of each question of the sweep's one run."""
+    table = summarise(read_sweep(sweep)).questions
+    return dict(zip(table["qid"].to_list(), table["status"].to_list(), strict=True))
+
+
+def _viewer(sweep: Path, run_dir: Path) -> tuple[dict[str, str], dict[str, list[str]],
+                                                   dict[str, list[str]]]:
+    """The viewer's outcome of each question, and per question the stores of its judge
+    records in force and of its stale records."""
+    data = load_sweep(sweep)
+    rows = {r.qid: r.outcome for r in question_rows(data, run_dir.name)}
+    bench = benchmark(Path(json.loads((run_dir / "contract.json").read_text())["data"]["dir"]))
+    records = question_records(run_dir, list(rows), bench.data)
+    return (rows, {q: [r["key"] for r in r_.latest["judge"]] for q, r_ in records.items()},
+            {q: sorted({r["store"] for r in r_.stale}) for q, r_ in records.items()})
+
+
+def test_a_model_change_and_a_failed_judge_call_is_an_error_never_an_old_verdict(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In one process: the backbone's model changes under its name and one question's judge
+    call fails: the run line, the report and the viewer show that question as an error,
+    not judged with the old model's verdict. Then the model changes again and the driver
+    stops once it has planned the run (its contract written, nothing redone): every
+    record made by the old model is stale, counted and never scored."""
+    seed = uuid.uuid4().int % 10**6
+    config = pipeline.load_sweep(_config(tmp_path, "stale", seed))
+    monkeypatch.setenv("TMEM_CACHE_DIR", str(tmp_path / "cache"))
+    (first,) = pipeline.run_sweep(config, log=lambda _: None, local=True)
+    sweep, run_dir = tmp_path / "results" / "stale", first.run_dir
+    assert first.judged == 3 and sum(first.stage_errors.values()) == 0
+    failing = min(r["qid"] for r in stage_store(run_dir, "judge").read_all().to_pylist()
+                  if r["scored_by"] == "llm")  # a verdict the judge model gives
+
+    _backbones(tmp_path, "sim-b", seed)
+    monkeypatch.setenv(PROBE_ENV, probe_env(f"stage=judge,qid={failing},kind=llm_error")[
+        PROBE_ENV])
+    (second,) = pipeline.run_sweep(config, log=lambda _: None, local=True)
+    assert second.judged == 2 and second.stage_errors["judge"] == 1
+    assert "1 errors {'retrieve': 0, 'construct': 0, 'answer': 0, 'judge': 1}" in second.line()
+    assert "(2 judged)" in second.line() and "stale" not in second.line()
+    old = [r for r in stage_store(run_dir, "judge").read_all().to_pylist()
+           if r["qid"] == failing and r["ok"]]
+    assert len(old) == 1  # the first model's verdict is still on record
+    statuses = _statuses(sweep)
+    assert statuses[failing] == "failed" and list(statuses.values()).count("judged") == 2
+    results = read_sweep(sweep)
+    scored = summarise(results).accuracy.filter(category="overall")
+    assert set(scored["questions"].to_list()) == {2}
+    judging = results.calls.filter(qid=failing, stage="judge")  # the old verdict's calls too
+    assert judging.height == 2 and judging["tokens"].sum() == 0  # neither counts as if run
+    outcomes, verdicts, _ = _viewer(sweep, run_dir)
+    assert outcomes[failing] == "failed" and verdicts[failing] == []
+
+    monkeypatch.delenv(PROBE_ENV)
+    _backbones(tmp_path, "sim-c", seed)
+    bench_dir = prepare_benchmark(config.benchmarks[0], sweep / "data")
+    (run,) = config.runs()
+    third = finish_run(plan_run(run, bench_dir, load_backbones(config.backbones_file), sweep,
+                                local=True), 0.0)
+    assert third.judged == 0 and third.accuracy is None
+    assert third.stale == {"construct": 3, "answer": 3, "judge": 3}  # BM25: no backbone
+    assert sum(third.stage_errors.values()) == 0
+    assert "9 stale {'construct': 3, 'answer': 3, 'judge': 3}" in third.line()
+    assert set(_statuses(sweep).values()) == {"stale"}
+    outcomes, verdicts, stale = _viewer(sweep, run_dir)
+    assert set(outcomes.values()) == {"stale"}
+    assert all(v == [] for v in verdicts.values())
+    assert all({"construct", "answer", "judge"} <= set(s) for s in stale.values())
+
+
+def _locomo_config(tmp: Path, source: Path, seed: int) -> Path:
+    """Three questions of a LoCoMo file on the `sim` backbone "writer" (judging too)."""
+    backbones = _backbones(tmp, "sim-a", seed)
+    path = tmp / "gold.toml"
+    path.write_text(f'''name = "gold"
+results_dir = "{tmp / 'results'}"
+backbones_file = "{backbones}"
+[[benchmarks]]
+name = "locomo"
+source = "{source}"
+limit = 3
+[grid]
+methods = ["bm25"]
+backbones = ["writer"]
+top_k = [8]
+budget = [512]
+''')
+    return path
+
+
+def _edit_gold(source: Path, question: str, answer: str) -> None:
+    """Give the LoCoMo question asking `question` another gold answer, in place."""
+    samples = json.loads(source.read_text())
+    (qa,) = [qa for sample in samples for qa in sample["qa"] if qa["question"] == question]
+    qa["answer"] = answer
+    source.write_text(json.dumps(samples))
+
+
+def test_a_changed_gold_answer_prepares_again_and_rejudges_only_its_question(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In one process, on a copy of the shared LoCoMo file: a gold answer edited in the
+    source is prepared again (a new copy, named by the source's content) and only its
+    question's judge records are redone; retrieval, contexts and answers do not read gold,
+    and the other questions' verdicts stay."""
+    source = tmp_path / "locomo10.json"
+    source.write_bytes(LOCOMO.read_bytes())
+    config = pipeline.load_sweep(_locomo_config(tmp_path, source, uuid.uuid4().int % 10**6))
+    monkeypatch.setenv("TMEM_CACHE_DIR", str(tmp_path / "cache"))
+    (first,) = pipeline.run_sweep(config, log=lambda _: None, local=True)
+    run_dir, data = first.run_dir, tmp_path / "results" / "gold" / "data"
+    before = _rows(run_dir)
+    judged = [r for r in stage_store(run_dir, "judge").read_all().to_pylist()
+              if r["scored_by"] == "llm"]
+    changed = judged[0]["qid"]
+    (old_dir,) = data.iterdir()
+    (asked,) = [q for q in read_prepared(old_dir).questions.to_pylist() if q["qid"] == changed]
+    redone = sum(1 for store in ("judge", "calibration")
+                 for r in _store(run_dir, store).read_all().to_pylist()
+                 if r["qid"] == changed and r["ok"])
+
+    _edit_gold(source, asked["question"], f"not {asked['answer']}")
+    lines: list[str] = []
+    (second,) = pipeline.run_sweep(config, log=lines.append, local=True)
+    assert [line for line in lines if line.endswith(": redone")] == [
+        f"run {run_dir.name}: stage judge: {redone} stored records were made with a "
+        f"different data gold: redone"]
+    (new_dir,) = set(data.iterdir()) - {old_dir}  # prepared again, the old copy kept
+    contract = json.loads((run_dir / "contract.json").read_text())
+    assert contract["data"]["dir"] == str(new_dir)
+    (gold,) = [q["answer"] for q in read_prepared(new_dir).questions.to_pylist()
+               if q["qid"] == changed]
+    assert gold == f"not {asked['answer']}"
+    after = _rows(run_dir)
+    assert {s: after[s] for s in ("retrieve", "construct", "answer")} == {
+        s: before[s] for s in ("retrieve", "construct", "answer")}
+    verdicts = Counter(r["qid"] for r in stage_store(run_dir, "judge").read_all().to_pylist())
+    assert after["judge"] == before["judge"] + 1 and verdicts[changed] == 2
+    assert set(verdicts.values()) == {1, 2} and second.judged == first.judged

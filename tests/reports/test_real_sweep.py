@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -19,10 +20,11 @@ from matplotlib.figure import Figure
 from PIL import Image
 
 from tests.reports.conftest import ROOT
+from tmem_core.benchmarks import read_prepared
 from tmem_core.reports import FIGURES, Summary, read_sweep, summarise, write_report
 from tmem_core.reports import _stats as stats
 from tmem_core.reports._report import REPORT_FILE
-from tmem_core.results import RECORD_STAGES, stage_store
+from tmem_core.results import RECORD_STAGES, expected_deps, question_data, stage_store
 
 pytestmark = pytest.mark.slow  # a real sweep on the embedded SmolLM2
 
@@ -53,7 +55,8 @@ def summary(real_sweep: Path) -> Summary:
 
 @pytest.fixture(scope="module")
 def errored_sweep(real_sweep: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the real sweep whose first run has one more question, failed at retrieve."""
+    """A copy of the real sweep whose first run has one more question, failed at retrieve
+    under the run's dependencies (as its retrieve stage would have written it)."""
     copy = tmp_path_factory.mktemp("errored") / real_sweep.name
     shutil.copytree(real_sweep, copy, ignore=shutil.ignore_patterns("report"))
     run_dir = _run_dirs(copy)[0]
@@ -61,9 +64,13 @@ def errored_sweep(real_sweep: Path, tmp_path_factory: pytest.TempPathFactory) ->
     (data_dir,) = (copy / "data").iterdir()
     questions = pq.read_table(data_dir / "questions.parquet").select(["qid", "conv_id"])
     spare = next(q for q in questions.to_pylist() if q["qid"] not in taken)
+    prepared = read_prepared(data_dir)
+    deps = expected_deps(json.loads((run_dir / "contract.json").read_text())["deps"],
+                         "retrieve", question_data(prepared.messages, prepared.questions))
+    assert deps is not None
     retrieve = stage_store(run_dir, "retrieve")
     retrieve.append([{"run_id": run_dir.name, "key": spare["qid"], **spare, "ok": False,
-                      "error": INJECTED, "latency_s": 0.0}])
+                      "error": INJECTED, "latency_s": 0.0, "deps": deps[spare["qid"]]}])
     return copy
 
 

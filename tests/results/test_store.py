@@ -12,15 +12,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tmem_core.results import StageStore, remove_leftovers
+from tmem_core.results import StageStore, in_force, remove_leftovers
 from tmem_core.results._store import JOURNAL, Merge, part_level, stage_schema
 
 SCHEMA = stage_schema(pa.field("value", pa.int64()))
 
 
-def row(key: str, ok: bool = True, value: int = 0) -> dict[str, object]:
-    return {"run_id": "r", "key": key, "qid": key, "conv_id": "c", "ok": ok,
-            "error": None if ok else "boom", "value": value}
+def row(key: str, ok: bool = True, value: int = 0, deps: str | None = None
+        ) -> dict[str, object]:
+    return {"run_id": "r", "key": key, "qid": key.split("|")[0], "conv_id": "c", "ok": ok,
+            "error": None if ok else "boom", "value": value, "deps": deps}
 
 
 def test_latest_success_per_key_and_failures(tmp_path: Path) -> None:
@@ -34,6 +35,39 @@ def test_latest_success_per_key_and_failures(tmp_path: Path) -> None:
     assert store.read_all().num_rows == 5  # the audit history keeps every attempt
     assert sorted(p.name.startswith("part-") for p in (tmp_path / "answer").iterdir()) == [
         True] * 3
+
+
+OLD, NEW = '{"backbone writer":"a"}', '{"backbone writer":"b"}'
+
+
+def test_records_count_only_under_the_dependencies_in_force(tmp_path: Path) -> None:
+    """Per key: a success under the deps in force is done; a failure under them is an error
+    that no success under older deps hides; a key with records under older deps only is
+    stale; without expected deps (an old contract) every record counts as before."""
+    store = StageStore(tmp_path, "judge", SCHEMA)
+    store.append([row("q1|j|0", value=1, deps=OLD), row("q2|j|0", value=2, deps=OLD),
+                  row("q3|j|0", value=3, deps=OLD), row("q4|j|0", value=4)])
+    store.append([row("q1|j|0", ok=False, deps=NEW), row("q2|j|0", value=20, deps=NEW)])
+    store.append([row("q2|j|0", ok=False, deps=NEW)])  # after a success in force: still done
+    expected = {q: NEW for q in ("q1", "q2", "q3", "q4")}
+
+    forced = in_force(store.read_all(), expected)
+    assert {r["key"]: r["value"] for r in forced.done.to_pylist()} == {"q2|j|0": 20}
+    assert forced.failed.column("key").to_pylist() == ["q1|j|0"]
+    assert {r["key"]: r["value"] for r in forced.stale.to_pylist()} == {
+        "q3|j|0": 3, "q4|j|0": 4}  # q4's record carries no deps: never in force
+    assert store.latest(expected).column("key").to_pylist() == ["q2|j|0"]
+    assert store.failures(expected).column("key").to_pylist() == ["q1|j|0"]
+    assert store.done_keys(expected) == {"q2|j|0"}
+
+    anything = in_force(store.read_all())
+    assert {r["key"]: r["value"] for r in anything.done.to_pylist()} == {
+        "q1|j|0": 1, "q2|j|0": 20, "q3|j|0": 3, "q4|j|0": 4}
+    assert anything.failed.num_rows == 0 and anything.stale.num_rows == 0
+
+    back = in_force(store.read_all(), {q: OLD for q in expected})  # deps changed back
+    assert {r["key"]: r["value"] for r in back.done.to_pylist()} == {
+        "q1|j|0": 1, "q2|j|0": 2, "q3|j|0": 3}
 
 
 def test_latest_and_failures_over_many_parts_match_the_history(tmp_path: Path) -> None:

@@ -101,6 +101,23 @@ def tables_sha256(*tables: pa.Table) -> str:
     return digest.hexdigest()
 
 
+def content_identity(name: str, request: LoadRequest) -> dict[str, Any]:
+    """What a prepared copy of `request` is made from: the adapter (and its version), the
+    source's content (never its path) or the generator's parameters, and the variant."""
+    identity: dict[str, Any] = {"benchmark": name, "adapter_version": get_benchmark(name).version,
+                                "size": request.size, "seed": request.seed,
+                                "variant": request.variant}
+    if request.source is not None:
+        if not request.source.exists():
+            raise DataError("no such file or directory", file=str(request.source))
+        identity["source_sha256"] = sha256_of(_source_files(request.source))
+    return identity
+
+
+def _source_files(source: Path) -> list[Path]:
+    return [source] if source.is_file() else sorted(p for p in source.rglob("*") if p.is_file())
+
+
 def prepare(name: str, request: LoadRequest, out_root: Path = DEFAULT_OUT,
             folder: str | None = None) -> Path:
     """Build and write `<out_root>/<folder>/{messages,questions}.parquet` + manifest
@@ -179,9 +196,9 @@ def _manifest(name: str, request: LoadRequest, loaded: LoadedBenchmark, messages
         **loaded.details,
     }
     if request.source is not None:
-        files = [request.source] if request.source.is_file() else sorted(
-            p for p in request.source.rglob("*") if p.is_file())
-        manifest["source"] = {"path": str(request.source), "sha256": sha256_of(files)}
+        manifest["source"] = {"path": str(request.source),
+                              "sha256": sha256_of(_source_files(request.source)),
+                              "adapter_version": get_benchmark(name).version}
     else:
         manifest["source"] = {"generator": name, "size": request.size, "seed": request.seed,
                               "variant": request.variant}

@@ -43,6 +43,7 @@ class BenchmarkSpec:
     description: str
     needs_source: bool = True
     fixtures_only: bool = False  # adapter tested only on hand-made files in the native shape
+    version: int = 1  # raised when the adapter prepares the same source differently
 
 
 BENCHMARKS: Registry[BenchmarkSpec] = Registry("benchmark", tuple(
@@ -53,14 +54,15 @@ BENCHMARKS: Registry[BenchmarkSpec] = Registry("benchmark", tuple(
 
 def benchmark(
     name: str, *, protocol: Protocol, description: str, needs_source: bool = True,
-    fixtures_only: bool = False,
+    fixtures_only: bool = False, version: int = 1,
 ) -> Callable[[Loader], Loader]:
     """Register a loader and its evaluation protocol under `name`: the one way to add a
-    benchmark."""
+    benchmark. Raise `version` when a change to the loader prepares the same source
+    differently: a sweep's prepared copy is named by it and the source's content."""
 
     def register(loader: Loader) -> Loader:
         BENCHMARKS.add(name, BenchmarkSpec(name, loader, protocol, description, needs_source,
-                                           fixtures_only))
+                                           fixtures_only, version))
         return loader
 
     return register

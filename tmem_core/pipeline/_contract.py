@@ -9,6 +9,7 @@ import json
 import platform
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -41,13 +42,16 @@ class Contract:
     generation: dict[str, Any] = field(default_factory=dict)  # per backbone: sampling, template
     method: dict[str, Any] = field(default_factory=dict)  # version, every parameter in effect
     attempts: list[Attempt] = field(default_factory=list)
+    deps: dict[str, dict[str, str]] = field(default_factory=dict)  # per stage, in force now
 
     @classmethod
     def start(cls, run: RunSpec, data: dict[str, Any], prompts: dict[str, str],
-              generation: dict[str, Any] | None = None, run_dir: Path | None = None
-              ) -> Contract:
+              generation: dict[str, Any] | None = None, run_dir: Path | None = None,
+              deps: Mapping[str, Mapping[str, str]] | None = None) -> Contract:
         """`generation`: how each of the run's backbones (its own and its judges') generates;
-        `run_dir`: where earlier attempts' contract is, if any (their attempts are kept)."""
+        `run_dir`: where earlier attempts' contract is, if any (their attempts are kept);
+        `deps`: each stage's dependencies (`_deps.run_dependencies`), which readers count
+        records by."""
         config = run.identity()
         attempt = _attempt_now()
         earlier = earlier_attempts(run_dir / CONTRACT_FILE) if run_dir else []
@@ -55,7 +59,8 @@ class Contract:
                    prompts=prompts, packages=attempt.packages, git_commit=attempt.git_commit,
                    data=data, started_at=attempt.started_at, host=attempt.host,
                    generation=generation or {}, method=method_in_effect(run),
-                   attempts=[*earlier, attempt])
+                   attempts=[*earlier, attempt],
+                   deps={stage: dict(d) for stage, d in (deps or {}).items()})
 
     def finish(self) -> None:
         """The latest attempt is over."""

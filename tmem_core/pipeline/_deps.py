@@ -16,9 +16,11 @@ dependencies accumulate along the flow, as each stage reads what the one before 
   for memory quality, its prompt.
 
 A backbone's hash is of its definition (`BackboneConfig.definition`: model, weights,
-generation settings), a prompt's of its file. A stored record is reused only when its
-hashes equal the run's (`Stage.stored`); one written before hashes were recorded has none
-and never matches. Before the stages start, the driver says which records will be redone
+generation settings), a prompt's of its file. A record also carries the hashes of its
+question's data (`tmem_core.results.record_deps`). A stored record is reused only when its
+hashes equal the run's (`Stage.stored`, by `tmem_core.results.in_force`, the rule every
+reader counts records by); one written before hashes were recorded has none and never
+matches. Before the stages start, the driver says which records will be redone
 and why (`changed_records`), or refuses to (`on_changed = "refuse"`).
 """
 
@@ -32,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from tmem_core.benchmarks import get_protocol
 from tmem_core.evaluation import CONTEXT_PROMPTS
 from tmem_core.llm import BackboneConfig
@@ -41,15 +45,16 @@ from tmem_core.pipeline._contract import method_in_effect
 from tmem_core.pipeline._memory_quality import PROMPT as QUALITY_PROMPT
 from tmem_core.prompts import load_prompt
 from tmem_core.results import (
+    Deps,
+    QuestionData,
     StageStore,
     calibration_store,
-    latest_of,
+    expected_deps,
+    in_force,
     memory_quality_store,
     stage_store,
 )
 
-Deps = dict[str, str]
-"""One stage's dependencies: name ("backbone smollm2", "prompt answer/flat") -> hash."""
 UNHASHED = "no dependency hashes (written before they were recorded)"
 
 
@@ -79,11 +84,6 @@ def run_dependencies(run: RunSpec, backbones: Mapping[str, BackboneConfig]
             "judge": {**answer, **judges, **judge_prompts, **quality}}
 
 
-def deps_json(deps: Mapping[str, str]) -> str:
-    """The `deps` column's value: one spelling for equal dependencies."""
-    return json.dumps(dict(deps), sort_keys=True, separators=(",", ":"))
-
-
 def _backbone(role: str, backbone: BackboneConfig) -> Deps:
     return {f"{role} {backbone.name}": _sha(backbone.definition())}
 
@@ -109,24 +109,29 @@ class Changed:
         return f"run {self.run_id}: stage {self.stage}: {self.records} stored records {self.reason}"
 
 
-def changed_records(run_id: str, run_dir: Path, deps: Mapping[str, Deps]) -> list[Changed]:
-    """The run's latest stored records (per stage) whose dependencies differ from `deps`,
-    counted by what differs."""
+def changed_records(run_id: str, run_dir: Path, deps: Mapping[str, Deps],
+                    data: Mapping[str, QuestionData]) -> list[Changed]:
+    """The run's stored successes (per stage) of questions of its `data` that a re-run
+    redoes, none of their keys being in force (`in_force`: stale), counted by what differs
+    from `deps` and the question's data."""
     out = []
-    for stage, stage_deps in deps.items():
+    for stage in deps:
         stores = [stage_store(run_dir, stage)]
         if stage == "judge":
             stores += [calibration_store(run_dir), memory_quality_store(run_dir)]
-        reasons = Counter(_reason(stored, stage_deps) for store in stores
-                          for stored in _stored_deps(store))
+        reasons = Counter(_reason(record["deps"], json.loads(expected[record["qid"]]))
+                          for store in stores
+                          if (expected := expected_deps(deps, store.stage, data)) is not None
+                          for record in _stale(store, expected).to_pylist()
+                          if record["ok"] and record["qid"] in expected)
         out += [Changed(run_id, stage, n, reason) for reason, n in sorted(reasons.items())
                 if reason]
     return out
 
 
-def _stored_deps(store: StageStore) -> list[str | None]:
-    deps: list[str | None] = store.newest(latest_of, columns=["deps"]).column("deps").to_pylist()
-    return deps
+def _stale(store: StageStore, expected: Mapping[str, str]) -> pa.Table:
+    return store.newest(lambda history: in_force(history, expected).stale,
+                        columns=["qid", "ok", "deps"])
 
 
 def _reason(stored: str | None, current: Deps) -> str:

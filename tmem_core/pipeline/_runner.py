@@ -21,7 +21,13 @@ from ray.data import ActorPoolStrategy
 from ray.data.context import DEFAULT_TARGET_MAX_BLOCK_SIZE
 
 from tmem_core._typed import ConfigError
-from tmem_core.benchmarks import LoadRequest, get_protocol, prepare, read_prepared
+from tmem_core.benchmarks import (
+    LoadRequest,
+    content_identity,
+    get_protocol,
+    prepare,
+    read_prepared,
+)
 from tmem_core.llm import (
     SERVE_BACKEND,
     BackboneConfig,
@@ -44,7 +50,7 @@ from tmem_core.pipeline._answer_stage import AnswerStage
 from tmem_core.pipeline._capacity import check_sweep_gpus, questions_in_flight, with_replicas
 from tmem_core.pipeline._config import BenchmarkConfig, Resources, RunSpec, SweepConfig
 from tmem_core.pipeline._contract import Contract
-from tmem_core.pipeline._deps import Deps, RecordsChanged, changed_records, run_dependencies
+from tmem_core.pipeline._deps import RecordsChanged, changed_records, run_dependencies
 from tmem_core.pipeline._engine import (
     StartWatch,
     await_placement,
@@ -58,7 +64,7 @@ from tmem_core.pipeline._method_stages import ConstructStage, RetrieveStage
 from tmem_core.pipeline._probe import PROBE_ENV
 from tmem_core.pipeline._serve import deploy as deploy_serve
 from tmem_core.pipeline._serve import undeploy as undeploy_serve
-from tmem_core.pipeline._stage import Stage, StageJob
+from tmem_core.pipeline._stage import Stage, StageJob, shared_data
 from tmem_core.pipeline._validators import (
     budget_respected,
     context_checks,
@@ -69,7 +75,10 @@ from tmem_core.pipeline._validators import (
 from tmem_core.pipeline._watch import ClusterWatch, Landed
 from tmem_core.prompts import load_prompt, prompt_names
 from tmem_core.results import (
+    CALIBRATION,
     SWEEP_FILE,
+    Deps,
+    InForce,
     JudgeCalibration,
     Lease,
     calibration_store,
@@ -77,9 +86,9 @@ from tmem_core.results import (
     compact_run,
     degradation_counts,
     degraded,
-    failures_of,
+    expected_deps,
+    in_force,
     judge_calibrations,
-    latest_of,
     mean_exact_match,
     merge_run_levels,
     overall_accuracy,
@@ -185,6 +194,7 @@ class RunSummary:
     exact_match: float | None = None
     calibrations: tuple[JudgeCalibration, ...] = ()
     degradation: dict[str, int] = field(default_factory=dict)
+    stale: dict[str, int] = field(default_factory=dict)  # per stage, keys under superseded deps
 
     def line(self) -> str:
         acc = "n/a" if self.accuracy is None else f"{self.accuracy:.3f}"
@@ -195,8 +205,11 @@ class RunSummary:
         errors = sum(self.stage_errors.values())
         worse = degraded(self.degradation)
         fallbacks = f", DEGRADED {worse}" if worse else ""
+        stale = (f", {sum(self.stale.values())} stale {self.stale} (made under superseded "
+                 "dependencies, not scored)" if self.stale else "")
         return (f"run {self.run_id}: {self.questions} questions, accuracy {acc} "
-                f"({self.judged} judged){em}, {errors} errors {self.stage_errors}{fallbacks}, "
+                f"({self.judged} judged){em}, {errors} errors {self.stage_errors}{stale}"
+                f"{fallbacks}, "
                 f"{self.tokens} tokens, ${self.cost_usd:.4f} spent now "
                 f"(${self.method_cost_usd:.4f} as if run), calibration "
                 f"{self.calibration_tokens} tokens ${self.calibration_cost_usd:.4f}, "
@@ -223,10 +236,11 @@ def run_sweep(config: SweepConfig, log: Log = print, local: bool = False
                 log(f"removed {path}: left over by an interrupted write")
             runs = config.runs()
             deps = {run.run_id: run_dependencies(run, backbones) for run in runs}
-            check_changed(runs, deps, root, config.on_changed, log)  # before anything changes
             # the data first: a source that cannot be read ends the sweep before anything
-            # else is written
+            # else is written (a prepared copy is named by its content: no run reads it yet)
             bench_dirs = {b: prepare_benchmark(b, root / "data") for b in config.benchmarks}
+            check_changed(runs, deps, {r.run_id: bench_dirs[r.benchmark] for r in runs}, root,
+                          config.on_changed, log)  # before any record or contract changes
             write_atomic(root / SWEEP_FILE,
                          json.dumps(_sweep_json(config), indent=2, default=str))
             if not local:  # every worker checks that it counts tokens as this node does
@@ -273,12 +287,15 @@ def _run_held(config: SweepConfig, plans: list[RunPlan], log: Log, local: bool
     return summaries
 
 
-def check_changed(runs: list[RunSpec], deps: Mapping[str, Mapping[str, Deps]], root: Path,
-                  on_changed: str, log: Log) -> None:
-    """Log the stored records each run redoes because what produced them changed, or raise
-    `RecordsChanged` (naming the first) when the sweep says to refuse them."""
+def check_changed(runs: list[RunSpec], deps: Mapping[str, Mapping[str, Deps]],
+                  bench_dirs: Mapping[str, Path], root: Path, on_changed: str, log: Log
+                  ) -> None:
+    """Log the stored records each run redoes because what produced them changed (`deps`
+    and `bench_dirs`, the prepared data, by run), or raise `RecordsChanged` (naming the
+    first) when the sweep says to refuse them."""
     changed = [c for run in runs
-               for c in changed_records(run.run_id, root / run.run_id, deps[run.run_id])]
+               for c in changed_records(run.run_id, root / run.run_id, deps[run.run_id],
+                                        shared_data(bench_dirs[run.run_id]))]
     if changed and on_changed == "refuse":
         more = f" (and {len(changed) - 1} more stages)" if len(changed) > 1 else ""
         raise RecordsChanged(f"{changed[0].describe()}{more}; on_changed = \"refuse\": "
@@ -336,17 +353,19 @@ def _sweep_json(config: SweepConfig) -> dict[str, Any]:
 
 
 def prepare_benchmark(bench: BenchmarkConfig, data_root: Path) -> Path:
-    """The prepared folder of a benchmark: given, or prepared once under the sweep."""
+    """The prepared folder of a benchmark: given, or prepared once under the sweep, named by
+    what it is made from (`content_identity`: the source's content, not its path, and the
+    adapter's version), so that a changed source is prepared again."""
     if bench.prepared:
         read_prepared(Path(bench.prepared))  # fails clearly when it is not one
         return Path(bench.prepared)
-    identity = {k: v for k, v in asdict(bench).items() if k not in ("limit", "categories")}
+    request = LoadRequest(source=Path(bench.source) if bench.source else None,
+                          size=bench.size, seed=bench.seed, variant=bench.variant)
+    identity = content_identity(bench.name, request)
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
     folder = f"{bench.name}-{digest}"
     target = data_root / folder
     if not (target / "manifest.json").exists():
-        request = LoadRequest(source=Path(bench.source) if bench.source else None,
-                              size=bench.size, seed=bench.seed, variant=bench.variant)
         prepare(bench.name, request, data_root, folder=folder)
     return target
 
@@ -413,14 +432,15 @@ def plan_run(run: RunSpec, bench_dir: Path, backbones: dict[str, BackboneConfig]
     generation = {name: {**backbones[name].generation(),
                          "tokenizer": tokenizer_identity(backbones[name].tokenizer)}
                   for name in run.backbone_names}
+    deps = deps if deps is not None else run_dependencies(run, backbones)
     contract = Contract.start(run, _data_facts(prepared.manifest, bench_dir),
-                              {n: load_prompt(n).sha256 for n in prompts}, generation, run_dir)
+                              {n: load_prompt(n).sha256 for n in prompts}, generation, run_dir,
+                              deps)
     contract.write(run_dir)
     questions = select_questions(bench_dir, run.benchmark)
     job = StageJob(run, str(run_dir), str(bench_dir), backbones[run.backbone],
                    tuple(backbones[j] for j in run.judges), os.environ.get(PROBE_ENV, ""),
-                   local, deps if deps is not None else run_dependencies(run, backbones),
-                   contract.git_commit,
+                   local, deps, contract.git_commit,
                    backbones[run.construct_backbone] if run.construct_backbone else None,
                    (resources or Resources()).retrievals_per_actor)
     return RunPlan(job, questions, contract, prepared)
@@ -445,11 +465,15 @@ def finish_run(plan: RunPlan, seconds: float) -> RunSummary:
     run_dir = plan.run_dir
     compact_run(run_dir)
     histories = {s.name: s.store_for(run_dir).read_all() for s in STAGES}  # read once
+    histories[CALIBRATION] = calibration_store(run_dir).read_all()
+    data = shared_data(Path(plan.job.bench_dir))
+    records = {name: in_force(history, expected_deps(plan.job.deps, name, data))
+               for name, history in histories.items()}
     qids = [q for q, _ in plan.questions]
-    plan.contract.validators = _validate(plan.job, qids, plan.prepared, histories)
+    plan.contract.validators = _validate(plan.job, qids, plan.prepared, histories, records)
     plan.contract.finish()
     plan.contract.write(run_dir)
-    return summarise(plan.job.run, run_dir, len(qids), seconds, histories)
+    return summarise(plan.job.run, run_dir, len(qids), seconds, records)
 
 
 def _data_facts(manifest: dict[str, Any], bench_dir: Path) -> dict[str, Any]:
@@ -620,13 +644,13 @@ def _stage_pools(jobs: list[StageJob], resources: Resources
             for stage in STAGES]
 
 
-def _validate(job: StageJob, qids: list[str], prepared: Any, histories: dict[str, pa.Table]
-              ) -> dict[str, dict[str, Any]]:
-    latest = {name: latest_of(history) for name, history in histories.items()}
+def _validate(job: StageJob, qids: list[str], prepared: Any, histories: dict[str, pa.Table],
+              records: Mapping[str, InForce]) -> dict[str, dict[str, Any]]:
+    latest = {name: r.done for name, r in records.items()}
     questions = {q.qid: q for q in questions_from_table(prepared.questions)}
     gold = gold_from_table(prepared.questions)
     out = {
-        "question_counts": question_counts(qids, histories),
+        "question_counts": question_counts(qids, {s.name: histories[s.name] for s in STAGES}),
         "budget": budget_respected(latest[ConstructStage.name], job.run.budget),
         "no_gold_in_prompts": no_gold_in_prompts(
             latest[AnswerStage.name], latest[ConstructStage.name], questions, gold,
@@ -639,22 +663,24 @@ def _validate(job: StageJob, qids: list[str], prepared: Any, histories: dict[str
 
 
 def summarise(run: RunSpec, run_dir: Path, questions: int, seconds: float,
-              histories: dict[str, pa.Table]) -> RunSummary:
-    """The run's summary line, from its stage histories (`StageStore.read_all`); accuracy as
-    the report defines it."""
-    errors = {name: failures_of(history).num_rows for name, history in histories.items()}
-    accuracy, judged = overall_accuracy(latest_of(histories[JudgeStage.name]),
+              records: Mapping[str, InForce]) -> RunSummary:
+    """The run's summary line, from its stages' and calibration's records in force
+    (`in_force`, the rule the report and the viewer count by); accuracy as the report
+    defines it."""
+    stages = [s.name for s in STAGES]
+    judged_records = records[JudgeStage.name].done
+    accuracy, judged = overall_accuracy(judged_records,
                                         get_protocol(run.benchmark.name).reports_separately)
     count = run_count(calls_store(run_dir).read_all())
-    judged_records = latest_of(histories[JudgeStage.name])
     return RunSummary(
-        run_id=run.run_id, questions=questions, stage_errors=errors,
+        run_id=run.run_id, questions=questions,
+        stage_errors={name: records[name].failed.num_rows for name in stages},
         accuracy=accuracy, judged=judged, tokens=count.tokens, cost_usd=count.cost_usd,
         seconds=seconds, run_dir=run_dir, method_cost_usd=count.method_cost_usd,
         calibration_tokens=count.calibration_tokens,
         calibration_cost_usd=count.calibration_cost_usd,
         exact_match=mean_exact_match(judged_records),
-        calibrations=tuple(judge_calibrations(calibration_store(run_dir).latest(),
-                                              run.judges)),
+        calibrations=tuple(judge_calibrations(records[CALIBRATION].done, run.judges)),
         degradation=degradation_counts(
-            latest_of(histories[ConstructStage.name]).column("degradation").to_pylist()))
+            records[ConstructStage.name].done.column("degradation").to_pylist()),
+        stale={name: n for name in stages if (n := records[name].stale.num_rows)})

@@ -1,8 +1,9 @@
 """What every stage shares: its job, its stored records, resume, threads and error records.
 
 A stage's actor runs a batch of questions at once. For each question the base looks up the
-records the stage keeps for it (`keys`); when all are stored from an earlier attempt with the
-run's dependency hashes (`_deps`: what produced them) the question passes on with them,
+records the stage keeps for it (`keys`); when all are in force from an earlier attempt (made
+under the run's dependencies and the question's data, `tmem_core.results.in_force`, the
+rule every reader counts records by) the question passes on with them,
 otherwise the stage's `process` makes what is missing or changed. A failure
 becomes an error record; a question that failed upstream passes through untouched. A stage
 declares the flow columns it reads (`reads`) and those it sets from its record (`writes`):
@@ -37,11 +38,19 @@ from tmem_core.llm import (
     default_request_cache_path,
 )
 from tmem_core.pipeline._config import RunSpec, import_plugins
-from tmem_core.pipeline._deps import deps_json
 from tmem_core.pipeline._engine import EngineProxy, local_engine, ray_engine
 from tmem_core.pipeline._probe import Probe, load_probe
 from tmem_core.pipeline._writer import WRITER, Batch
-from tmem_core.results import STAGE_SCHEMAS, StageStore, calls_store, stage_store
+from tmem_core.results import (
+    STAGE_SCHEMAS,
+    QuestionData,
+    StageStore,
+    calls_store,
+    expected_deps,
+    question_data,
+    record_deps,
+    stage_store,
+)
 from tmem_core.schema import (
     Gold,
     Question,
@@ -113,7 +122,6 @@ class Stage:
 
     def __init__(self, job: StageJob) -> None:
         self.job = job
-        self.deps = deps_json(job.deps.get(self.name, {}))
         import_plugins(job.run.plugins)  # the run's own methods and benchmarks, in this actor
         run_dir = Path(job.run_dir)
         self.store = self.store_for(run_dir)
@@ -150,8 +158,13 @@ class Stage:
         return self.reusable(self.store)
 
     def reusable(self, store: StageStore) -> dict[str, Row]:
-        """A store's latest record per key, where the run's dependencies made it."""
-        return {r["key"]: r for r in store.latest().to_pylist() if r["deps"] == self.deps}
+        """A store's successful records in force, by key."""
+        expected = expected_deps(self.job.deps, store.stage, self.data)
+        return {r["key"]: r for r in store.latest(expected).to_pylist()}
+
+    def deps_of(self, qid: str) -> str:
+        """The `deps` of this stage's records of question `qid`."""
+        return record_deps(self.job.deps.get(self.name, {}), self.name, self.data.get(qid))
 
     def keys(self, qid: str) -> list[str]:
         """The keys of the records this stage keeps for a question."""
@@ -160,6 +173,11 @@ class Stage:
     @cached_property
     def prepared(self) -> PreparedBenchmark:
         return shared_prepared(Path(self.job.bench_dir))
+
+    @cached_property
+    def data(self) -> dict[str, QuestionData]:
+        """Per question, the hashes of the data its records are made from."""
+        return shared_data(Path(self.job.bench_dir))
 
     @cached_property
     def questions(self) -> dict[str, Question]:
@@ -244,8 +262,8 @@ class Stage:
 
     def record(self, row: Mapping[str, Any], key: str | None = None, **values: Any) -> Row:
         return {"run_id": self.job.run.run_id, "key": key or row["qid"], "qid": row["qid"],
-                "conv_id": row["conv_id"], "ok": True, "deps": self.deps, "code": self.job.code,
-                **values}
+                "conv_id": row["conv_id"], "ok": True, "deps": self.deps_of(row["qid"]),
+                "code": self.job.code, **values}
 
     def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
         """The question's records not in `stored` (the flow `row` holds what it `reads`)."""
@@ -277,6 +295,20 @@ def _read_prepared(bench_dir: str, _changed: int) -> PreparedBenchmark:
     return read_prepared(Path(bench_dir))
 
 
+def shared_data(bench_dir: Path) -> dict[str, QuestionData]:
+    """`question_data` of the prepared benchmark in `bench_dir`, once per process while it
+    is unchanged."""
+    manifest = bench_dir / MANIFEST_FILE
+    return _question_data(str(bench_dir), manifest.stat().st_mtime_ns if manifest.exists()
+                          else 0)
+
+
+@lru_cache(maxsize=4)
+def _question_data(bench_dir: str, changed: int) -> dict[str, QuestionData]:
+    prepared = _read_prepared(bench_dir, changed)
+    return question_data(prepared.messages, prepared.questions)
+
+
 def flow_schema(stages: Iterable[type[Stage]]) -> pa.Schema:
     """The flow rows' columns: the base ones, then what each stage writes, in flow order."""
     return pa.schema([*FLOW_BASE, *(STAGE_SCHEMAS[s.name].field(column)
@@ -305,15 +337,19 @@ def write_records(calls: StageStore, probe: Probe,
         cache.flush()
     WRITER.write(Batch(
         calls, [row for stage, done in results
-                for row in call_rows(stage.job.run.run_id, done, stage.deps)],
+                for row in call_rows(stage.job.run.run_id, done, stage.deps_of)],
         [(stage.name, r.flow["qid"]) for stage, done in results for r in done],
         [append for stage, done in results for append in stage.records(done)], probe))
 
 
-def call_rows(run_id: str, results: Iterable[StageResult], deps: str) -> list[Row]:
-    """The calls rows of a stage's results; `deps`: the stage's dependencies (`deps_json`),
-    so that the count can tell a redone record's calls from those it replaced."""
-    return [_call_row(run_id, call, deps) for result in results for call in result.output.calls]
+def call_rows(run_id: str, results: Iterable[StageResult], deps_of: Callable[[str], str]
+              ) -> list[Row]:
+    """The calls rows of a stage's results; `deps_of(qid)`: the `deps` of the stage's
+    records of a question, so that the count can tell a redone record's calls from those
+    it replaced (a memory call's, of its run's memory `memory:<conv_id>`: the stage's own,
+    whichever question's batch recorded it)."""
+    return [_call_row(run_id, call, deps_of(call.qid))
+            for result in results for call in result.output.calls]
 
 
 def _call_row(run_id: str, call: CallRecord, deps: str) -> Row:

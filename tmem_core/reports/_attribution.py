@@ -2,7 +2,8 @@
 
 Each question gets one `cause`, the first that applies:
 
-- `error` (an unresolved failure) and `pending` (no judge record yet): never scored;
+- `error` (an unresolved failure), `stale` (its only records of a stage were made under
+  superseded dependencies) and `pending` (no judge record yet): never scored;
 - `judging`: its judge records do not all agree (judges split 1/0 reach CORRECT_AT on
   average, but whether the answer is right is the judges' disagreement, not a fact);
 - `correct`: its judges agree and its mean judge score is at least CORRECT_AT;
@@ -27,11 +28,11 @@ from tmem_core.reports._intervals import INTERVAL_SCHEMA, interval_columns
 from tmem_core.reports._metrics import ALL_GOLD
 from tmem_core.results import CORRECT_AT, UNRELIABLE, UNTRACEABLE, SweepResults, degraded
 
-ERROR, PENDING, CORRECT = "error", "pending", "correct"
+ERROR, STALE, PENDING, CORRECT = "error", "stale", "pending", "correct"
 JUDGING, DEGRADED, UNKNOWN = "judging", "degraded", "unknown"
 RETRIEVAL, SYNTHESIS = "retrieval", "synthesis"
 SCORED_CAUSES = (CORRECT, JUDGING, DEGRADED, UNKNOWN, UNTRACEABLE, RETRIEVAL, SYNTHESIS)
-CAUSES = (*SCORED_CAUSES, ERROR, PENDING)
+CAUSES = (*SCORED_CAUSES, ERROR, STALE, PENDING)
 _ID = ["run_id", "qid"]
 
 
@@ -56,6 +57,7 @@ def with_causes(questions: pl.DataFrame, results: SweepResults,
 def _cause() -> pl.Expr:
     status = pl.col("status")
     return (pl.when(status == "failed").then(pl.lit(ERROR))
+            .when(status == "stale").then(pl.lit(STALE))
             .when(status == "pending").then(pl.lit(PENDING))
             .when(pl.col("judge_disagreement")).then(pl.lit(JUDGING))
             .when(pl.col("score") >= CORRECT_AT).then(pl.lit(CORRECT))
@@ -70,7 +72,7 @@ def _cause() -> pl.Expr:
 def attribution(questions: pl.DataFrame) -> pl.DataFrame:
     """Per run x cause: `questions`, and `share` of the run's judged questions with its 95%
     interval (a proportion over questions, by conversation where they share conversations;
-    null for errors and pending ones, which are not scored)."""
+    null for errors, stale and pending ones, which are not scored)."""
     rows = []
     for (run_id,), run in questions.group_by("run_id", maintain_order=True):
         judged = run.filter(pl.col("cause").is_in(SCORED_CAUSES))

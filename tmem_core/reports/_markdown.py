@@ -140,8 +140,8 @@ class Report:
                          untraceable="recall_untraceable", basis="recall_basis").alias(
                 "recall"))
         table = self._with_run(runs.select(
-            "run_id", "judge_repeats", "questions", "judged", "failed", "pending", "scored",
-            "accuracy", "exact_match", "f1", "recall",
+            "run_id", "judge_repeats", "questions", "judged", "failed", "stale", "pending",
+            "scored", "accuracy", "exact_match", "f1", "recall",
             pl.col("accuracy_unit").alias("interval unit"),
             pl.col("context_tokens").alias("context tokens (mean)"),
             pl.col("context_tokens_max").alias("(max)"), "tokens_per_question",

@@ -52,7 +52,10 @@ def accuracy(results: SweepResults) -> pl.DataFrame:
 
 
 def question_table(results: SweepResults) -> pl.DataFrame:
-    """One row per run x question: outcome, first unresolved error, scores, recall, tokens."""
+    """One row per run x question: outcome, first unresolved error, first stage whose record
+    was made under superseded dependencies, scores, recall, tokens. `status`: `failed`,
+    `judged` (a judge record in force), `stale` (none, but one under superseded
+    dependencies: never scored), else `pending`."""
     judge = results.records["judge"].group_by(_ID).agg(
         pl.len().alias("judged"), pl.col("score").mean(), pl.col("f1").drop_nulls().first(),
         pl.col("exact_match").drop_nulls().first().cast(pl.Float64),
@@ -63,11 +66,12 @@ def question_table(results: SweepResults) -> pl.DataFrame:
         *_ID, pl.col("tokens").alias("llm_tokens"), "cost_usd", "calibration_tokens",
         "calibration_cost_usd")
     table = results.questions
-    for facts in (_first_failure(results), judge, _recall(results), _selection_recall(results),
-                  context, calls):
+    for facts in (_first_failure(results), _first_stale(results), judge, _recall(results),
+                  _selection_recall(results), context, calls):
         table = left_join(table, facts, _ID)
     status = (pl.when(pl.col("failed_stage").is_not_null()).then(pl.lit("failed"))
               .when(pl.col("judged").is_not_null()).then(pl.lit("judged"))
+              .when(pl.col("stale_stage").is_not_null()).then(pl.lit("stale"))
               .otherwise(pl.lit("pending")))
     return table.with_columns(status.alias("status"), pl.col("judged").fill_null(0),
                               pl.col("llm_tokens", "calibration_tokens").fill_null(0),
@@ -82,6 +86,15 @@ def _first_failure(results: SweepResults) -> pl.DataFrame:
             .with_columns(pl.col("store").replace_strict(order).alias("order"))
             .sort("order", maintain_order=True).group_by(_ID, maintain_order=True).first()
             .select(*_ID, pl.col("store").alias("failed_stage"), "error"))
+
+
+def _first_stale(results: SweepResults) -> pl.DataFrame:
+    """Per question, the first stage (pipeline order) whose record is stale (`in_force`)."""
+    order = {stage: i for i, stage in enumerate(RECORD_STAGES)}
+    return (results.stale.filter(pl.col("store").is_in(RECORD_STAGES))
+            .with_columns(pl.col("store").replace_strict(order).alias("order"))
+            .sort("order").group_by(_ID, maintain_order=True).first()
+            .select(*_ID, pl.col("store").alias("stale_stage")))
 
 
 def _recall(results: SweepResults) -> pl.DataFrame:

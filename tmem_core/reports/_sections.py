@@ -19,9 +19,10 @@ ATTRIBUTION = (
     "gold evidence was in the context, the answer was still wrong); **retrieval** (part or "
     "none of it was). Judges that split (1/0) make a question **judging**, never "
     "**correct**. Shares are of judged questions [95% interval, by conversation where "
-    "questions share one]; errors and pending questions are counted apart, never scored. "
-    "For a run whose evidence basis is `read`, *in the context* means read by the method "
-    "while it built its context (not shown to the answer model).")
+    "questions share one]; errors, stale questions (whose records were made under superseded "
+    "dependencies: a changed backbone, prompt, method or data) and pending questions are "
+    "counted apart, never scored. For a run whose evidence basis is `read`, *in the context* "
+    "means read by the method while it built its context (not shown to the answer model).")
 GOLD_CONTEXT = (
     "P(correct | gold in context): the share of judged questions answered correctly among "
     "those whose context held all their gold evidence, and among those whose context held "

@@ -98,7 +98,8 @@ def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,
     overall = pl.col("category") == OVERALL
     outcome = questions.group_by("run_id").agg(
         pl.len().alias("questions"),
-        *[(pl.col("status") == s).sum().alias(s) for s in ("judged", "failed", "pending")],
+        *[(pl.col("status") == s).sum().alias(s)
+          for s in ("judged", "failed", "stale", "pending")],
         pl.col("context_tokens").mean(),
         pl.col("context_tokens").max().alias("context_tokens_max"),
         pl.col("selection_recall").mean(),

@@ -27,6 +27,15 @@ from tmem_core.results._calibration import (
     judges_status,
 )
 from tmem_core.results._count import SUMMED, call_totals, counted_calls, run_count
+from tmem_core.results._current import (
+    DEPS_STAGE,
+    Deps,
+    QuestionData,
+    deps_json,
+    expected_deps,
+    question_data,
+    record_deps,
+)
 from tmem_core.results._degradation import degradation_counts, degraded
 from tmem_core.results._evidence import SHOWN, UNTRACEABLE, evidence_basis
 from tmem_core.results._layout import (
@@ -58,9 +67,10 @@ from tmem_core.results._layout import (
 )
 from tmem_core.results._lease import LEASE_FILE, Lease, LeaseHeld
 from tmem_core.results._store import (
+    Expected,
+    InForce,
     StageStore,
-    failures_of,
-    latest_of,
+    in_force,
     read_parts,
     report_unreadable,
 )
@@ -73,6 +83,7 @@ __all__ = [
     "CALLS",
     "CONTRACT_FILE",
     "CORRECT_AT",
+    "DEPS_STAGE",
     "LEASE_FILE",
     "MEMORY_QUALITY",
     "MEMORY_QUALITY_DIMENSIONS",
@@ -91,9 +102,13 @@ __all__ = [
     "UNRELIABLE",
     "UNTRACEABLE",
     "Attempt",
+    "Deps",
+    "Expected",
+    "InForce",
     "JudgeCalibration",
     "Lease",
     "LeaseHeld",
+    "QuestionData",
     "StageStore",
     "SweepResults",
     "calibration",
@@ -107,20 +122,23 @@ __all__ = [
     "counted_calls",
     "degradation_counts",
     "degraded",
+    "deps_json",
     "evidence_basis",
-    "failures_of",
+    "expected_deps",
+    "in_force",
     "judge_calibrations",
     "judge_scopes",
     "judges_status",
-    "latest_of",
     "mean_exact_match",
     "memory_qid",
     "memory_quality_store",
     "merge_run_levels",
     "mixed",
     "overall_accuracy",
+    "question_data",
     "read_parts",
     "read_sweep",
+    "record_deps",
     "remove_leftovers",
     "report_unreadable",
     "run_count",

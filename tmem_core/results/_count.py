@@ -12,8 +12,9 @@ question | request hash):
   memories too), `cached`, `reused`, `llm_latency_s`; zeros for an identity that never
   succeeded. A memory counts once per run however many actors loaded it. Only calls made
   under the current dependencies count (`deps`, the hashes of what produced the stage record
-  they belong to: per run, question and stage, those of its latest successful call): a
-  record redone after its backbone or prompt changed leaves the calls it replaced out;
+  they belong to: per run, question and stage, those of its latest call, failed or not): a
+  record redone after its backbone or prompt changed leaves the calls it replaced out, and
+  so does one that failed under the changed dependencies;
 - **spent now**: `cost_usd` summed over every row of the identity, failed attempts included
   (what reached an engine; cache hits and reused memories cost 0); `failed_attempts`.
 
@@ -44,7 +45,7 @@ SUMMED = (*AS_IF_RUN, *SPENT_NOW)
 def counted_calls(history: pl.DataFrame) -> pl.DataFrame:
     """One row per run and call identity (`run_id, key, stage, qid`) with what it counts
     (`SUMMED`), from every call row a run wrote (`HISTORY_COLUMNS`)."""
-    latest = (_current(history.filter("ok")).sort("written_at", descending=True)
+    latest = (_current(history).sort("written_at", descending=True)
               .unique(["run_id", "key"], keep="first")
               .select("run_id", "key", pl.lit(1, pl.Int64).alias("calls"),
                       pl.col("cached").cast(pl.Int64),
@@ -60,12 +61,14 @@ def counted_calls(history: pl.DataFrame) -> pl.DataFrame:
     return counted.with_columns(pl.col(list(AS_IF_RUN)).fill_null(0)).sort("run_id", "key")
 
 
-def _current(succeeded: pl.DataFrame) -> pl.DataFrame:
-    """The successful calls made under their question and stage's latest dependencies."""
+def _current(history: pl.DataFrame) -> pl.DataFrame:
+    """The successful calls made under their question and stage's latest dependencies (those
+    of its newest call, failed or not: a call that failed under changed dependencies leaves
+    the calls of the record it replaced out, as `in_force` leaves their record)."""
     group = ["run_id", "qid", "stage"]
-    current = (succeeded.sort("written_at").group_by(group)
+    current = (history.sort("written_at").group_by(group)
                .agg(pl.col("deps").last().alias("current_deps")))
-    return (succeeded.join(current, on=group, how="left", nulls_equal=True)
+    return (history.filter("ok").join(current, on=group, how="left", nulls_equal=True)
             .filter(pl.col("deps").eq_missing(pl.col("current_deps"))).drop("current_deps"))
 
 

@@ -1,4 +1,5 @@
-"""Append-only Parquet records per stage, and readers that take the latest success per key.
+"""Append-only Parquet records per stage, and the one rule by which every reader (and every
+stage deciding what to reuse) takes a key's record in force (`in_force`).
 
 Every write is one new part file (written to a temporary name, then renamed), so a crash
 never leaves a half-written record and nothing already written is ever rewritten. Questions
@@ -20,7 +21,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,8 +61,8 @@ RECORD_COLUMNS = [
 ]
 
 
-SELECTION_COLUMNS = ("key", "written_at", "ok", "attempt")
-"""What choosing a key's newest record reads of every attempt (`StageStore.newest`)."""
+SELECTION_COLUMNS = ("key", "qid", "written_at", "ok", "attempt", "deps")
+"""What choosing a key's record in force reads of every attempt (`StageStore.newest`)."""
 PROVENANCE_COLUMNS = [
     pa.field("deps", pa.string()),  # JSON: each dependency of the record's stage -> its hash
     pa.field("code", pa.string()),  # the git commit of the driver that wrote it
@@ -149,24 +150,26 @@ class StageStore:
         """Every attempt ever written (the audit history); unreadable parts are skipped."""
         return read_parts(self.parts(), self.schema)
 
-    def latest(self) -> pa.Table:
-        """The latest successful record per key (`newest`)."""
-        return self.newest(latest_of)
+    def latest(self, expected: Expected = None) -> pa.Table:
+        """The record in force per key that succeeded (`in_force`, `newest`)."""
+        return self.newest(lambda history: in_force(history, expected).done)
 
-    def done_keys(self) -> set[str]:
-        return set(self.newest(latest_of, columns=["key"]).column("key").to_pylist())
+    def done_keys(self, expected: Expected = None) -> set[str]:
+        return set(self.newest(lambda history: in_force(history, expected).done,
+                               columns=["key"]).column("key").to_pylist())
 
-    def failures(self) -> pa.Table:
-        """Keys whose latest attempt failed (and that never succeeded later) (`newest`)."""
-        return self.newest(failures_of)
+    def failures(self, expected: Expected = None) -> pa.Table:
+        """The record in force per key that failed (`in_force`, `newest`)."""
+        return self.newest(lambda history: in_force(history, expected).failed)
 
     def newest(self, select: Callable[[pa.Table], pa.Table],
                columns: Sequence[str] | None = None) -> pa.Table:
-        """The records `select` (`latest_of`, `failures_of`) keeps of the history, found on
-        its key, time and outcome columns, then read whole (or their `columns`) and only
-        they: a store resumed over many revisions holds every attempt, and a stage actor
-        that read its history whole to keep one record per key held 2.6 GB at once for a
-        history of 43,000 contexts (and was killed for memory beside three others)."""
+        """The records `select` (e.g. `in_force`'s done) keeps of the history, found on
+        its key, question, time, outcome and dependency columns, then read whole (or their
+        `columns`) and only they: a store resumed over many revisions holds every attempt,
+        and a stage actor that read its history whole to keep one record per key held 2.6 GB
+        at once for a history of 43,000 contexts (and was killed for memory beside three
+        others)."""
         parts, kept = self.parts(), list(columns or self.schema.names)
         chosen = select(read_parts(parts, self.schema, columns=list(SELECTION_COLUMNS)))
         if chosen.num_rows == 0:
@@ -291,16 +294,43 @@ def report_unreadable(part: Path, exc: Exception) -> None:
               f"{exc}); its records are redone by the next run", file=sys.stderr, flush=True)
 
 
-def latest_of(history: pa.Table) -> pa.Table:
-    """The latest successful record per key of a store's history (`StageStore.read_all`)."""
-    ok = history.filter(history.column("ok"))
-    return _newest_per_key(ok, exclude=set())
+Expected = Mapping[str, str] | None
+"""The dependencies in force of a store's records: per question, the `deps` a record must
+carry to count (`tmem_core.results.expected_deps`); None: every record counts (a run whose
+contract predates recorded dependencies)."""
 
 
-def failures_of(history: pa.Table) -> pa.Table:
-    """The latest failed attempt per key that never succeeded, from a store's history."""
-    done = set(latest_of(history).column("key").to_pylist())
-    return _newest_per_key(history, exclude=done)
+@dataclass(frozen=True)
+class InForce:
+    """A store's history as every reader counts it, one record per key in one table at most:
+    `done`, the newest success under the dependencies in force (counted and scored);
+    `failed`, the newest failure under them where none succeeded (an error, whatever
+    succeeded under other dependencies); `stale`, the newest record of a key with none under
+    them (made under superseded dependencies: counted, never scored)."""
+
+    done: pa.Table
+    failed: pa.Table
+    stale: pa.Table
+
+
+def in_force(history: pa.Table, expected: Expected = None) -> InForce:
+    """The records in force of a store's history (`StageStore.read_all`, or its
+    `SELECTION_COLUMNS`): the rule a stage reuses records by, and the one every reader
+    counts them by. A record is current when its `deps` equal `expected[qid]`."""
+    if expected is None:
+        current = pa.array([True] * history.num_rows, pa.bool_())
+    else:
+        pairs = zip(history.column("qid").to_pylist(), history.column("deps").to_pylist(),
+                    strict=True)
+        current = pa.array([d is not None and expected.get(q) == d for q, d in pairs],
+                           pa.bool_())
+    ok = history.column("ok")
+    done = _newest_per_key(history.filter(pc.and_(ok, current)), exclude=set())
+    settled = set(done.column("key").to_pylist())
+    failed = _newest_per_key(history.filter(pc.and_(pc.invert(ok), current)), exclude=settled)
+    settled |= set(failed.column("key").to_pylist())
+    stale = _newest_per_key(history.filter(pc.invert(current)), exclude=settled)
+    return InForce(done, failed, stale)
 
 
 def _newest_per_key(table: pa.Table, exclude: set[str]) -> pa.Table:

@@ -1,4 +1,5 @@
-"""Read a sweep's results: run configs from contract.json, latest successful record per key."""
+"""Read a sweep's results: run configs from contract.json, and each store's records in force
+(`in_force`: under the dependencies the contract and the prepared data say are in force)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tmem_core.benchmarks import get_protocol, read_prepared
 from tmem_core.evaluation import recall_scorable
 from tmem_core.results._attempts import contract_attempts, mixed
 from tmem_core.results._count import HISTORY_COLUMNS, counted_calls
+from tmem_core.results._current import QuestionData, expected_deps, question_data
 from tmem_core.results._evidence import basis_columns
 from tmem_core.results._layout import (
     CALIBRATION,
@@ -31,7 +33,7 @@ from tmem_core.results._layout import (
     run_dirs,
     stage_store,
 )
-from tmem_core.results._store import latest_of
+from tmem_core.results._store import InForce, in_force
 from tmem_core.schema import DataError, Gold, gold_from_table
 
 LARGE_COLUMNS = ("context", "trace", "payload", "prompt")  # not read by the reports
@@ -62,12 +64,14 @@ _HISTORY = ("run_id", "key", "qid", "conv_id", "ok", "error", "written_at")
 class SweepResults:
     """A sweep's results as polars frames; every frame has a `run_id` column.
 
-    `records[store]`: the latest successful record per key of each run (stores: retrieve,
-    construct, answer, judge, calls), without the large text columns; construct records also
-    have `evidence_basis` and `linked_ids` (see `evidence_basis`). `calls`: every call
-    identity of each run as `counted_calls` counts it (the one count of tokens and cost;
-    read it, not `records["calls"]`, for totals). `failures`: every
-    failed attempt, `resolved` when its key has a successful record. `questions`: every
+    `records[store]`: the successful record in force per key of each run (`in_force`;
+    stores: retrieve, construct, answer, judge, calibration, memory_quality, calls), without
+    the large text columns; construct records also have `evidence_basis` and `linked_ids`
+    (see `evidence_basis`). `calls`: every call identity of each run as `counted_calls`
+    counts it (the one count of tokens and cost; read it, not `records["calls"]`, for
+    totals). `failures`: every failed attempt, `resolved` unless its key's record in force
+    is a failure. `stale`: per store, the keys with no record under the dependencies in force,
+    their newest record (made under superseded ones: counted, never scored). `questions`: every
     question with a record in a run, with its gold facts. `gold[run_id]`: gold by qid.
     `attempts`: per run, how many drivers' passes its contract records, their commits, and
     what they differ in (`mixed`: code and package versions; null when nothing).
@@ -83,18 +87,22 @@ class SweepResults:
     questions: pl.DataFrame
     gold: Mapping[str, Mapping[str, Gold]]
     attempts: pl.DataFrame
+    stale: pl.DataFrame
 
 
 @dataclass(frozen=True)
 class _Benchmark:
     gold: dict[str, Gold]
     category: dict[str, str]
+    data: dict[str, QuestionData]
 
     @classmethod
     def read(cls, data_dir: Path) -> _Benchmark:
-        table = read_prepared(data_dir).questions
+        prepared = read_prepared(data_dir)
+        table = prepared.questions
         qids, categories = (table.column(c).to_pylist() for c in ("qid", "category"))
-        return cls(gold_from_table(table), dict(zip(qids, categories, strict=True)))
+        return cls(gold_from_table(table), dict(zip(qids, categories, strict=True)),
+                   question_data(prepared.messages, table))
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,7 @@ class _Run:
     calls: pl.DataFrame
     failures: pl.DataFrame
     qids: pl.DataFrame
+    stale: pl.DataFrame
 
 
 def read_sweep(root: Path) -> SweepResults:
@@ -112,8 +121,8 @@ def read_sweep(root: Path) -> SweepResults:
     found = run_dirs(root)
     if not found:
         raise DataError(f"no runs (no */{CONTRACT_FILE}): not a sweep folder", file=str(root))
-    runs = [_read_run(d, root) for d in found]
-    benchmarks = {r.data_dir: _Benchmark.read(r.data_dir) for r in runs}
+    benchmarks: dict[Path, _Benchmark] = {}
+    runs = [_read_run(d, root, benchmarks) for d in found]
     return SweepResults(
         root=root, name=_sweep_name(root),
         runs=pl.DataFrame([_run_row(r) for r in runs], schema=RUN_SCHEMA),
@@ -123,7 +132,8 @@ def read_sweep(root: Path) -> SweepResults:
         failures=pl.concat([r.failures for r in runs]),
         questions=pl.concat([_questions(r, benchmarks[r.data_dir]) for r in runs]),
         gold={r.contract["run_id"]: benchmarks[r.data_dir].gold for r in runs},
-        attempts=pl.DataFrame([_attempts_row(r.contract) for r in runs], schema=ATTEMPTS_SCHEMA))
+        attempts=pl.DataFrame([_attempts_row(r.contract) for r in runs], schema=ATTEMPTS_SCHEMA),
+        stale=pl.concat([r.stale for r in runs]))
 
 
 def _sweep_name(root: Path) -> str:
@@ -131,23 +141,34 @@ def _sweep_name(root: Path) -> str:
     return str(json.loads(sweep_json.read_text())["name"]) if sweep_json.exists() else root.name
 
 
-def _read_run(run_dir: Path, root: Path) -> _Run:
+def _read_run(run_dir: Path, root: Path, benchmarks: dict[Path, _Benchmark]) -> _Run:
+    """A run's records; `benchmarks`: the prepared benchmarks read so far, by folder."""
     contract = json.loads((run_dir / CONTRACT_FILE).read_text())
     run_id = pl.lit(contract["run_id"]).alias("run_id")  # the contract's id names the run
+    data_dir = _data_dir(contract, root)
+    if data_dir not in benchmarks:
+        benchmarks[data_dir] = _Benchmark.read(data_dir)
+    data = benchmarks[data_dir].data
     stores = {**{s: stage_store(run_dir, s) for s in RECORD_STAGES},
               CALIBRATION: calibration_store(run_dir),
               MEMORY_QUALITY: memory_quality_store(run_dir), CALLS: calls_store(run_dir)}
     tables = {name: store.read_all() for name, store in stores.items()}  # read once
+    forced = {name: in_force(t, None if name == CALLS  # calls: `counted_calls` counts them
+                             else expected_deps(contract.get("deps"), name, data))
+              for name, t in tables.items()}
     histories = {name: _history(t).with_columns(run_id) for name, t in tables.items()}
     qids = pl.concat([histories[s].select("qid", "conv_id") for s in RECORD_STAGES])
     return _Run(
         contract=contract,
-        data_dir=_data_dir(contract, root),
-        records={name: _latest(name, t).with_columns(run_id) for name, t in tables.items()},
+        data_dir=data_dir,
+        records={name: _latest(name, f.done).with_columns(run_id)
+                 for name, f in forced.items()},
         calls=counted_calls(_frame(tables[CALLS].select(list(HISTORY_COLUMNS)))
                             .with_columns(run_id)),
-        failures=pl.concat([_failed(name, histories[name]) for name in STORES]),
-        qids=qids.unique("qid", keep="first", maintain_order=True))
+        failures=pl.concat([_failed(name, histories[name], forced[name]) for name in STORES]),
+        qids=qids.unique("qid", keep="first", maintain_order=True),
+        stale=pl.concat([_stale(name, forced[name]).with_columns(run_id)
+                         for name in STORES if name != CALLS]))
 
 
 def _data_dir(contract: dict[str, Any], root: Path) -> Path:
@@ -156,10 +177,9 @@ def _data_dir(contract: dict[str, Any], root: Path) -> Path:
     return recorded if recorded.exists() else root / "data" / recorded.name
 
 
-def _latest(store: str, history: pa.Table) -> pl.DataFrame:
-    """The latest successful records without their large columns; construct records with
+def _latest(store: str, table: pa.Table) -> pl.DataFrame:
+    """The successful records in force without their large columns; construct records with
     their evidence basis (read from the trace before it is dropped)."""
-    table = latest_of(history)
     if store == CONSTRUCT:
         for name, column in basis_columns(table).items():
             table = table.append_column(name, column)
@@ -177,15 +197,28 @@ def _frame(table: pa.Table) -> pl.DataFrame:
     return frame
 
 
-def _failed(store: str, history: pl.DataFrame) -> pl.DataFrame:
-    """Failed attempts of one store; `stage` is the store, or the LLM call's stage."""
-    succeeded = history.filter("ok").get_column("key").unique()
+def _failed(store: str, history: pl.DataFrame, forced: InForce) -> pl.DataFrame:
+    """Failed attempts of one store; `stage` is the store, or the LLM call's stage;
+    `resolved` unless its key's record in force (`forced`) is a failure."""
+    unresolved = pl.Series(forced.failed.column("key").to_pylist(), dtype=pl.String)
     stage = pl.col("stage") if store == CALLS else pl.lit(store)
     kind = pl.col("error_kind") if store == CALLS else pl.lit(None, pl.String)
     return history.filter(~pl.col("ok")).select(
         "run_id", pl.lit(store).alias("store"), stage.alias("stage"), "key", "qid", "error",
         kind.alias("error_kind"), "written_at",
-        pl.col("key").is_in(succeeded.implode()).alias("resolved"))
+        ~pl.col("key").is_in(unresolved.implode()).alias("resolved"))
+
+
+STALE_SCHEMA = pl.Schema({"store": pl.String, "key": pl.String, "qid": pl.String,
+                          "deps": pl.String, "written_at": pl.Float64})
+
+
+def _stale(store: str, forced: InForce) -> pl.DataFrame:
+    """The keys of one store with no record in force: their newest record's identity."""
+    table = forced.stale
+    return pl.DataFrame({"store": [store] * table.num_rows,
+                         **{c: table.column(c).to_pylist() for c in list(STALE_SCHEMA)[1:]}},
+                        schema=STALE_SCHEMA)
 
 
 def _run_row(run: _Run) -> dict[str, Any]:

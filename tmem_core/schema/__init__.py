@@ -7,6 +7,8 @@ can see them.
 
 from tmem_core.schema._errors import DataError
 from tmem_core.schema._tables import (
+    GOLD_COLUMNS,
+    PUBLIC_QUESTION_COLUMNS,
     SCHEMA_VERSION,
     Gold,
     Message,
@@ -21,6 +23,8 @@ from tmem_core.schema._tables import (
 from tmem_core.schema._validate import validate_tables
 
 __all__ = [
+    "GOLD_COLUMNS",
+    "PUBLIC_QUESTION_COLUMNS",
     "SCHEMA_VERSION",
     "DataError",
     "Gold",

@@ -25,12 +25,15 @@ from tmem_core.results import (
     CALLS,
     CONTRACT_FILE,
     RECORD_STAGES,
+    QuestionData,
     StageStore,
     SweepResults,
     calibration_store,
     calls_store,
-    latest_of,
+    expected_deps,
+    in_force,
     memory_qid,
+    question_data,
     read_parts,
     read_sweep,
     report_unreadable,
@@ -53,10 +56,12 @@ class SweepData:
 
 @dataclass(frozen=True)
 class QuestionRecords:
-    """One question's latest successful record per key in every store, and its failures."""
+    """One question's successful record in force per key in every store (`in_force`, the
+    rule the report counts by), its failures, and its stale records."""
 
     latest: Mapping[str, list[Record]]  # store -> records (retrieve, ..., judge, calls)
     failed: list[Record]  # failed attempts of every store, oldest first, with `store`
+    stale: list[Record]  # per key with no record in force, its newest one, with `store`
 
 
 class Benchmark:
@@ -72,6 +77,11 @@ class Benchmark:
     @cached_property
     def messages(self) -> dict[str, Message]:
         return {m.msg_id: m for m in messages_from_table(self._prepared.messages)}
+
+    @cached_property
+    def data(self) -> dict[str, QuestionData]:
+        """Per question, the hashes of its data (which records are in force depends on)."""
+        return question_data(self._prepared.messages, self._prepared.questions)
 
 
 def load_sweep(root: Path, report: Path | None = None) -> SweepData:
@@ -100,14 +110,15 @@ def fingerprint(root: Path) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((str(p), p.stat().st_mtime_ns) for p in paths))
 
 
-def question_records(run_dir: Path, qids: Collection[str],
+def question_records(run_dir: Path, qids: Collection[str], data: Mapping[str, QuestionData],
                      conversations: Mapping[str, str] | None = None
                      ) -> dict[str, QuestionRecords]:
     """Every store's records of the questions `qids` (large columns included), read only
-    from the parts that hold them; with `conversations` (qid -> conv_id), each question's
-    calls include the run's memory calls of its conversation."""
+    from the parts that hold them, in force as the run's contract and its prepared `data`
+    say (`in_force`); with `conversations` (qid -> conv_id), each question's calls include
+    the run's memory calls of its conversation."""
     owners = {q: memory_qid(c) for q, c in (conversations or {}).items()}
-    found = _question_records(run_dir, [*qids, *set(owners.values())])
+    found = _question_records(run_dir, [*qids, *set(owners.values())], data)
     for qid in qids:
         memory = found.get(owners.get(qid, ""))
         if memory is not None:
@@ -115,19 +126,26 @@ def question_records(run_dir: Path, qids: Collection[str],
     return {q: found[q] for q in qids}
 
 
-def _question_records(run_dir: Path, qids: Collection[str]) -> dict[str, QuestionRecords]:
+def _question_records(run_dir: Path, qids: Collection[str], data: Mapping[str, QuestionData]
+                      ) -> dict[str, QuestionRecords]:
+    deps = json.loads((run_dir / CONTRACT_FILE).read_text()).get("deps")
     stores = {**{s: stage_store(run_dir, s) for s in RECORD_STAGES},
               CALIBRATION: calibration_store(run_dir), CALLS: calls_store(run_dir)}
     latest: dict[str, dict[str, list[Record]]] = defaultdict(lambda: defaultdict(list))
     failed: dict[str, list[Record]] = defaultdict(list)
+    stale: dict[str, list[Record]] = defaultdict(list)
     for name, store in stores.items():
         history = _read(store, qids)
-        for row in latest_of(history).sort_by("written_at").to_pylist():
+        forced = in_force(history, None if name == CALLS else expected_deps(deps, name, data))
+        for row in forced.done.sort_by("written_at").to_pylist():
             latest[row["qid"]][name].append(row)
         for row in history.filter(pc.invert(history.column("ok"))).to_pylist():
             failed[row["qid"]].append({**row, "store": name})
+        for row in forced.stale.to_pylist():
+            stale[row["qid"]].append({**row, "store": name})
     return {q: QuestionRecords({s: latest[q][s] for s in stores},
-                               sorted(failed[q], key=lambda r: r["written_at"])) for q in qids}
+                               sorted(failed[q], key=lambda r: r["written_at"]),
+                               sorted(stale[q], key=lambda r: r["written_at"])) for q in qids}
 
 
 def _read(store: StageStore, qids: Collection[str]) -> pa.Table:

@@ -79,6 +79,15 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Stale:
+    """A record made under dependencies the run no longer has (never scored)."""
+
+    store: str
+    key: str
+    written_at: float
+
+
+@dataclass(frozen=True)
 class ContextView:
     kind: str  # flat, forest, memory
     tokens: int
@@ -104,6 +113,7 @@ class QuestionView:
     verdicts: list[Verdict]
     calls: list[Call]
     failures: list[Failure]
+    stale: list[Stale]  # its keys with no record under the run's dependencies now
 
 
 def question_views(data: SweepData, run_id: str, qids: Collection[str]
@@ -116,7 +126,7 @@ def question_views(data: SweepData, run_id: str, qids: Collection[str]
     wanted = [q for q in qids if q in rows]
     run = _Run(runs[run_id].label, runs[run_id].method, data.results.gold[run_id],
                benchmark(data_dir(data, run_id)))
-    records = question_records(data.run_dirs[run_id], wanted,
+    records = question_records(data.run_dirs[run_id], wanted, run.bench.data,
                                {q: run.bench.questions[q].conv_id for q in wanted})
     return {q: _view(run_id, run, rows[q], records[q]) for q in wanted}
 
@@ -148,7 +158,8 @@ def _view(run_id: str, run: _Run, row: QuestionRow, records: QuestionRecords) ->
                                      key=lambda r: (r["judge"], r["repeat"]))],
         [_call(r) for r in sorted(records.latest["calls"], key=_call_order)],
         [Failure(r["store"], r.get("stage") or r["store"], r["error"] or "", r["written_at"])
-         for r in records.failed])
+         for r in records.failed],
+        [Stale(r["store"], r["key"], r["written_at"]) for r in records.stale])
 
 
 def _only(records: list[Record]) -> Record | None:

@@ -1,6 +1,7 @@
 """What the pages show of a sweep and of a run, as JSON-able dataclasses.
 
-A question's outcome: `failed` (an unresolved failure), `pending` (no judge record yet),
+A question's outcome: `failed` (an unresolved failure), `stale` (no judge record in force,
+but records made under superseded dependencies), `pending` (no judge record yet),
 else `correct` when its mean judge score is at least CORRECT_AT, otherwise `wrong`. Judges
 disagree on a question when its judge records (judges x repeats) do not all score alike.
 Its `cause` is the report's failure attribution. Every headline figure comes with the
@@ -81,6 +82,7 @@ class RunRow:
     questions: int
     judged: int
     failed: int
+    stale: int  # questions whose records were made under superseded dependencies
     pending: int
     accuracy: float | None
     accuracy_ci: list[float] | None
@@ -198,7 +200,7 @@ def _run_row(row: dict[str, Any], worse: dict[str, int], causes: dict[str, int],
     return RunRow(
         row["run_id"], row["label"], row["benchmark"], row["method"], row["backbone"],
         row["judges"], row["top_k"], row["budget"], row["ended_at"] is None, questions,
-        row["judged"] or 0, row["failed"] or 0, row["pending"] or 0,
+        row["judged"] or 0, row["failed"] or 0, row["stale"] or 0, row["pending"] or 0,
         *_with_ci(row, "accuracy"), *_with_ci(row, "f1"), *_with_ci(row, "exact_match"),
         *_with_ci(row, "recall"), row["recall_basis"], row["recall_untraceable"] or 0,
         row["context_tokens"], row["tokens_per_question"],

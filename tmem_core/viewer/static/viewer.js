@@ -134,7 +134,7 @@ async function sweepPage() {
 }
 
 function runTable(runs) {
-  const head = ["run", "backbone", "questions", "judged / failed / pending", "accuracy",
+  const head = ["run", "backbone", "questions", "judged / failed / stale / pending", "accuracy",
     "F1", "EM", "recall", "context tok", "tokens / q", "USD / q", "calibration tok / q", "wall",
     "errors"];
   return table(head, runs.map((r) => h("tr", {},
@@ -142,7 +142,7 @@ function runTable(runs) {
       r.running ? [" ", badge("running")] : null, h("div", { class: "muted small" }, r.run_id)),
     h("td", {}, r.backbone),
     h("td", { class: "num" }, int(r.questions)),
-    h("td", { class: "num" }, `${r.judged} / ${r.failed} / ${r.pending}`),
+    h("td", { class: "num" }, `${r.judged} / ${r.failed} / ${r.stale} / ${r.pending}`),
     h("td", { class: "num accuracy" }, pct(r.accuracy),
       r.accuracy_ci ? h("span", { class: "muted ci" }, ` [${pct(r.accuracy_ci[0])}–${pct(r.accuracy_ci[1])}]`) : null,
       r.unreliable_judges.length
@@ -187,10 +187,10 @@ function reportTable(t) {
 }
 
 // ---- run --------------------------------------------------------------------------------
-const OUTCOMES = ["correct", "wrong", "failed", "pending"];
+const OUTCOMES = ["correct", "wrong", "failed", "stale", "pending"];
 // The failure attribution's causes, in the report's order (results/README.md defines them).
 const CAUSES = ["correct", "judging", "degraded", "unknown", "untraceable", "retrieval",
-  "synthesis", "error", "pending"];
+  "synthesis", "error", "stale", "pending"];
 
 function matches(row, filter) {
   if (filter.category && row.category !== filter.category) return false;
@@ -350,6 +350,8 @@ function questionBody(q) {
     section("Gold evidence (reader only)", goldEvidence(q.evidence, q.evidence_basis)),
     section("LLM calls", calls(q.calls)),
     q.failures.length ? section("Failures", failures(q.failures)) : null,
+    q.stale.length ? section("Stale records (made under superseded dependencies, not scored)",
+      staleRecords(q.stale)) : null,
     q.prompt.length ? h("details", { class: "prompt" }, h("summary", {}, "answer prompt"),
       q.prompt.map((m) => h("div", {}, h("div", { class: "role" }, m.role),
         h("pre", {}, m.content)))) : null);
@@ -450,6 +452,12 @@ function failures(rows) {
   return table(["store", "stage", "error", "when"], rows.map((f) => h("tr", {},
     h("td", {}, f.store), h("td", {}, f.stage), h("td", { class: "error" }, f.error),
     h("td", { class: "small" }, new Date(f.written_at * 1000).toISOString()))));
+}
+
+function staleRecords(rows) {
+  return table(["store", "key", "when"], rows.map((r) => h("tr", {},
+    h("td", {}, r.store), h("td", {}, r.key),
+    h("td", { class: "small" }, new Date(r.written_at * 1000).toISOString()))));
 }
 
 // ---- two runs side by side --------------------------------------------------------------
