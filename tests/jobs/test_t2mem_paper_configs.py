@@ -3,14 +3,17 @@ with the shared LoCoMo file standing in for the cluster's), and each varies its 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.hub import stage_tokenizer
 from tests.jobs.plans import plans_by_config
 from tests.ray_head import ROOT
+from tmem_core.llm import get_backbone
 from tmem_core.pipeline import load_sweep
 
 STUDIES = sorted((ROOT / "jobs" / "configs" / "t2mem_paper").glob("*.toml"))
@@ -37,8 +40,11 @@ def test_jobs_plan_accepts_each_study(tmp_path: Path) -> None:
     for config in configs:
         axis = "steps" if "depth" in config.stem else "reasoning_budget"
         assert len({getattr(r, axis) for r in load_sweep(config).runs()}) > 1, config.name
+    hf_home = tmp_path / "hf"  # the GPU studies' Gemma counts with its own tokenizer
+    stage_tokenizer(hf_home, get_backbone("gemma4-31b").model, ["the", "launch"])
     done = subprocess.run([sys.executable, "-m", "jobs.plan", *map(str, configs)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=1800, check=False)
+                          capture_output=True, text=True, timeout=1800, check=False,
+                          env={**os.environ, "HF_HOME": str(hf_home)})
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     plans = plans_by_config(done.stdout)
     for config in configs:

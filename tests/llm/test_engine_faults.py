@@ -22,6 +22,7 @@ from tmem_core.llm import (
     SharedEngine,
     Usage,
     get_backbone,
+    request_hash,
 )
 from tmem_core.llm import _client as client_module
 from tmem_core.llm._types import EngineDead, output_response
@@ -165,10 +166,13 @@ def test_a_replica_whose_engine_died_answers_its_calls_then_ends_its_process(
     monkeypatch.setattr(engine_module, "CRASH_ANSWER_S", 0.05)
     replica = engine_module.EngineReplica(BACKBONE, 1)
 
+    crashed_hashes: list[str] = []
+
     async def scenario() -> tuple[list[str | None], bool]:
         await replica.generate(ask(1))
         starts.engines[0].dead = True
         crashed, _ = await replica.generate(ask(2))
+        crashed_hashes.extend(r.request_hash for r in crashed)
         later = asyncio.ensure_future(replica.generate(ask(3)))
         await asyncio.sleep(0.3)
         waiting = not later.done()
@@ -177,4 +181,5 @@ def test_a_replica_whose_engine_died_answers_its_calls_then_ends_its_process(
 
     kinds, waiting = asyncio.run(scenario())
     assert kinds == ["engine_crash"]
+    assert crashed_hashes == [request_hash(BACKBONE, r) for r in ask(2)]  # each its own key
     assert ended == [True] and waiting  # so that Ray restarts it

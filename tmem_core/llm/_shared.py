@@ -8,6 +8,7 @@ caller replays hits itself and only misses travel to the engine.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,12 +22,13 @@ from tmem_core.llm._client import (
     cache_hits,
 )
 from tmem_core.llm._config import BackboneConfig
-from tmem_core.llm._request_cache import RequestCache
+from tmem_core.llm._request_cache import RequestCache, request_hash
 from tmem_core.llm._types import (
     ChatRequest,
     ChatResponse,
     EngineDead,
     EngineUnavailable,
+    ErrorKind,
     error_response,
 )
 
@@ -60,12 +62,19 @@ class SharedEngine:
             responses = await self.client.agenerate(requests)
         except EngineDead as exc:  # any of the batches in flight may be what killed it
             self.engine_died(exc)
-            responses = [error_response("engine_crash", str(exc)) for _ in requests]
+            responses = self._errors("engine_crash", str(exc), requests)
         except EngineUnavailable as exc:
-            responses = [error_response("engine", str(exc)) for _ in requests]
+            responses = self._errors("engine", str(exc), requests)
         self.client.records.clear()  # the caller keeps its own records
         return responses, [CallRecord.of(self.client.backbone, q, r, self.replica, sent_at)
                            for q, r in zip(requests, responses, strict=True)]
+
+    def _errors(self, kind: ErrorKind, message: str, requests: Sequence[ChatRequest]
+                ) -> list[ChatResponse]:
+        """The batch's error answers, each with its request's hash (its call's key)."""
+        return [dataclasses.replace(error_response(kind, message),
+                                    request_hash=request_hash(self.client.backbone, r))
+                for r in requests]
 
     def engine_died(self, exc: EngineDead) -> None:
         """Called when the engine died mid-batch (its backend is already dropped)."""
