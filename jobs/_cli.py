@@ -8,7 +8,7 @@ import sys
 import tomllib
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tmem_core import ConfigError
 from tmem_core.benchmarks import (
@@ -18,9 +18,12 @@ from tmem_core.benchmarks import (
     build,
     read_prepared,
 )
-from tmem_core.llm import BackboneConfig, get_backbone
+from tmem_core.llm import BackboneConfig, check_tokenizers, get_backbone, load_backbones
 from tmem_core.methods import check_params
 from tmem_core.schema import DataError
+
+if TYPE_CHECKING:  # the pipeline imports Ray: not at every job's start
+    from tmem_core.pipeline import SweepConfig
 
 
 def add_benchmark_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -47,6 +50,13 @@ def add_backbone_args(parser: argparse.ArgumentParser, default: str | None, role
     parser.add_argument("--backbone", "--writer" if role == "writer" else "--filter",
                         dest="backbone", default=default, help=f"the {role}'s backbone")
     parser.add_argument("--backbones-file", type=Path, help="TOML/YAML file adding backbones")
+
+
+def check_sweep_tokenizers(config: SweepConfig) -> None:
+    """Every backbone the sweep calls counts with its own tokenizer here (`TokenizerMissing`,
+    a `ConfigError`, naming the first that cannot be loaded), before anything starts."""
+    backbones = load_backbones(config.backbones_file)
+    check_tokenizers(backbones[name] for name in config.backbone_names)
 
 
 def backbone_of(args: argparse.Namespace) -> BackboneConfig:

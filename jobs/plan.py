@@ -21,9 +21,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from jobs._cli import run_main
+from jobs._cli import check_sweep_tokenizers, run_main
 from tmem_core import ConfigError
-from tmem_core.llm import SimEngineConfig, check_tokenizers, load_backbones
+from tmem_core.llm import SimEngineConfig, load_backbones
 from tmem_core.pipeline import check_sources, check_sweep_gpus, load_sweep, plan_sweep
 
 
@@ -59,8 +59,7 @@ def _plan(path: Path, args: argparse.Namespace) -> list[str]:
     config = load_sweep(path, sources=False)  # the engines' fit needs no data
     timing = _timing(args.timing, config.backbones_file)
     check_sweep_gpus(config, args.replicas)
-    backbones = load_backbones(config.backbones_file)
-    check_tokenizers(backbones[name] for name in config.backbone_names)  # counts as the sweep
+    check_sweep_tokenizers(config)  # counts as the sweep will
     check_sources(config)  # the plan runs a few questions of each run
     plan = plan_sweep(config, args.replicas or config.resources.engine_replicas, args.sample,
                       timing)

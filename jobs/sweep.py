@@ -21,8 +21,8 @@ import os
 import sys
 from pathlib import Path
 
-from jobs._cli import run_main
-from tmem_core.llm import EngineUnavailable, check_tokenizers, load_backbones
+from jobs._cli import check_sweep_tokenizers, run_main
+from tmem_core.llm import EngineUnavailable
 from tmem_core.pipeline import STATUS_ENV, RecordsChanged, load_sweep, run_sweep, supervise
 from tmem_core.pipeline._paths import read_paths_from
 from tmem_core.results import LeaseHeld
@@ -48,8 +48,7 @@ def main() -> int:
         sys.argv[sys.argv.index(str(args.config))] = str(path)  # for the driver child
         read_paths_from(args.paths_from.absolute())
     config = load_sweep(path)
-    backbones = load_backbones(config.backbones_file)
-    check_tokenizers(backbones[name] for name in config.backbone_names)
+    check_sweep_tokenizers(config)
     if args.on_changed:
         config = dataclasses.replace(config, on_changed=args.on_changed)
     if not args.local and STATUS_ENV not in os.environ:  # this process watches the driver

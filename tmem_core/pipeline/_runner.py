@@ -151,8 +151,12 @@ def worker_env(needed: Mapping[str, str]) -> dict[str, str]:
 
 def job_runtime_env() -> dict[str, Any]:
     """The runtime env of the Ray job that started this driver (empty when none did)."""
-    job = json.loads(os.environ.get(JOB_CONFIG_ENV) or "{}")
-    return dict(job.get("runtime_env") or {})
+    return dict(_job_config().get("runtime_env") or {})
+
+
+def _job_config() -> dict[str, Any]:
+    """The job config Ray's job server hands this driver (empty when none started it)."""
+    return dict(json.loads(os.environ.get(JOB_CONFIG_ENV) or "{}"))
 
 
 def cluster_address() -> str | None:
@@ -307,7 +311,7 @@ def check_changed(runs: list[RunSpec], deps: Mapping[str, Mapping[str, Deps]],
 def _ray_job() -> str:
     """This driver's Ray job, with its submission id when `ray job submit` started it."""
     job = ray.get_runtime_context().get_job_id()
-    submitted = json.loads(os.environ.get(JOB_CONFIG_ENV) or "{}").get("metadata", {})
+    submitted = _job_config().get("metadata") or {}
     submission = submitted.get("job_submission_id")
     return f"{submission} (driver job {job})" if submission else job
 
