@@ -37,7 +37,9 @@ if [ "$failed" != 0 ]; then  # what a failed start left running goes too
   exit 1
 fi
 # The job server answers before its agent registers; a submitted no-op job proves both are up.
-for _ in $(seq 1 120); do
+# Bounded in time, not attempts: a submit to a server whose agent never registered waits 10 s.
+deadline=$((SECONDS + ${RAY_START_WAIT_S:-300}))
+while [ "$SECONDS" -lt "$deadline" ]; do
   if "$RAY" job submit --address "$RAY_ADDRESS" --submission-id "warmup-$(date +%s%N)" \
       -- true >/dev/null 2>&1; then
     echo "ray head up: RAY_ADDRESS=$RAY_ADDRESS"
@@ -45,5 +47,6 @@ for _ in $(seq 1 120); do
   fi
   sleep 1
 done
-echo "error: the Ray job server did not accept jobs on port $RAY_DASHBOARD_PORT" >&2
+echo "error: the Ray job server did not accept jobs on port $RAY_DASHBOARD_PORT within" \
+  "${RAY_START_WAIT_S:-300} s (its agent's log: $RAY_TEMP_DIR/session_latest/logs/dashboard_agent.log)" >&2
 exit 1
