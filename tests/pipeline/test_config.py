@@ -10,7 +10,7 @@ from tmem_core import ConfigError
 from tmem_core.llm import load_backbones
 from tmem_core.methods import get_method, method_names
 from tmem_core.pipeline import load_sweep, parse_sweep, registered
-from tmem_core.pipeline._config import Allowed
+from tmem_core.pipeline._config_load import Allowed
 from tmem_core.prompts import load_prompt
 
 ALLOWED = Allowed(benchmarks=["locomo", "synthetic"], methods=["bm25", "tmem_heuristic"],

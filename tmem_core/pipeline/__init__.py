@@ -6,15 +6,8 @@ Python that the stages here wrap.
 
 from tmem_core.pipeline._actors import STAGES
 from tmem_core.pipeline._capacity import check_sweep_gpus
-from tmem_core.pipeline._config import (
-    BenchmarkConfig,
-    RunSpec,
-    SweepConfig,
-    check_sources,
-    load_sweep,
-    parse_sweep,
-    registered,
-)
+from tmem_core.pipeline._config import BenchmarkConfig, RunSpec, SweepConfig
+from tmem_core.pipeline._config_load import check_sources, load_sweep, parse_sweep, registered
 from tmem_core.pipeline._contract import Contract
 from tmem_core.pipeline._deps import RecordsChanged
 from tmem_core.pipeline._plan import plan_sweep

@@ -53,7 +53,7 @@ from tmem_core.llm import (
     get_backend,
     run_sync,
 )
-from tmem_core.pipeline._config import import_plugins
+from tmem_core.pipeline._config_load import import_plugins
 from tmem_core.pipeline._loads import Loads, SharedLoads
 from tmem_core.results import MEMORY_STAGE
 

@@ -37,7 +37,8 @@ from tmem_core.llm import (
     counter_for,
     default_request_cache_path,
 )
-from tmem_core.pipeline._config import RunSpec, import_plugins
+from tmem_core.pipeline._config import RunSpec
+from tmem_core.pipeline._config_load import import_plugins
 from tmem_core.pipeline._engine import EngineProxy, local_engine, ray_engine
 from tmem_core.pipeline._probe import Probe, load_probe
 from tmem_core.pipeline._writer import WRITER, Batch
