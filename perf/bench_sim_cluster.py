@@ -61,7 +61,7 @@ from tmem_core.benchmarks import read_prepared
 from tmem_core.llm import BatchModel, Seq, SimEngineConfig
 from tmem_core.llm._sim import SimCounters
 from tmem_core.pipeline import init_ray, parse_sweep, run_sweep
-from tmem_core.pipeline._engine import ENGINE_PREFIX
+from tmem_core.pipeline._replicas import ENGINE_PREFIX
 from tmem_core.results import MEMORY_STAGE, calls_store, calls_window, memory_qid, run_dirs
 
 SATURATED = 0.9  # of every core busy: a second the machine had no CPU to spare

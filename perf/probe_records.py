@@ -37,8 +37,8 @@ from tests.pipeline.faults import probe_env
 from tests.pipeline.test_records import RUN_LINE
 from tests.ray_head import PORTS, ROOT, cluster_env, gcs, sweep_env, wait_for
 from tmem_core.pipeline import STAGES, STATUS_ENV, load_sweep
+from tmem_core.pipeline._data import prepare_benchmark, select_questions
 from tmem_core.pipeline._judge_stage import JudgeStage
-from tmem_core.pipeline._runner import prepare_benchmark, select_questions
 from tmem_core.reports import read_sweep, summarise
 from tmem_core.results import calls_store, run_dirs
 

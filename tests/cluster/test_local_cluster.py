@@ -14,7 +14,7 @@ import pytest
 from tests.ray_head import PORTS, ROOT, cluster_env, free_ports, sweep_env
 
 CLUSTER = ROOT / "cluster"
-JOIN = ("import sys, ray; from tmem_core.pipeline._runner import init_ray; init_ray(); "
+JOIN = ("import sys, ray; from tmem_core.pipeline._ray_start import init_ray; init_ray(); "
         "print(ray.get_runtime_context().gcs_address, flush=True); sys.stdin.read()")
 """A driver that joins the cluster its environment names, says which, and stays."""
 
@@ -54,7 +54,7 @@ def test_a_driver_joins_the_head_its_environment_names(
 def test_a_driver_refuses_a_job_server_without_a_head_in_its_folder(tmp_path: Path) -> None:
     env = sweep_env("http://127.0.0.1:8265", RAY_TEMP_DIR=str(tmp_path))
     joined = subprocess.run(
-        [sys.executable, "-c", "from tmem_core.pipeline._runner import cluster_address; "
+        [sys.executable, "-c", "from tmem_core.pipeline._ray_start import cluster_address; "
          "cluster_address()"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
         check=False)
     assert joined.returncode == 1

@@ -26,7 +26,7 @@ from tmem_core.llm import (
 )
 from tmem_core.llm import _client as client_module
 from tmem_core.llm._types import EngineDead, output_response
-from tmem_core.pipeline import _engine as engine_module
+from tmem_core.pipeline import _replicas as replicas_module
 
 BACKBONE = get_backbone("sim")
 
@@ -162,9 +162,9 @@ def test_a_replica_whose_engine_died_answers_its_calls_then_ends_its_process(
     starts = Starts(failures=0)
     monkeypatch.setattr(client_module, "make_backend", starts)
     ended: list[bool] = []
-    monkeypatch.setattr(engine_module, "end_process", lambda: ended.append(True))
-    monkeypatch.setattr(engine_module, "CRASH_ANSWER_S", 0.05)
-    replica = engine_module.EngineReplica(BACKBONE, 1)
+    monkeypatch.setattr(replicas_module, "end_process", lambda: ended.append(True))
+    monkeypatch.setattr(replicas_module, "CRASH_ANSWER_S", 0.05)
+    replica = replicas_module.EngineReplica(BACKBONE, 1)
 
     crashed_hashes: list[str] = []
 

@@ -21,7 +21,8 @@ SCRIPT = textwrap.dedent("""\
     import ray
     from tmem_core.llm import ChatMessage, ChatRequest, parse_backbones
     from tmem_core.pipeline import init_ray
-    from tmem_core.pipeline._engine import ReplicaRouter, engine_handles
+    from tmem_core.pipeline._engine import ReplicaRouter
+    from tmem_core.pipeline._replicas import engine_handles
 
     init_ray(num_cpus=2)
     backbone = parse_backbones({"crashy": {

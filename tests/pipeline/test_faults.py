@@ -15,8 +15,8 @@ from tests.pipeline.faults import probe_env
 from tests.ray_head import ROOT, gcs, run_sweep, sweep_config, sweep_env, wait_for
 from tmem_core.pipeline import STAGES, load_sweep
 from tmem_core.pipeline._answer_stage import AnswerStage
+from tmem_core.pipeline._data import prepare_benchmark, select_questions
 from tmem_core.pipeline._judge_stage import JudgeStage
-from tmem_core.pipeline._runner import prepare_benchmark, select_questions
 from tmem_core.results import calls_store
 
 pytestmark = pytest.mark.slow

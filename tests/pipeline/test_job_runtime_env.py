@@ -17,7 +17,7 @@ import yaml
 from tests.ray_head import ROOT, sweep_config
 from tmem_core import ConfigError
 from tmem_core.pipeline._paths import RESULTS_ENV, results_root
-from tmem_core.pipeline._runner import JOB_CONFIG_ENV, worker_env
+from tmem_core.pipeline._ray_start import JOB_CONFIG_ENV, worker_env
 
 RAYJOB = ROOT / "cluster" / "kuberay" / "rayjob.yaml"
 

@@ -16,8 +16,9 @@ from tmem_core.llm import (
     load_backbones,
 )
 from tmem_core.pipeline import parse_sweep
+from tmem_core.pipeline._data import prepare_benchmark
 from tmem_core.pipeline._engine import EngineProxy
-from tmem_core.pipeline._runner import in_order, plan_run, prepare_benchmark
+from tmem_core.pipeline._planning import in_order, plan_run
 from tmem_core.results import MEMORY_STAGE
 
 
@@ -37,9 +38,9 @@ def test_the_sweep_s_questions_are_numbered_in_grid_order(tmp_path: Path) -> Non
         "benchmarks": [{"name": "synthetic", "size": 1000, "limit": 5}],
         "grid": {"methods": ["bm25", "tmem"], "backbones": ["smollm2"]}})
     bench_dir = prepare_benchmark(config.benchmarks[0], tmp_path / "data")
-    plans = in_order([plan_run(run, bench_dir, load_backbones(None), tmp_path / "order")
+    runs = in_order([plan_run(run, bench_dir, load_backbones(None), tmp_path / "order")
                       for run in config.runs()])
-    first, second = ([p.job.order[q] for q, _ in p.questions] for p in plans)
+    first, second = ([r.order[q] for q, _ in r.questions] for r in runs)
     assert first == list(range(5)) and second == list(range(5, 10))
 
 

@@ -10,7 +10,8 @@ import pyarrow as pa
 
 from tmem_core.pipeline._actors import FLOW_SCHEMA
 from tmem_core.pipeline._config import Resources
-from tmem_core.pipeline._runner import Progress, RunPlan, block_size
+from tmem_core.pipeline._execute import block_size
+from tmem_core.pipeline._progress import Progress
 
 
 def _out(*qids: str, error: str | None = None) -> pa.Table:
@@ -19,16 +20,16 @@ def _out(*qids: str, error: str | None = None) -> pa.Table:
 
 
 def test_a_question_out_twice_counts_once_with_its_failure() -> None:
-    job: Any = SimpleNamespace(run=SimpleNamespace(run_id="r0"))
-    plan = RunPlan(job, [("q1", "c"), ("q2", "c"), ("q3", "c")], None, None)  # type: ignore[arg-type]
+    run: Any = SimpleNamespace(run_id="r0", questions=(("q1", "c"), ("q2", "c"), ("q3", "c")))
     lines: list[str] = []
-    progress = Progress([plan], lines.append, every_s=0.0)
-    progress.add(plan, _out("q1"))
-    progress.add(plan, _out("q2", error="answer: boom"))
-    progress.add(plan, _out("q1", "q2", error="answer: boom"))  # the retried call's
-    assert (plan.done, progress.done, plan.failed["answer"]) == (2, 2, 1)
-    progress.add(plan, _out("q3"))
-    assert plan.done == len(plan.questions)
+    progress = Progress([run], lines.append, every_s=0.0)
+    progress.add(run, _out("q1"))
+    progress.add(run, _out("q2", error="answer: boom"))
+    progress.add(run, _out("q1", "q2", error="answer: boom"))  # the retried call's
+    assert (progress.done_of(run), progress.done, progress.failed["r0"]["answer"]) == (2, 2, 1)
+    assert not progress.finished(run)
+    progress.add(run, _out("q3"))
+    assert progress.finished(run) and progress.landed()[0].done == 3
     assert lines[-1].startswith("[progress] r0: 3/3 questions")
 
 

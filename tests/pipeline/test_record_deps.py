@@ -21,8 +21,10 @@ from tests.ray_head import ROOT, gcs, run_sweep, sweep_config, sweep_env
 from tmem_core import pipeline
 from tmem_core.benchmarks import read_prepared
 from tmem_core.llm import load_backbones
+from tmem_core.pipeline._data import prepare_benchmark
+from tmem_core.pipeline._planning import plan_run
 from tmem_core.pipeline._probe import PROBE_ENV
-from tmem_core.pipeline._runner import finish_run, plan_run, prepare_benchmark
+from tmem_core.pipeline._summary import finish_run
 from tmem_core.prompts import _prompt
 from tmem_core.reports import summarise
 from tmem_core.results import (

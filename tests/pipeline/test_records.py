@@ -20,7 +20,7 @@ from tests.pipeline.test_memory_cost import AnsweringServer
 from tests.ray_head import ROOT, gcs, run_sweep, sweep_env
 from tmem_core import pipeline
 from tmem_core.pipeline import STAGES
-from tmem_core.pipeline._runner import prepare_benchmark, select_questions
+from tmem_core.pipeline._data import prepare_benchmark, select_questions
 from tmem_core.reports import read_sweep, summarise
 from tmem_core.results import LEASE_FILE, calls_store, run_dirs, run_stores, stage_store
 from tmem_core.viewer._data import load_sweep

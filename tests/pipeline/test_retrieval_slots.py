@@ -11,8 +11,9 @@ from tests.pipeline.counting import Counting
 from tmem_core.llm import load_backbones
 from tmem_core.pipeline import parse_sweep
 from tmem_core.pipeline._actors import FLOW_SCHEMA
+from tmem_core.pipeline._data import prepare_benchmark
 from tmem_core.pipeline._method_stages import RetrieveStage
-from tmem_core.pipeline._runner import plan_run, prepare_benchmark
+from tmem_core.pipeline._planning import plan_run
 
 PLUGIN = "tests.pipeline.counting"
 
@@ -24,14 +25,13 @@ def test_a_stage_actor_retrieves_at_most_its_slots_at_once(tmp_path: Path, slots
         "benchmarks": [{"name": "synthetic", "size": 1000, "limit": 16}],
         "grid": {"methods": ["counting_bm25"], "backbones": ["smollm2"]},
         "resources": {"retrievals_per_actor": slots}})
-    run = config.runs()[0]
-    plan = plan_run(run, prepare_benchmark(config.benchmarks[0], tmp_path / "data"),
-                    load_backbones(None), tmp_path / "slots", resources=config.resources)
+    run = plan_run(config.runs()[0], prepare_benchmark(config.benchmarks[0], tmp_path / "data"),
+                   load_backbones(None), tmp_path / "slots", resources=config.resources)
     Counting.most = 0
-    stage = RetrieveStage(plan.job)
+    stage = RetrieveStage(run)
     empty = dict.fromkeys(FLOW_SCHEMA.names)
     rows = [{**empty, "run_id": run.run_id, "qid": q, "conv_id": c, "ok": True}
-            for q, c in plan.questions]
+            for q, c in run.questions]
     out = stage(rows)  # all questions of the call at once, in the stage's threads
     assert len(out) == len(rows) >= 8 and all(r["ok"] and r["evidence_ids"] for r in out)
     assert Counting.most == slots

@@ -11,9 +11,10 @@ import pytest
 from tmem_core.llm import load_backbones
 from tmem_core.methods import _registry, get_method
 from tmem_core.pipeline import parse_sweep
+from tmem_core.pipeline._data import prepare_benchmark
 from tmem_core.pipeline._deps import run_dependencies
 from tmem_core.pipeline._method_stages import RetrieveStage
-from tmem_core.pipeline._runner import plan_run, prepare_benchmark
+from tmem_core.pipeline._planning import plan_run
 
 
 def _deps(tmp_path: Path, methods: list[str]) -> dict[str, dict[str, dict[str, str]]]:
@@ -42,9 +43,8 @@ def test_a_method_that_builds_a_memory_must_declare_it(
         "name": "undeclared", "results_dir": str(tmp_path),
         "benchmarks": [{"name": "synthetic", "size": 200, "limit": 1}],
         "grid": {"methods": ["t2mem"], "backbones": ["smollm2"]}})
-    run = config.runs()[0]
-    plan = plan_run(run, prepare_benchmark(config.benchmarks[0], tmp_path / "data"),
-                    load_backbones(None), tmp_path / "undeclared")
-    stage = RetrieveStage(plan.job)  # its warm-up meets the error and says so
+    run = plan_run(config.runs()[0], prepare_benchmark(config.benchmarks[0], tmp_path / "data"),
+                   load_backbones(None), tmp_path / "undeclared")
+    stage = RetrieveStage(run)  # its warm-up meets the error and says so
     with pytest.raises(TypeError, match="registered with memory=True"):
         stage.method  # noqa: B018

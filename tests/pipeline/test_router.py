@@ -21,10 +21,9 @@ from tmem_core.pipeline._engine import (
     SHORT_PROMPT_CHARS,
     SPREAD_MIN,
     ReplicaRouter,
-    replica_gpus,
-    replica_name,
 )
 from tmem_core.pipeline._loads import LoadBoard, LocalLoads
+from tmem_core.pipeline._replicas import replica_gpus, replica_name
 from tmem_core.prompts import load_prompt
 from tmem_core.results import MEMORY_STAGE
 

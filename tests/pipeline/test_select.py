@@ -10,7 +10,7 @@ import pytest
 from tmem_core import ConfigError
 from tmem_core.pipeline import parse_sweep
 from tmem_core.pipeline._config import BenchmarkConfig
-from tmem_core.pipeline._runner import prepare_benchmark, select_questions
+from tmem_core.pipeline._data import prepare_benchmark, select_questions
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from tmem_core.llm import load_backbones
 from tmem_core.pipeline import parse_sweep
-from tmem_core.pipeline._runner import plan_run, prepare_benchmark
+from tmem_core.pipeline._data import prepare_benchmark
+from tmem_core.pipeline._planning import plan_run
 
 
 def test_search_o1_and_t2mem_contracts_hold_equal_step_budgets(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ from tmem_core.pipeline._config_load import check_sources, load_sweep, parse_swe
 from tmem_core.pipeline._contract import Contract
 from tmem_core.pipeline._deps import RecordsChanged
 from tmem_core.pipeline._plan import plan_sweep
-from tmem_core.pipeline._runner import RunSummary, init_ray, run_sweep
+from tmem_core.pipeline._ray_start import init_ray
+from tmem_core.pipeline._runner import run_sweep
+from tmem_core.pipeline._summary import RunSummary
 from tmem_core.pipeline._watch import STATUS_ENV, supervise
 
 __all__ = [

@@ -18,10 +18,10 @@ import pyarrow.compute as pc
 from tmem_core.pipeline._answer_stage import AnswerStage
 from tmem_core.pipeline._judge_stage import JudgeStage
 from tmem_core.pipeline._method_stages import ConstructStage, RetrieveStage
+from tmem_core.pipeline._run import Run
 from tmem_core.pipeline._stage import (
     Row,
     Stage,
-    StageJob,
     StageResult,
     flow_schema,
     write_records,
@@ -44,7 +44,7 @@ class FusedStages:
 
     name = "stages"
 
-    def __init__(self, job: StageJob) -> None:
+    def __init__(self, job: Run) -> None:
         retrieve = RetrieveStage(job)
         self.stages = [retrieve, ConstructStage(job, shares=retrieve), AnswerStage(job),
                        JudgeStage(job)]
@@ -84,7 +84,7 @@ class PerRun:
     its run's instance, built at the run's first batch (the first run's at once, to warm up
     while the pipeline starts). The actor pools live for the whole sweep."""
 
-    def __init__(self, stage: type[Stage] | type[FusedStages], jobs: dict[str, StageJob]
+    def __init__(self, stage: type[Stage] | type[FusedStages], jobs: dict[str, Run]
                  ) -> None:
         self.stage, self.jobs = stage, jobs
         self._runs: OrderedDict[str, Stage | FusedStages] = OrderedDict()

@@ -27,10 +27,10 @@ class AnswerStage(GoldStage):
         question = self.questions[row["qid"]]
         gold = self.gold[question.qid]
         messages, prompt = answer_prompt(
-            question, row["kind"], row["context"], get_protocol(self.job.run.benchmark.name),
+            question, row["kind"], row["context"], get_protocol(self.job.spec.benchmark.name),
             gold.options if gold.answer_kind == "choice" else None)
         chat, sampling = as_chat(messages), None
-        budget = reasoning_budget(self.job.run.reasoning_budget)
+        budget = reasoning_budget(self.job.spec.reasoning_budget)
         if budget is not None:
             chat, sampling = budget.ask(chat, "budget/answer"), budget.sampling(
                 self.job.backbone.sampling)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from tmem_core import ConfigError
 from tmem_core.llm import SERVE_BACKEND, BackboneConfig, get_backend, load_backbones
 from tmem_core.pipeline._config import Resources, SweepConfig
-from tmem_core.pipeline._engine import replica_gpus
+from tmem_core.pipeline._replicas import replica_gpus
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from tmem_core.evaluation import (
 from tmem_core.llm import BackboneConfig, ChatRequest, Sampling
 from tmem_core.pipeline._engine import EngineProxy
 from tmem_core.pipeline._memory_quality import score_memory
-from tmem_core.pipeline._stage import GoldStage, Output, Row, StageJob, StageResult
+from tmem_core.pipeline._run import Run
+from tmem_core.pipeline._stage import GoldStage, Output, Row, StageResult
 from tmem_core.prompts import Prompt, load_prompt
 from tmem_core.results import (
     CALIBRATION_STAGE,
@@ -59,7 +60,7 @@ class JudgeStage(GoldStage):
     name = "judge"
     reads = ("prediction", "context")
 
-    def __init__(self, job: StageJob) -> None:
+    def __init__(self, job: Run) -> None:
         self.calibration = calibration_store(Path(job.run_dir))
         self.quality = memory_quality_store(Path(job.run_dir))
         super().__init__(job)
@@ -84,7 +85,7 @@ class JudgeStage(GoldStage):
 
     def keys(self, qid: str) -> list[str]:
         verdicts = [f"{qid}|{judge.name}|{repeat}" for judge in self.job.judges
-                    for repeat in range(self.job.run.judge_repeats)]
+                    for repeat in range(self.job.spec.judge_repeats)]
         return verdicts + [key for judge in self.job.judges
                            for key, *_ in self._controls_of(qid, judge)] + self._quality_keys(qid)
 
@@ -94,7 +95,7 @@ class JudgeStage(GoldStage):
                 (self.quality, [q for result in results for q in result.output.quality])]
 
     def _quality_keys(self, qid: str) -> list[str]:
-        run = self.job.run
+        run = self.job.spec
         return [f"{qid}|{self.job.judges[0].name}|memory_quality"] if run.memory_quality else []
 
     @cached_property
@@ -106,7 +107,7 @@ class JudgeStage(GoldStage):
 
     @cached_property
     def protocol(self) -> Protocol:
-        return get_protocol(self.job.run.benchmark.name)
+        return get_protocol(self.job.spec.benchmark.name)
 
     def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
         """Every verdict the question still needs: per judge, its verdicts on the prediction
@@ -117,7 +118,7 @@ class JudgeStage(GoldStage):
         question, gold = self.questions[qid], self.gold[qid]
         output = Output()
         for judge in self.job.judges:
-            repeats = [(key, repeat) for repeat in range(self.job.run.judge_repeats)
+            repeats = [(key, repeat) for repeat in range(self.job.spec.judge_repeats)
                        if (key := f"{qid}|{judge.name}|{repeat}") not in stored]
             controls = [(key, c) for key, c in self._controls_of(qid, judge) if key not in stored]
             if repeats:
@@ -169,7 +170,7 @@ class JudgeStage(GoldStage):
         llm = self.proxy(judge, question.qid, MEMORY_QUALITY_STAGE)
         values = score_memory(question, gold, row["context"] or "", self.evidence_messages, llm)
         output.quality.append(self.record(row, key=key, judge=judge.name,
-                                          method=self.job.run.method, **values))
+                                          method=self.job.spec.method, **values))
         output.calls += llm.records
 
     def _controls_of(self, qid: str, judge: BackboneConfig) -> list[tuple[str, Control]]:
@@ -192,7 +193,7 @@ class JudgeStage(GoldStage):
         prompt_ref = self.protocol.judge_for(question, gold)
         if prompt_ref is None:
             return [_by_rule(gold, prediction) for prediction, _ in asked]
-        prompt = load_prompt(self.job.run.judge_prompts.get(prompt_ref, prompt_ref))
+        prompt = load_prompt(self.job.spec.judge_prompts.get(prompt_ref, prompt_ref))
         done: dict[int, Verdict] = {}
         raw = [""] * len(asked)
         pending = list(range(len(asked)))

@@ -27,7 +27,8 @@ from tmem_core.methods import (
     get_method,
     step_record_json,
 )
-from tmem_core.pipeline._stage import Output, Row, Stage, StageJob
+from tmem_core.pipeline._run import Run
+from tmem_core.pipeline._stage import Output, Row, Stage
 from tmem_core.results import MEMORY_STAGE, calls_store, conversation_of, memory_qid
 from tmem_core.retrieval import conversations_from_table, lexical_tokens
 from tmem_core.schema import Question
@@ -82,7 +83,7 @@ class MethodStage(Stage):
     stage "memory".
     """
 
-    def __init__(self, job: StageJob, shares: MethodStage | None = None) -> None:
+    def __init__(self, job: Run, shares: MethodStage | None = None) -> None:
         """`shares`: another stage of this process whose method (and memory locks) to use."""
         self._memory_locks: _Keyed[str, threading.Lock] = (
             shares._memory_locks if shares else _memory_locks())
@@ -96,11 +97,11 @@ class MethodStage(Stage):
 
     @cached_property
     def spec(self) -> MethodSpec[Any]:
-        return get_method(self.job.run.method)
+        return get_method(self.job.spec.method)
 
     @cached_property
     def method(self) -> ContextMethod:
-        run = self.job.run
+        run = self.job.spec
         env = MethodEnv(conversations_from_table(self.prepared.messages), run.top_k,
                         run.budget)
         method = self.spec.create(env, run.method_params)
@@ -173,7 +174,7 @@ class ConstructStage(MethodStage):
         question = self.questions[row["qid"]]
         payload = (from_json(self.spec.evidence, row["payload"])
                    if self.spec.evidence is not None else None)
-        evidence = Evidence(question.qid, self.job.run.method, tuple(row["evidence_ids"]),
+        evidence = Evidence(question.qid, self.job.spec.method, tuple(row["evidence_ids"]),
                             payload=payload)
         memory_calls = self.prepare_memory(question)
         llm = self.proxy(self.job.method_backbone, question.qid)

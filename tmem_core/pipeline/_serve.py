@@ -13,7 +13,7 @@ from tmem_core.llm import (
     ServeLLMEngineConfig,
     app_name,
 )
-from tmem_core.pipeline._engine import node_gpus
+from tmem_core.pipeline._replicas import node_gpus
 
 
 def serve_options(backbone: BackboneConfig, start_attempts: int = 3) -> dict[str, Any]:

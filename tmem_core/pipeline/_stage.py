@@ -37,10 +37,10 @@ from tmem_core.llm import (
     counter_for,
     default_request_cache_path,
 )
-from tmem_core.pipeline._config import RunSpec
 from tmem_core.pipeline._config_load import import_plugins
 from tmem_core.pipeline._engine import EngineProxy, local_engine, ray_engine
 from tmem_core.pipeline._probe import Probe, load_probe
+from tmem_core.pipeline._run import Run
 from tmem_core.pipeline._writer import WRITER, Batch
 from tmem_core.results import (
     STAGE_SCHEMAS,
@@ -70,34 +70,6 @@ Row = dict[str, Any]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class StageJob:
-    """Everything a stage actor needs, picklable."""
-
-    run: RunSpec
-    run_dir: str
-    bench_dir: str
-    backbone: BackboneConfig
-    judges: tuple[BackboneConfig, ...]
-    probe: str = ""  # a test's probe (`_probe`); empty: none
-    local: bool = False  # engines in this process instead of Ray actors (the plain loop)
-    deps: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # per stage (`_deps`)
-    code: str | None = None  # the driver's git commit, on every record
-    construct: BackboneConfig | None = None  # the run's construct backbone, if it has one
-    retrievals: int = 2  # retrievals at once per process (`Resources.retrievals_per_actor`)
-    order: Mapping[str, int] = field(default_factory=dict)  # qid -> place among the sweep's
-
-    @property
-    def method_backbone(self) -> BackboneConfig:
-        """The backbone of the method's LLM steps (memory and construction)."""
-        return self.construct or self.backbone
-
-    @property
-    def backbones(self) -> tuple[BackboneConfig, ...]:
-        """Every backbone the run calls: its own, its construct backbone, its judges."""
-        return (self.backbone, *([self.construct] if self.construct else []), *self.judges)
-
-
 @dataclass
 class Output:
     """What a stage made for one question: its records and LLM calls."""
@@ -121,9 +93,9 @@ class Stage:
     reads: ClassVar[tuple[str, ...]] = ()  # flow columns `process` reads
     writes: ClassVar[tuple[str, ...]] = ()  # flow columns set from the question's record
 
-    def __init__(self, job: StageJob) -> None:
+    def __init__(self, job: Run) -> None:
         self.job = job
-        import_plugins(job.run.plugins)  # the run's own methods and benchmarks, in this actor
+        import_plugins(job.spec.plugins)  # the run's own methods and benchmarks, in this actor
         run_dir = Path(job.run_dir)
         self.store = self.store_for(run_dir)
         self.calls = calls_store(run_dir)
@@ -262,7 +234,7 @@ class Stage:
         return {**row, **{column: own[column] for column in self.writes}}
 
     def record(self, row: Mapping[str, Any], key: str | None = None, **values: Any) -> Row:
-        return {"run_id": self.job.run.run_id, "key": key or row["qid"], "qid": row["qid"],
+        return {"run_id": self.job.run_id, "key": key or row["qid"], "qid": row["qid"],
                 "conv_id": row["conv_id"], "ok": True, "deps": self.deps_of(row["qid"]),
                 "code": self.job.code, **values}
 
@@ -338,7 +310,7 @@ def write_records(calls: StageStore, probe: Probe,
         cache.flush()
     WRITER.write(Batch(
         calls, [row for stage, done in results
-                for row in call_rows(stage.job.run.run_id, done, stage.deps_of)],
+                for row in call_rows(stage.job.run_id, done, stage.deps_of)],
         [(stage.name, r.flow["qid"]) for stage, done in results for r in done],
         [append for stage, done in results for append in stage.records(done)], probe))
 
