@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import write_sweep
 from tests.ray_head import run_sweep
-from tmem_core.benchmarks._evermembench import CATEGORIES
+from tmem_core.benchmarks._evermembench_qa import CATEGORIES
 from tmem_core.benchmarks._groupmembench import QUESTION_TYPES
 from tmem_core.reports import write_report
 
