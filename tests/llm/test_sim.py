@@ -24,7 +24,7 @@ from tmem_core.llm import (
     parse_backbones,
     request_hash,
 )
-from tmem_core.llm._sim import Seq
+from tmem_core.llm._batch_model import Seq
 from tmem_core.llm._types import schema_validator
 from tmem_core.methods.t2mem import step_schema
 from tmem_core.methods.tmem import keyed_schema, one_of

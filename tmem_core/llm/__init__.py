@@ -22,6 +22,7 @@ come from `BUILTIN_BACKBONES` and optional TOML/YAML files (`load_backbones`).
 from tmem_core.llm._accounting import CALLS_SCHEMA, CallRecord
 from tmem_core.llm._accounting_server import AccountingEndpoint, Binding, EndpointStats
 from tmem_core.llm._backends import backend, get_backend
+from tmem_core.llm._batch_model import BatchModel, Pace, Seq, SimEngineConfig
 from tmem_core.llm._client import (
     START_ATTEMPTS,
     START_BACKOFF_S,
@@ -50,7 +51,6 @@ from tmem_core.llm._request_cache import RequestCache, request_hash
 from tmem_core.llm._request_cache import default_path as default_request_cache_path
 from tmem_core.llm._serve import PREFIX_ROUTER, SERVE_BACKEND, ServeLLMEngineConfig, app_name
 from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
-from tmem_core.llm._sim import BatchModel, Pace, Seq, SimEngineConfig
 from tmem_core.llm._tokens import (
     TokenCounter,
     TokenizerMismatch,

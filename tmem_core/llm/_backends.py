@@ -34,7 +34,9 @@ class BackendSpec:
     in_process: bool = False
 
 
-BACKENDS: Registry[BackendSpec] = Registry("backend")
+BACKENDS: Registry[BackendSpec] = Registry("backend", ("tmem_core.llm._sim",))
+"""The backends; the simulated engine's module registers it at the first lookup (the others
+register as the package imports them)."""
 
 
 def backend(name: str, *, engine: type[E], uses_gpus: bool = False, in_process: bool = False

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tmem_core._cache_dir import cache_root
 from tmem_core.llm._backends import backend
+from tmem_core.llm._batch_model import EMBEDDED_PACE, Pace
 from tmem_core.llm._config import (
     BUNDLED_SMOLLM2,
     BackboneConfig,
@@ -31,7 +32,6 @@ from tmem_core.llm._config import (
 from tmem_core.llm._gguf import WEIGHT_FORMATS
 from tmem_core.llm._http import OpenAICompatBackend
 from tmem_core.llm._models import gguf_path, serving_gguf
-from tmem_core.llm._sim import EMBEDDED_PACE, Pace
 from tmem_core.llm._types import Backend, EngineUnavailable
 
 _log = logging.getLogger(__name__)

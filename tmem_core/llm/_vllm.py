@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tmem_core.llm._backends import backend
+from tmem_core.llm._batch_model import VLLM_CPU_PACE, Pace
 from tmem_core.llm._config import (
     BackboneConfig,
     _require_non_negative,
@@ -20,7 +21,6 @@ from tmem_core.llm._config import (
     _require_positive,
 )
 from tmem_core.llm._models import hf_model_path
-from tmem_core.llm._sim import VLLM_CPU_PACE, Pace
 from tmem_core.llm._start_watch import StallWatch
 from tmem_core.llm._types import (
     Backend,
