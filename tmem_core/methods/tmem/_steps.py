@@ -29,14 +29,10 @@ from tmem_core.evaluation import question_block
 from tmem_core.llm import ChatRequest, ChatResponse, object_schema
 from tmem_core.methods._context import LLM
 from tmem_core.methods.tmem._discovery import Candidate, Interval
-from tmem_core.methods.tmem._forest import (
-    PROPOSABLE,
-    Proposal,
-    chronological,
-    group_key,
-    message_line,
-)
+from tmem_core.methods.tmem._forest import PROPOSABLE, Proposal
+from tmem_core.methods.tmem._linearise import message_line
 from tmem_core.methods.tmem._rerank import ContextReranker
+from tmem_core.methods.tmem._timeline import chronological, group_key
 from tmem_core.prompts import Prompt, load_prompt
 from tmem_core.schema import Message, Question
 
@@ -86,9 +82,6 @@ class StepStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     wall_s: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def generate(llm: LLM, requests: Sequence[ChatRequest]) -> tuple[list[ChatResponse], StepStats]:
