@@ -1,4 +1,11 @@
-"""The forest from the LLM's proposals (paper §4.3): constraints on its edges and the repair rule.
+"""Temporal memory structuring (paper §4.3): the LLM's proposals, the constraints on the
+forest's edges and the repair rule that build it from them.
+
+Proposals: a parent and a relation per message. Messages are grouped by topic (one group when
+there are none), in time order, and chunked to `batch_size` per request; each request also
+shows up to `context` earlier messages of the group as possible parents. All requests go out
+in one `generate` call. A failed request leaves its messages without proposals: the repair
+rule places them.
 
 Edges. Constraints on an edge child -> parent: the parent is an earlier selected message (by
 time, then conversation order), in the same topic when both have one, and not in a later
@@ -17,11 +24,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from tmem_core.evaluation import question_block
+from tmem_core.llm import ChatRequest, object_schema
+from tmem_core.methods._context import LLM
 from tmem_core.methods.tmem._forest import PROPOSABLE, Forest, Node, Proposal, Relation, Repair
+from tmem_core.methods.tmem._steps import (
+    StepStats,
+    entries,
+    generate,
+    keyed_schema,
+    local_ids,
+    local_lines,
+    one_of,
+    request,
+)
 from tmem_core.methods.tmem._timeline import chronological, group_key
 from tmem_core.methods.tmem._withheld import withheld
+from tmem_core.prompts import load_prompt
 from tmem_core.retrieval import Conversation
-from tmem_core.schema import Message
+from tmem_core.schema import Message, Question
 
 _PROPOSED: dict[str, Relation] = {r: r for r in PROPOSABLE}
 PhaseRanks = Mapping[str, Mapping[str, int]]  # group key -> phase -> rank in that group
@@ -129,3 +150,90 @@ def phase_constraints(conversation: Conversation, fields: Sequence[str],
     if conversation.conv_id not in cache:
         cache[conversation.conv_id] = phase_order(withheld(conversation.messages, fields))
     return Constraints(cache[conversation.conv_id])
+
+
+STRUCTURE_PROMPT = "tmem/structure"
+NO_PARENT = "none"
+TOKENS_PER_LINK = 28  # `"m12": {"parent": "m9", "relation": "EXPAND"},` with line breaks
+
+
+@dataclass(frozen=True)
+class Chunk:
+    earlier: tuple[Message, ...]
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True)
+class Proposals:
+    edges: dict[str, Proposal]
+    failures: tuple[dict[str, str], ...] = ()
+    stats: StepStats = field(default_factory=StepStats)
+
+
+@dataclass(frozen=True)
+class Structurer:
+    """Proposes each message's parent and relation, per topic, in one `generate` call."""
+
+    llm: LLM
+    batch_size: int = 12
+    context: int = 8
+
+    def propose(self, question: Question, messages: Sequence[Message]) -> Proposals:
+        ids = local_ids(messages)
+        chunks = topic_chunks(messages, self.batch_size, self.context)
+        responses, stats = generate(self.llm, [self._request(question, c, ids) for c in chunks])
+        back = {local: msg_id for msg_id, local in ids.items()}
+        edges: dict[str, Proposal] = {}
+        failures = []
+        for chunk, response in zip(chunks, responses, strict=True):
+            given = entries(response, "links")
+            if given is None:
+                failures.append({"first": chunk.messages[0].msg_id,
+                                 "error": response.error or "no usable output"})
+                continue
+            for m in chunk.messages:
+                if isinstance(link := given.get(ids[m.msg_id]), dict):
+                    edges[m.msg_id] = Proposal(back.get(str(link.get("parent"))),
+                                               str(link.get("relation")))
+        return Proposals(edges, tuple(failures), stats)
+
+    def _request(self, question: Question, chunk: Chunk, ids: dict[str, str]) -> ChatRequest:
+        """Each message may name an earlier message of the request as its parent, or none."""
+        shown = [ids[m.msg_id] for m in (*chunk.earlier, *chunk.messages)]
+        first = len(chunk.earlier)
+        links = {shown[k]: object_schema({"parent": one_of([*shown[:k], NO_PARENT]),
+                                          "relation": one_of(PROPOSABLE)})
+                 for k in range(first, len(shown))}
+        chat = load_prompt(STRUCTURE_PROMPT).chat(
+            question_block=question_block(question),
+            earlier=local_lines(chunk.earlier, ids) or "(none)",
+            messages=local_lines(chunk.messages, ids))
+        return request(self.llm, chat, keyed_schema("links", links),
+                       TOKENS_PER_LINK * len(links) + 16, "tmem.structure", question.qid)
+
+
+def topic_chunks(messages: Sequence[Message], size: int, context: int) -> list[Chunk]:
+    """Per topic, in time order: chunks of `size` with up to `context` earlier messages."""
+    groups: dict[str | None, list[Message]] = {}
+    for m in sorted(messages, key=chronological):
+        groups.setdefault(m.topic, []).append(m)
+    return [Chunk(tuple(members[max(0, k - context):k]), tuple(members[k:k + size]))
+            for members in groups.values() for k in range(0, len(members), size)]
+
+
+@dataclass(frozen=True)
+class Structured:
+    """The forest structuring built, the proposals it came from, the edges repaired."""
+
+    forest: Forest
+    proposals: Proposals
+    repairs: tuple[Repair, ...] = ()
+
+
+def structure(question: Question, seen: Sequence[Message], structurer: Structurer,
+              constraints: Constraints, typed: bool) -> Structured:
+    """The forest of `seen` (the messages as structuring reads them): proposals, then the
+    repair of every invalid one."""
+    proposals = structurer.propose(question, seen)
+    forest, repairs = build_forest(seen, proposals.edges, constraints, typed)
+    return Structured(forest, proposals, tuple(repairs))

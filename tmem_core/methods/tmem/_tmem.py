@@ -22,10 +22,14 @@ from tmem_core.methods._context import LLM, Context, ContextKind, ContextMethod
 from tmem_core.methods._registry import MethodEnv, View, method
 from tmem_core.methods.baselines._ranked import Bm25Expand
 from tmem_core.methods.tmem._build import (
+    STRUCTURE_PROMPT,
     Constraints,
-    build_forest,
+    Proposals,
+    Structured,
+    Structurer,
     flat_forest,
     phase_order,
+    structure,
 )
 from tmem_core.methods.tmem._compress import QueryTerms
 from tmem_core.methods.tmem._config import DiscoveryConfig
@@ -37,17 +41,13 @@ from tmem_core.methods.tmem._discovery import (
     seed,
 )
 from tmem_core.methods.tmem._fit import Rendered, Rendering, admit, fit
-from tmem_core.methods.tmem._forest import Forest, Repair
 from tmem_core.methods.tmem._payload import Built, Found, TMemDegradation
 from tmem_core.methods.tmem._rerank import ContextReranker
 from tmem_core.methods.tmem._show import describe
 from tmem_core.methods.tmem._steps import (
     SELECT_PROMPT,
-    STRUCTURE_PROMPT,
     LLMSelector,
-    Proposals,
     Selection,
-    Structurer,
 )
 from tmem_core.methods.tmem._timeline import Timeline
 from tmem_core.methods.tmem._validate import forest_structure
@@ -143,13 +143,6 @@ class TMemConfig:
         return self.discovery_config.without_intervals()
 
 
-@dataclass(frozen=True)
-class Structured:
-    forest: Forest
-    proposals: Proposals
-    repairs: tuple[Repair, ...] = ()
-
-
 @dataclass
 class TMem:
     """T-MEM (paper §4): `retrieve` runs discovery from `top_k` anchors (paper §5.3),
@@ -238,10 +231,7 @@ class TMem:
         structurer = Structurer(_need(llm), self.config.link_batch, self.config.link_context)
         seen_conversation, constraints = self._seen_by_structuring(conversation)
         seen = [seen_conversation.messages[conversation.position[m.msg_id]] for m in admitted]
-        proposals = structurer.propose(question, seen)
-        forest, repairs = build_forest(seen, proposals.edges, constraints,
-                                       self.config.typed_relations)
-        return Structured(forest, proposals, tuple(repairs))
+        return structure(question, seen, structurer, constraints, self.config.typed_relations)
 
     def _seen_by_structuring(self, conversation: Conversation
                              ) -> tuple[Conversation, Constraints]:
