@@ -11,7 +11,7 @@ from tmem_core.llm import TokenCounter
 from tmem_core.methods.tmem._compress import Compression, Item, QueryTerms, compress, mandatory_text
 from tmem_core.methods.tmem._forest import Forest, Node
 from tmem_core.methods.tmem._linearise import Linearised, linearise, node_line
-from tmem_core.schema import Message
+from tmem_core.schema import Message, Question
 
 ADMIT_SLACK = 2  # tokens per admitted node for line breaks and deeper indentation
 MAX_CORRECTIONS = 3  # re-compressions with a tighter target when the estimate was short
@@ -34,10 +34,11 @@ class Rendered:
     trimmed: tuple[str, ...]
 
 
-def admit(ranked: Sequence[Message], terms: QueryTerms, budget: int, count: TokenCounter,
+def admit(ranked: Sequence[Message], question: Question, budget: int, count: TokenCounter,
           how: Rendering) -> list[Message]:
     """Best first, each message whose estimated cost as a forest line still fits (others are
     skipped); a flat list admits the same messages as the forest, in rank order."""
+    terms = QueryTerms.of(question)
     admitted, used = [], 0
     for m in ranked:
         text = mandatory_text(m.text, terms, count) if how.compression else m.text
@@ -50,8 +51,9 @@ def admit(ranked: Sequence[Message], terms: QueryTerms, budget: int, count: Toke
 
 
 def fit(forest: Forest, messages: Mapping[str, Message], rank: Mapping[str, int],
-        terms: QueryTerms, budget: int, count: TokenCounter, how: Rendering) -> Rendered:
+        question: Question, budget: int, count: TokenCounter, how: Rendering) -> Rendered:
     """Compress and linearise; tighten the target, then trim leaves, until within budget."""
+    terms = QueryTerms.of(question)
     trimmed: list[str] = []
     target, corrections = budget, 0
     while True:

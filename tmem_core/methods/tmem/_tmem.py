@@ -31,7 +31,6 @@ from tmem_core.methods.tmem._build import (
     phase_order,
     structure,
 )
-from tmem_core.methods.tmem._compress import QueryTerms
 from tmem_core.methods.tmem._config import DiscoveryConfig
 from tmem_core.methods.tmem._discovery import (
     Candidate,
@@ -188,14 +187,13 @@ class TMem:
                   count_tokens: TokenCounter) -> Context:
         conversation = self.store.conversations[question.conv_id]
         selection = self.selected(question, evidence, llm)
-        terms = QueryTerms.of(question)
         by_id = {c.id: conversation.messages[conversation.position[c.id]]
                  for c in _found(evidence).candidates}
-        admitted = admit([by_id[i] for i in selection.ranked], terms, self.budget, count_tokens,
+        admitted = admit([by_id[i] for i in selection.ranked], question, self.budget, count_tokens,
                          self._rendering())
         structured = self._structure(question, admitted, llm, conversation)
         rank = {i: k for k, i in enumerate(selection.ranked)}
-        rendered = fit(structured.forest, by_id, rank, terms, self.budget, count_tokens,
+        rendered = fit(structured.forest, by_id, rank, question, self.budget, count_tokens,
                        self._rendering())
         kind: ContextKind = "forest" if self.config.structuring else "flat"
         return Context(question.qid, self.name, kind, rendered.linearised.text,
