@@ -26,7 +26,7 @@ from statistics import fmean
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.llm import BackboneConfig, HttpConfig, get_backbone, open_client
 from tmem_core.methods import LLM, Context
-from tmem_core.methods.t2mem import ConstructionStats, T2Mem, render_trace
+from tmem_core.methods.t2mem import ConstructionStats, LoopRecord, T2Mem, render_trace
 from tmem_core.retrieval import (
     CACHE_ENV,
     Conversation,
@@ -61,9 +61,9 @@ def main() -> None:
             method = T2Mem(store)  # as another process would: from the extraction cache
             warm = method.prepare(conversation.conv_id, client)
             _print_prepare(cold, warm, conversation)
-            contexts = [_construct(method, q, client) for q in questions]
-    _print_questions(contexts, cold)
-    for context in contexts if args.traces else []:
+            timed = [_construct(method, q, client) for q in questions]
+    _print_questions(timed, cold)
+    for context, _ in timed if args.traces else []:
         print(f"\n{render_trace(context)}")
 
 
@@ -114,28 +114,30 @@ def _print_prepare(cold: ConstructionStats, warm: ConstructionStats,
           f"{warm.extracted} LLM calls, {warm.reused} episodes reused")
 
 
-def _construct(method: T2Mem, question: Question, llm: LLM) -> Context:
+def _construct(method: T2Mem, question: Question, llm: LLM) -> tuple[Context, float]:
+    """The question's context and its wall time (seconds)."""
     started = time.perf_counter()
     context = method.construct(question, method.retrieve(question), llm, cl100k_tokens)
-    context.trace["wall_s"] = time.perf_counter() - started
-    return context
+    return context, time.perf_counter() - started
 
 
-def _print_questions(contexts: list[Context], cold: ConstructionStats) -> None:
-    if not contexts:
+def _print_questions(timed: list[tuple[Context, float]], cold: ConstructionStats) -> None:
+    if not timed:
         print("no question to run")
         return
-    usages = [c.trace["usage"] for c in contexts]
-    tokens = [u["prompt_tokens"] + u["completion_tokens"] for u in usages]
-    steps = [u["calls"] for u in usages]
+    contexts = [c for c, _ in timed]
+    loops = [c.record for c in contexts if isinstance(c.record, LoopRecord)]
+    usages = [loop.usage for loop in loops if loop.usage is not None]
+    tokens = [u.prompt_tokens + u.completion_tokens for u in usages]
+    steps = [u.calls for u in usages]
     construction = cold.usage.prompt_tokens + cold.usage.completion_tokens
     print(f"T2Mem test time: {len(contexts)} questions; mean steps {fmean(steps):.2f} "
           f"(Tmax 5); mean tokens per question {fmean(tokens):.0f} "
-          f"(prompt {fmean(u['prompt_tokens'] for u in usages):.0f}, completion "
-          f"{fmean(u['completion_tokens'] for u in usages):.0f}); mean wall "
-          f"{fmean(c.trace['wall_s'] for c in contexts):.1f} s; memory "
+          f"(prompt {fmean(u.prompt_tokens for u in usages):.0f}, completion "
+          f"{fmean(u.completion_tokens for u in usages):.0f}); mean wall "
+          f"{fmean(s for _, s in timed):.1f} s; memory "
           f"{fmean(c.tokens for c in contexts):.0f} tokens; stops "
-          f"{dict(Counter(c.trace['stop'].split(':')[0] for c in contexts))}")
+          f"{dict(Counter(loop.stop.split(':')[0] for loop in loops))}")
     print(f"offline construction = {construction / fmean(tokens):.1f} questions' worth of "
           f"test-time tokens")
 

@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 from tmem_core.benchmarks import LoadRequest, build  # noqa: E402
 from tmem_core.llm import LLMClient, count_tokens, open_client  # noqa: E402
 from tmem_core.methods.tmem import (  # noqa: E402
+    Built,
     DiscoveryConfig,
     Item,
     Proposal,
@@ -76,20 +77,21 @@ def _parser() -> argparse.ArgumentParser:
 def run_questions(method: TMem, questions: list[Question], llm: LLMClient) -> None:
     count = functools.partial(count_tokens, llm.backbone)
     print(f"{'qid':22} {'step':10} {'calls':>5} {'cached':>6} {'failed':>6} {'prompt':>7} "
-          f"{'compl':>6} {'llm s':>7} {'step s':>7}")
+          f"{'compl':>6} {'llm s':>7} {'wall s':>7}")
     for q in questions:
         started = time.perf_counter()
         found = method.retrieve(q)
         discovery_s = time.perf_counter() - started
         context = method.construct(q, found, llm, count)
-        trace = context.trace
+        construct_s = time.perf_counter() - started - discovery_s
+        built = context.record
+        assert isinstance(built, Built)
         print(f"{q.qid:22} {'discovery':10} {'':42} {discovery_s:7.2f}")
         for step in STEPS:
-            s = trace["llm"][step]
-            print(f"{'':22} {step:10} {s['calls']:5} {s['cached']:6} {s['failed']:6} "
-                  f"{s['prompt_tokens']:7} {s['completion_tokens']:6} {s['wall_s']:7.2f} "
-                  f"{trace['timing'][step + '_s']:7.2f}")
-        print(f"{'':22} {'render':10} {'':42} {trace['timing']['render_s']:7.2f}"
+            s = built.llm[step]
+            print(f"{'':22} {step:10} {s.calls:5} {s.cached:6} {s.failed:6} "
+                  f"{s.prompt_tokens:7} {s.completion_tokens:6} {s.wall_s:7.2f}")
+        print(f"{'':22} {'construct':10} {'':42} {construct_s:7.2f}"
               f"   -> {len(context.ids)} nodes, {context.tokens} tokens")
 
 

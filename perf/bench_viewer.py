@@ -30,8 +30,8 @@ from urllib.parse import quote
 from urllib.request import urlopen
 
 from tmem_core.benchmarks import PreparedBenchmark, write_prepared
-from tmem_core.methods import render_message
-from tmem_core.methods.tmem import Proposal, build_forest, linearise
+from tmem_core.methods import Record, record_columns, render_message
+from tmem_core.methods.tmem import Built, Proposal, build_forest, linearise
 from tmem_core.pipeline import BenchmarkConfig, Contract, RunSpec
 from tmem_core.results import RECORD_STAGES, calls_store, stage_store
 from tmem_core.schema import Gold, Message, Question, messages_to_table, questions_to_table
@@ -112,19 +112,19 @@ def _question(spec: RunSpec, qid: str, chosen: list[Message], rng: random.Random
         forest, _ = build_forest(ordered, proposals)
         by_id = {m.msg_id: m for m in chosen}
         context = linearise(forest, by_id, {m.msg_id: m.text for m in chosen}).text
-        trace = {"forest": forest.to_json(), "trimmed": [], "compression": None,
-                 "selection": {"labels": dict.fromkeys(ids, "KEY"), "failures": []},
-                 "structure": {"repairs": [], "failures": []}}
+        record: Record = Built(forest=tuple(forest.nodes.values()),
+                               labels=dict.fromkeys(ids, "KEY"), trimmed=(), repairs=(),
+                               failures=(), compression=None)
         kind = "forest"
     else:
-        context, trace, kind = "\n".join(render_message(m) for m in chosen), {}, "flat"
+        context, record, kind = "\n".join(render_message(m) for m in chosen), Record(), "flat"
     prompt = json.dumps([{"role": "system", "content": "Answer from the evidence."},
                          {"role": "user", "content": f"{context}\nQuestion: {qid}?"}])
     rows["retrieve"].append({**base, "key": qid, "evidence_ids": ids,
-                             "trace": json.dumps({"anchors": ids}), "latency_s": 0.01})
+                             "latency_s": 0.01})
     rows["construct"].append({**base, "key": qid, "kind": kind, "context": context,
                               "context_ids": ids, "tokens": len(context) // 4,
-                              "trace": json.dumps(trace), "latency_s": 0.5})
+                              **record_columns(record), "latency_s": 0.5})
     rows["answer"].append({**base, "key": qid, "prompt_name": "answer", "prompt_sha256": "0",
                            "prompt": prompt, "prediction": "five attempts", "latency_s": 1.0})
     matched = rng.random() < 0.6

@@ -33,7 +33,7 @@ from tmem_core.methods.tmem._discovery import (
     padded_members,
     temporal_clusters,
 )
-from tmem_core.methods.tmem._forest import Timeline, group_key
+from tmem_core.methods.tmem._timeline import Timeline, group_key
 from tmem_core.retrieval import Conversation, IndexStore, MiniLMEmbedder
 from tmem_core.retrieval import conversations_from_table as conversations
 from tmem_core.schema import Gold, Message, Question, gold_from_table, questions_from_table
@@ -181,7 +181,7 @@ def test_heuristic_tmem_recovers_the_wordless_correction(store: IndexStore) -> N
     assert "c:12" not in plain.ids
     found = TemporalDiscovery(store)(QUESTION, 3)
     assert "c:12" in found.ids
-    trace = found.trace
+    trace = found.detail
     assert isinstance(trace, Discovery) and trace.selected == found.ids
     assert any(iv.kept and "c:12" in iv.members for iv in trace.intervals)
     assert all(iv.members in ((), ("c:34",)) for iv in trace.intervals if "c:34" in iv.anchors)
@@ -193,17 +193,17 @@ def test_heuristic_tmem_recovers_the_wordless_correction(store: IndexStore) -> N
 def test_top_k_anchors_and_the_candidate_cap(store: IndexStore) -> None:
     config = DiscoveryConfig(max_candidates=4)
     found = TemporalDiscovery(store, config)(QUESTION, 6)
-    assert isinstance(found.trace, Discovery)
-    assert len(found.trace.anchors) == 6 and len(found.trace.candidates) == 4
+    assert isinstance(found.detail, Discovery)
+    assert len(found.detail.anchors) == 6 and len(found.detail.candidates) == 4
     assert len(found.ids) == 4
 
 
 def test_global_ablation_searches_the_whole_topic(store: IndexStore) -> None:
     found = build_method("tmem_heuristic_global", MethodEnv(store.conversations, 3, 512, store)
                          ).retrieve(QUESTION)
-    assert isinstance(found.trace, Discovery)
-    assert found.trace.intervals == ()
-    pool = {c.message.msg_id for c in found.trace.candidates}
+    assert isinstance(found.detail, Discovery)
+    assert found.detail.intervals == ()
+    pool = {c.message.msg_id for c in found.detail.candidates}
     assert {"c:10", "c:11", "c:12", "c:13", "c:34"} <= pool
 
 
@@ -217,8 +217,8 @@ class _Latest:
 
 def test_selector_is_pluggable(store: IndexStore) -> None:
     found = TemporalDiscovery(store, selector=_Latest())(QUESTION, 5)
-    assert isinstance(found.trace, Discovery)
-    latest = max(c.message.seq for c in found.trace.candidates)
+    assert isinstance(found.detail, Discovery)
+    latest = max(c.message.seq for c in found.detail.candidates)
     assert found.ids == (f"c:{latest}",)
 
 
@@ -373,7 +373,7 @@ def _out_of_position_reach(bench: Bench, depth: int) -> list[tuple[bool, bool, b
     out = []
     for q in bench.questions:
         evidence = method(q, depth)
-        found = evidence.trace
+        found = evidence.detail
         assert isinstance(found, Discovery)
         seeds = {conversation.position[a] for a in found.anchors}
         for gold_id in bench.gold[q.qid].evidence_ids:

@@ -21,6 +21,8 @@ from tmem_core.methods import Context, MethodEnv, get_method, render_message
 from tmem_core.methods._registry import build_method
 from tmem_core.methods.baselines._search_o1 import (
     REPEATED,
+    ChainRecord,
+    ChainSteps,
     SearchO1,
     SearchO1Params,
     continuation,
@@ -33,6 +35,12 @@ QUESTION = Question("c", "q1", "What is the checkout retry limit?", "knowledge_u
                     asking_user="User_1")
 FAILED = "server: scripted failure"
 
+
+
+def chain(context: Context) -> ChainRecord:
+    """The context's Search-o1 record."""
+    assert isinstance(context.record, ChainRecord)
+    return context.record
 
 def query(text: str, before: str = "I need more. ") -> str:
     return f"{before}<|begin_search_query|>{text}<|end_search_query|>"
@@ -108,16 +116,16 @@ def test_a_query_in_the_reasoning_is_run_and_its_condensed_documents_spliced_bac
     assert all(render_message(messages[i]) in p for p, ids in zip((initial, second), shown,
                                                                   strict=True) for i in ids)
     assert context.ids == tuple(dict.fromkeys([*shown[0], *shown[1]]))
-    trace = context.trace
-    assert trace["stop"] == "answer" and trace["final_answer"] == "5 attempts"
+    trace = chain(context)
+    assert trace.stop == "answer" and trace.final_answer == "5 attempts"
     assert context.text.splitlines()[0] == "Final answer of the reasoning: 5 attempts"
     assert "Search: retry attempts correction" in context.text and "<|" not in context.text
-    assert [c["call"] for c in trace["steps"]] == [
+    assert [c["call"] for c in trace.calls] == [
         "reason_in_documents", "reason_step", "reason_in_documents", "reason_step"]
-    assert trace["step_record"] == {"steps": 2, "max_steps": 5, "forced": False,
-                                    "tool_calls": 1, "searches": 1, "answered": True}
-    assert trace["degradation"] == {"malformed_calls": 0, "repaired_queries": 0,
-                                    "fallback_context": 0, "calls_total": 4}
+    assert trace.step_record == ChainSteps(steps=2, max_steps=5, forced=False, tool_calls=1,
+                                           searches=1, answered=True)
+    assert trace.degradation.counters() == {"malformed_calls": 0, "repaired_queries": 0,
+                                            "fallback_context": 0, "calls_total": 4}
 
 
 def test_budgets_equal_t2mems_by_default(store: IndexStore) -> None:
@@ -125,23 +133,21 @@ def test_budgets_equal_t2mems_by_default(store: IndexStore) -> None:
     assert (params.k_initial, params.max_steps) == (t2mem.k_initial, t2mem.max_steps)
     found = SearchO1(store).retrieve(QUESTION)
     assert len(found.ids) == t2mem.k_initial
-    assert found.trace == {"query": "User_1: What is the checkout retry limit?",
-                           "ids": list(found.ids)}  # the query every method uses
 
 
 def test_a_model_that_never_stops_searching_answers_at_the_last_step(store: IndexStore
                                                                       ) -> None:
     llm = ScriptedLLM([query("retry limit"), query("lunch"), query("coffee")])
     context = run(store, llm, max_steps=3, k=2, ranking="dense")
-    trace = context.trace
-    assert trace["stop"] == "max_steps" and trace["queries"][1:] == ["retry limit", "lunch"]
+    trace = chain(context)
+    assert trace.stop == "max_steps" and trace.queries[1:] == ("retry limit", "lunch")
     assert len(llm.of("step")) == 3 and len(llm.of("reason")) == 3  # initial + 2 searches
     assert "Searches left: 2." in llm.of("step")[0]
     assert "No searches are left" in llm.of("step")[-1]
     assert "You may search at most 2 times" in llm.requests[1].messages[0].content
-    assert trace["steps"][-1]["repair"] == "a query after the last search: not run"
-    assert trace["step_record"]["forced"] and trace["step_record"]["searches"] == 2
-    assert not trace["step_record"]["answered"]
+    assert trace.calls[-1]["repair"] == "a query after the last search: not run"
+    assert trace.step_record is not None and trace.step_record.forced
+    assert trace.step_record.searches == 2 and not trace.step_record.answered
 
 
 def test_a_repeated_query_gets_search_o1s_reminder_not_a_search(store: IndexStore) -> None:
@@ -149,7 +155,7 @@ def test_a_repeated_query_gets_search_o1s_reminder_not_a_search(store: IndexStor
     context = run(store, llm)
     assert len(llm.of("reason")) == 2  # the initial search and the first one only
     assert f"<|begin_search_result|>{REPEATED}<|end_search_result|>" in llm.of("step")[2]
-    assert context.trace["final_answer"] == "3"
+    assert chain(context).final_answer == "3"
 
 
 @pytest.mark.parametrize(("text", "segment", "asked"), [
@@ -167,8 +173,8 @@ def test_a_continuation_ends_at_its_first_complete_query(text: str, segment: str
 
 def test_a_failed_continuation_ends_the_chain_visibly(store: IndexStore) -> None:
     context = run(store, ScriptedLLM([FAILED], ["3 attempts proposed"]))
-    assert context.trace["stop"] == f"malformed output: {FAILED}"
-    assert context.trace["degradation"]["malformed_calls"] == 1
+    assert chain(context).stop == f"malformed output: {FAILED}"
+    assert chain(context).degradation.malformed_calls == 1
     assert "Found: 3 attempts proposed" in context.text  # what was condensed still counts
     shown = get_method("search_o1").show(SearchO1(store).retrieve(QUESTION), context, {})
     assert "stop: malformed output" in shown and "final answer: (none)" in shown
@@ -177,9 +183,9 @@ def test_a_failed_continuation_ends_the_chain_visibly(store: IndexStore) -> None
 def test_a_failed_reason_in_documents_falls_back_to_the_documents(store: IndexStore) -> None:
     llm = ScriptedLLM(reasons=[FAILED])
     context = run(store, llm, k_initial=3)
-    trace = context.trace
-    assert trace["stop"] == f"malformed output: {FAILED}"
-    assert trace["fallback"] and trace["degradation"]["fallback_context"] == 1
+    trace = chain(context)
+    assert trace.stop == f"malformed output: {FAILED}"
+    assert trace.fallback and trace.degradation.fallback_context == 1
     assert llm.of("step") == []  # no reasoning step after the failed condensing
     messages = {m.msg_id: m for m in store.conversations["c"].messages}
     assert context.text == "\n".join(render_message(messages[i]) for i in context.ids)
@@ -191,7 +197,7 @@ def test_documents_chain_and_context_stay_within_their_budgets(store: IndexStore
     context = run(store, llm, budget=60, k=5, doc_max_tokens=40)
     assert 0 < context.tokens <= 60 and context.tokens == cl100k_tokens(context.text)
     assert context.text.startswith("Final answer of the reasoning: 5")  # first: survives cuts
-    for prompt, call in zip(llm.of("reason"), [c for c in context.trace["steps"] if "ids" in c],
+    for prompt, call in zip(llm.of("reason"), [c for c in chain(context).calls if "ids" in c],
                             strict=True):
         block = prompt.split("Messages found:\n", 1)[1]
         assert cl100k_tokens(block) <= 40 + len(call["ids"])

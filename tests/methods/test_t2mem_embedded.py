@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import source_named
+from tests.methods.test_t2mem_loop import loop_record
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.llm import BackboneConfig, LazyBackend, LLMClient, get_backbone, open_client
 from tmem_core.methods.t2mem import T2Mem, render_trace
@@ -86,13 +87,13 @@ def test_extraction_and_loop_on_smollm2(
     found = method.retrieve(question)
     before = len(client.records)
     context = method.construct(question, found, client, cl100k_tokens)
-    steps = context.trace["steps"]
+    steps = loop_record(context).steps
     assert context.kind == "memory" and 1 <= len(steps) <= 3 and context.text
     assert len(client.records) - before == len(steps)
     assert all(r.stage == STEP_STAGE and r.qid == question.qid
                for r in client.records[before:])
-    assert all(s["prompt_tokens"] > 0 for s in steps) and context.trace["stop"]
-    read = {i for e in context.trace["read"] for i in method._memory(conv_id).index
+    assert all(s["prompt_tokens"] > 0 for s in steps) and loop_record(context).stop
+    read = {i for e in loop_record(context).read for i in method._memory(conv_id).index
             .by_episode[e].ids}
     assert set(context.ids) <= read  # only lines its ReadRaw steps showed count as evidence
     assert "step 1 [search, read, answer]" in render_trace(context)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.methods.test_t2mem_loop import QUESTION, ScriptedLLM, step
+from tests.methods.test_t2mem_loop import QUESTION, ScriptedLLM, loop_record, step
 from tmem_core.llm import ChatRequest, ChatResponse, Usage, request_hash
 from tmem_core.methods import MethodEnv
 from tmem_core.methods._registry import build_method
@@ -99,18 +99,18 @@ def test_search_finds_a_triple_and_read_follows_its_episode(store: IndexStore,
     method.prepare("c", llm)
     found = method.retrieve(QUESTION)
     context = method.construct(QUESTION, found, llm, cl100k_tokens)
-    initial = context.trace["initial"]
+    initial = loop_record(context).initial
     assert initial[0]["kind"] == "triple" and "retry limit" in initial[0]["text"]
     assert "E2" in {e["episode"] for e in initial}
     first = llm.steps()[0].messages[-1].content
     assert f"({initial[0]['id']}) [{initial[0]['episode']} (#eng" in first
     raw = llm.steps()[1].messages[-1].content
     assert "Correction: make that 5, effective immediately." in raw and "[c:12]" in raw
-    assert context.trace["read"] == ["E2"] and set(context.ids) == {f"c:{i}" for i in
+    assert loop_record(context).read == ("E2",) and set(context.ids) == {f"c:{i}" for i in
                                                                    range(10, 14)}
-    assert context.text == "changed to 5" and context.trace["stop"] == "answer"
-    assert context.trace["metadata"]["dropped"] == 9
-    assert context.trace["degradation"]["degraded_memory"] == 1  # dropped triples are shown
+    assert context.text == "changed to 5" and loop_record(context).stop == "answer"
+    assert loop_record(context).metadata.dropped == 9
+    assert loop_record(context).degradation.degraded_memory == 1  # dropped triples are shown
     assert "9 dropped as invalid" in render_trace(context)
 
 
@@ -139,8 +139,8 @@ def test_junk_extraction_is_a_recorded_failure_retried_next_time(store: IndexSto
     assert stats.entries == 40 - 4 - 1  # E2's four messages and the stray mention's one
     found = method.retrieve(QUESTION)
     context = method.construct(QUESTION, found, GraphLLM([step("answer")]), cl100k_tokens)
-    assert context.trace["metadata"]["complete"] is False
-    assert context.trace["degradation"]["degraded_memory"] == 1
+    assert loop_record(context).metadata.complete is False
+    assert loop_record(context).degradation.degraded_memory == 1
     assert "incomplete, 7 dropped as invalid)" in render_trace(context)
     retry = GraphLLM()
     again = method.prepare("c", retry)

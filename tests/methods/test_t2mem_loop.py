@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.hashed_embedder import HashEmbedder
-from tmem_core import ConfigError
+from tmem_core import ConfigError, from_json, to_json
 from tmem_core.llm import (
     BackboneConfig,
     ChatRequest,
@@ -24,10 +24,10 @@ from tmem_core.llm import (
     gating_threads,
     get_backbone,
 )
-from tmem_core.methods import MethodEnv, get_method, method_names
+from tmem_core.methods import Context, MethodEnv, get_method, method_names
 from tmem_core.methods._base import NotPrepared
 from tmem_core.methods._registry import build_method
-from tmem_core.methods.t2mem import T2Mem, render_trace
+from tmem_core.methods.t2mem import LoopRecord, T2Mem, render_trace
 from tmem_core.methods.t2mem._config import T2MemConfig
 from tmem_core.methods.t2mem._extract import EXTRACT_STAGE, extraction_limit
 from tmem_core.methods.t2mem._loop import _UNREAD_DEPTH, STEP_STAGE, Loop, raw_budget
@@ -77,6 +77,12 @@ class ScriptedLLM:
         return ChatResponse(json.dumps(parsed), parsed, Usage(200, 30), 0.25)
 
 
+
+def loop_record(context: Context) -> LoopRecord:
+    """The context's T2Mem record."""
+    assert isinstance(context.record, LoopRecord)
+    return context.record
+
 def step(action: str, argument: str = "", memory: str = "") -> dict[str, str]:
     return {"action": action, "argument": argument, "memory": memory, "reasoning": "why"}
 
@@ -91,8 +97,8 @@ def run(store: IndexStore, tmp_path: Path, script: Script, budget: int = 4096,
 
 
 def shown(context: Any) -> list[str]:
-    ids = [e["id"] for e in context.trace["initial"]]
-    return ids + [e["id"] for s in context.trace["steps"] for e in s.get("found", [])]
+    ids = [e["id"] for e in loop_record(context).initial]
+    return ids + [e["id"] for s in loop_record(context).steps for e in s.get("found", [])]
 
 
 def test_prepare_extracts_each_episode_once_then_reads_the_cache(store: IndexStore,
@@ -190,11 +196,11 @@ def test_retrieve_before_prepare_is_a_clear_error(store: IndexStore, tmp_path: P
 def test_search_never_returns_an_entry_twice(store: IndexStore, tmp_path: Path) -> None:
     script = [step("search", "checkout retry limit")] * 3 + [step("search", "")]
     context, llm = run(store, tmp_path, script)
-    assert len(context.trace["initial"]) == 5
+    assert len(loop_record(context).initial) == 5
     assert len(shown(context)) == len(set(shown(context))) == 9  # 5 + 1 per search step
-    assert context.trace["steps"][3]["repair"] == "empty query: searched the question"
+    assert loop_record(context).steps[3]["repair"] == "empty query: searched the question"
     # a step's prompt shows only what is new: the entry found by the step before
-    found = context.trace["steps"][0]["found"][0]
+    found = loop_record(context).steps[0]["found"][0]
     assert f"({found['id']})" in llm.steps()[1].messages[-1].content
     assert f"({found['id']})" not in llm.steps()[2].messages[-1].content
 
@@ -202,28 +208,28 @@ def test_search_never_returns_an_entry_twice(store: IndexStore, tmp_path: Path) 
 def test_read_raw_follows_the_backlink_to_the_raw_episode(store: IndexStore,
                                                           tmp_path: Path) -> None:
     context, llm = run(store, tmp_path, [step("read", "E2", "3 then 5"), step("answer")])
-    assert context.trace["steps"][0]["read"]["episode"] == "E2"
+    assert loop_record(context).steps[0]["read"]["episode"] == "E2"
     raw = llm.steps()[1].messages[-1].content
     assert "Correction: make that 5, effective immediately." in raw  # c:12, raw only
     assert "[c:12]" in raw and "[c:0]" not in raw
-    assert context.trace["read"] == ["E2"] and {f"c:{i}" for i in range(10, 14)} <= set(
+    assert loop_record(context).read == ("E2",) and {f"c:{i}" for i in range(10, 14)} <= set(
         context.ids)
     short, _ = run(store, tmp_path, [step("read", "E2"), step("answer")], raw_tokens=90)
-    read = short.trace["steps"][0]["read"]
+    read = loop_record(short).steps[0]["read"]
     assert (read["page"], read["pages"], read["messages"], read["of"]) == (1, 2, 2, 4)
     assert short.ids == ("c:10", "c:11")  # only the lines of the page read count
-    assert short.trace["step_record"]["shown"] == {"E2": 0.5}
+    assert loop_record(short).step_record.shown == {"E2": 0.5}
 
 
 def test_read_of_an_unknown_or_read_episode_is_repaired(store: IndexStore,
                                                         tmp_path: Path) -> None:
     context, _ = run(store, tmp_path, [step("read", "E99"), step("read", "E99"),
                                        step("answer")])
-    first, second = context.trace["steps"][0], context.trace["steps"][1]
-    best = context.trace["initial"][0]["episode"]
+    first, second = loop_record(context).steps[0], loop_record(context).steps[1]
+    best = loop_record(context).initial[0]["episode"]
     assert first["read"]["episode"] == best and "unknown episode" in first["repair"]
     assert second["read"]["episode"] != best  # the next unread linked episode
-    assert context.trace["stop"] == "answer"
+    assert loop_record(context).stop == "answer"
 
 
 class ConstrainedLLM(ScriptedLLM):
@@ -247,11 +253,12 @@ def test_an_agent_that_never_answers_early_is_forced_at_the_last_step(
     context = method.construct(QUESTION, method.retrieve(QUESTION), llm, cl100k_tokens)
     enums = [r.schema["properties"]["action"]["enum"] for r in llm.steps() if r.schema]
     assert enums == [["search", "read", "answer"]] * 4 + [["answer"]]  # Tmax = 5
-    assert context.trace["stop"] == "answer"  # decoding could not but answer at step 5 ...
-    record = context.trace["step_record"]
-    assert record["forced"] and (record["steps"], record["max_steps"]) == (5, 5)  # ... forced
-    assert (record["tool_calls"], record["searches"], record["reads"]) == (4, 4, 0)
-    assert "tmax_without_answer" not in context.trace["degradation"]
+    assert loop_record(context).stop == "answer"  # decoding could not but answer at step 5 ...
+    record = loop_record(context).step_record
+    assert record is not None
+    assert record.forced and (record.steps, record.max_steps) == (5, 5)  # ... forced
+    assert (record.tool_calls, record.searches, record.reads) == (4, 4, 0)
+    assert "tmax_without_answer" not in loop_record(context).degradation.counters()
     assert "(answer forced at Tmax)" in render_trace(context)
 
 
@@ -263,41 +270,41 @@ def test_an_agent_that_never_answers_early_is_forced_at_the_last_step(
 def test_an_answer_before_tmax_is_not_forced(store: IndexStore, tmp_path: Path,
                                              script: Script, config: dict[str, Any]) -> None:
     context, _ = run(store, tmp_path, script, **config)
-    assert not context.trace["step_record"]["forced"]
+    assert not loop_record(context).step_record.forced
 
 
 def test_an_action_the_last_step_does_not_allow_ends_the_loop_forced(
         store: IndexStore, tmp_path: Path) -> None:
     context, llm = run(store, tmp_path, [step("search", "retry", "note")], max_steps=3)
-    assert len(llm.steps()) == 3 and context.trace["stop"] == "max_steps"  # unconstrained
-    assert context.trace["step_record"]["forced"]
-    assert context.trace["degradation"] == {"malformed_steps": 0, "repaired_actions": 0,
-                                            "fallback_context": 0, "steps_total": 3,
-                                            "degraded_memory": 0}
+    assert len(llm.steps()) == 3 and loop_record(context).stop == "max_steps"  # unconstrained
+    assert loop_record(context).step_record.forced
+    counters = loop_record(context).degradation.counters()
+    assert counters == {"malformed_steps": 0, "repaired_actions": 0,
+                        "fallback_context": 0, "steps_total": 3, "degraded_memory": 0}
 
 
 def test_malformed_output_ends_the_loop_with_a_reason(store: IndexStore, tmp_path: Path) -> None:
     context, _ = run(store, tmp_path, [step("search", "retry", "limit is 3"), "not JSON"])
-    assert context.trace["stop"] == "malformed output: not JSON"
-    assert context.text == "limit is 3" and not context.trace["fallback"]
+    assert loop_record(context).stop == "malformed output: not JSON"
+    assert context.text == "limit is 3" and not loop_record(context).fallback
     first, _ = run(store, tmp_path, ["not JSON"])
-    assert first.trace["fallback"]  # no memory written: the entries shown instead
-    assert first.text.splitlines()[0].startswith(f"({first.trace['initial'][0]['id']}) [E")
+    assert loop_record(first).fallback  # no memory written: the entries shown instead
+    assert first.text.splitlines()[0].startswith(f"({loop_record(first).initial[0]['id']}) [E")
 
 
 def test_an_action_that_is_not_allowed_ends_the_loop(store: IndexStore, tmp_path: Path) -> None:
     context, _ = run(store, tmp_path, [step("read", "E2")], read_raw=False)
-    assert context.trace["stop"] == "action 'read' not allowed"
+    assert loop_record(context).stop == "action 'read' not allowed"
 
 
 def test_the_context_text_is_the_accumulated_memory(store: IndexStore, tmp_path: Path) -> None:
     script = [step("search", "retry", "proposed 3 attempts"), step("read", "E2", "changed to 5"),
               step("answer", "", "changed to 5")]
     context, _ = run(store, tmp_path, script)
-    assert context.kind == "memory" and context.trace["stop"] == "answer"
+    assert context.kind == "memory" and loop_record(context).stop == "answer"
     assert context.text == "proposed 3 attempts\nchanged to 5"  # repeats are dropped
     assert context.tokens == cl100k_tokens(context.text)
-    assert json.loads(json.dumps(context.trace)) == context.trace  # JSON-able, for the record
+    assert from_json(LoopRecord, to_json(context.record)) == context.record  # as stored
     cut, _ = run(store, tmp_path, script, budget=6)
     assert cut.text == "proposed 3 attempts"
 
@@ -305,13 +312,13 @@ def test_the_context_text_is_the_accumulated_memory(store: IndexStore, tmp_path:
 def test_context_ids_are_the_messages_whose_text_was_shown(store: IndexStore,
                                                           tmp_path: Path) -> None:
     context, _ = run(store, tmp_path, [step("read", "E9"), step("answer")])
-    linked = {e["episode"] for e in context.trace["initial"]} - {"E9"}
+    linked = {e["episode"] for e in loop_record(context).initial} - {"E9"}
     assert linked  # episodes linked by entries it was shown ...
     assert set(context.ids) == {f"c:{i}" for i in range(35, 40)}  # ... count for nothing: E9
     unread, _ = run(store, tmp_path, [step("answer", "", "retry limit 3")])
     assert unread.ids == ()  # metadata entries only: no message's own text was shown
     raw, _ = run(store, tmp_path, [step("answer")], units="raw")
-    shown_lines = [e["text"] for e in raw.trace["initial"]]  # raw messages as entries
+    shown_lines = [e["text"] for e in loop_record(raw).initial]  # raw messages as entries
     assert len(raw.ids) == len(shown_lines) == 5
     assert all(any(line.startswith(f"[{i}]") for line in shown_lines) for i in raw.ids)
 
@@ -321,22 +328,22 @@ def test_no_rollout_is_one_answer_only_step(store: IndexStore, tmp_path: Path) -
     context, llm = run(store, tmp_path, [step("answer", "", "retry limit 3")], rollout=False)
     assert len(llm.steps()) == 1 and context.text == "retry limit 3"
     assert llm.steps()[0].schema["properties"]["action"]["enum"] == ["answer"]  # type: ignore[index]
-    assert context.trace["config"]["rollout"] is False
+    assert loop_record(context).config.rollout is False
 
 
 def test_no_metadata_searches_raw_messages_without_extraction(store: IndexStore,
                                                               tmp_path: Path) -> None:
     context, llm = run(store, tmp_path, [step("answer")], units="raw")
     assert llm.extractions() == []
-    assert all(e["kind"] == "message" for e in context.trace["initial"])
-    assert context.trace["initial"][0]["text"].startswith("[c:")
+    assert all(e["kind"] == "message" for e in loop_record(context).initial)
+    assert loop_record(context).initial[0]["text"].startswith("[c:")
 
 
 def test_summary_units_are_one_entry_per_episode(store: IndexStore, tmp_path: Path) -> None:
     context, llm = run(store, tmp_path, [step("answer")], units="summary")
     assert len(llm.extractions()) == 9
-    assert context.trace["metadata"]["entries"] == 9
-    assert {e["kind"] for e in context.trace["initial"]} == {"summary"}
+    assert loop_record(context).metadata.entries == 9
+    assert {e["kind"] for e in loop_record(context).initial} == {"summary"}
 
 
 def test_no_raw_access_never_offers_read(store: IndexStore, tmp_path: Path) -> None:
@@ -397,15 +404,16 @@ def test_read_raw_reaches_the_last_message_of_the_largest_episode_part(tmp_path:
     assert raw_budget(config, llm.backbone) < size <= extraction_limit(config, llm.backbone)
     question = Question("long", "q", "Who owns the last step of the payments rollout?", "x")
     context = method.construct(question, method.retrieve(question), llm, cl100k_tokens)
-    first, second = (s["read"] for s in context.trace["steps"][:2])
+    first, second = (s["read"] for s in loop_record(context).steps[:2])
     assert (first["episode"], first["page"], second["page"]) == ("E1", 1, 2)
-    assert first["pages"] == second["pages"] == 2 and "repair" not in context.trace["steps"][1]
+    assert first["pages"] == second["pages"] == 2 and "repair" not in loop_record(context).steps[1]
     shown = llm.steps()[2].messages[-1].content  # the step after the second read
     assert part.lines[-1] in shown and f"page 2 of 2 (messages {first['messages'] + 1}-" in shown
     assert first["messages"] + second["messages"] == first["of"] == len(part.lines)
     assert set(part.ids) <= set(context.ids)  # every message of the part reached the memory
-    record = context.trace["step_record"]
-    assert record["shown"] == {"E1": 1.0} and record["parts_read_in_full"] == 1
+    record = loop_record(context).step_record
+    assert record is not None
+    assert record.shown == {"E1": 1.0} and record.parts_read_in_full == 1
 
 
 @pytest.mark.parametrize(("argument", "page", "repair"), [
@@ -420,7 +428,7 @@ def test_the_agent_names_the_page_it_reads(tmp_path: Path, argument: str, page: 
     method.prepare("long", llm)
     question = Question("long", "q", "Who owns step 3?", "x")
     context = method.construct(question, method.retrieve(question), llm, cl100k_tokens)
-    first = context.trace["steps"][0]
+    first = loop_record(context).steps[0]
     assert first["read"]["page"] == page and (repair is None) == ("repair" not in first)
     assert repair is None or repair in first["repair"]
     assert "E1 (#ops part 1/2, 2025-03-03) [2 pages; read page " \

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.llm import ChatRequest, count_tokens
 from tmem_core.methods import MethodEnv
 from tmem_core.methods._registry import build_method
+from tmem_core.methods.tmem import Built
 from tmem_core.retrieval import IndexStore, MiniLMEmbedder, conversations_from_table
 from tmem_core.schema import Question, questions_from_table
 
@@ -42,12 +44,19 @@ def locomo(locomo_path: Path, tmp_path_factory: pytest.TempPathFactory
     return store, questions[::25]
 
 
+@dataclass(frozen=True)
+class Ran:
+    built: Built
+    ranked: tuple[str, ...]  # the selection, best first
+
+
 def _run(store: IndexStore, name: str, question: Question, top_k: int, budget: int
          ) -> tuple[tuple[str, ...], dict[str, object], ScriptedLLM]:
     llm = ScriptedLLM(by_stage(select=_labels, structure=_links))
     method = build_method(name, MethodEnv(store.conversations, top_k, budget, store))
     context = method.construct(question, method.retrieve(question), llm, COUNT)
-    return context.ids, context.trace, llm
+    assert isinstance(context.record, Built) and context.selected is not None
+    return context.ids, Ran(context.record, context.selected), llm
 
 
 @pytest.mark.parametrize("budget", [8192, 700])
@@ -57,18 +66,15 @@ def test_flat_ablation_lists_the_forests_messages_in_selection_rank(
     for q in questions:
         forest_ids, forest, _ = _run(store, "tmem", q, 36, budget)
         flat_ids, flat, llm = _run(store, "tmem_wo_structuring", q, 36, budget)
-        assert not forest["trimmed"]  # so the forest holds every admitted message
+        assert not forest.built.trimmed  # so the forest holds every admitted message
         assert set(flat_ids) == set(forest_ids)  # the same messages, not more ...
-        ranked = forest["selection"]["ranked"]  # type: ignore[index]
+        ranked = forest.ranked
         assert list(flat_ids) == [i for i in ranked if i in set(forest_ids)]  # ... by rank
-        assert flat["selection"] == forest["selection"]
+        assert (flat.ranked, flat.built.labels) == (forest.ranked, forest.built.labels)
         assert [b[0].stage for b in llm.batches] == ["tmem.select"]
-        assert flat["config"]["removed"] == [  # type: ignore[index]
-            "temporal memory structuring: the forest's messages as a flat list in selection "
-            "rank order"]
     assert budget == 8192 or any(  # the small budget admits fewer than were selected
         len(_run(store, "tmem", q, 36, budget)[0]) < len(
-            _run(store, "tmem", q, 36, budget)[1]["selection"]["ranked"])  # type: ignore[index, arg-type]
+            _run(store, "tmem", q, 36, budget)[1].ranked)
         for q in questions)
 
 
@@ -79,9 +85,9 @@ def test_exp3_organises_exactly_bm25_expands_messages(
     env = MethodEnv(store.conversations, top_k, 8192, store)
     flat = build_method("bm25_expand", env)
     for q in questions:
-        ids, trace, llm = _run(store, "tmem_bm25_expand_forest", q, top_k, 8192)
+        ids, ran, llm = _run(store, "tmem_bm25_expand_forest", q, top_k, 8192)
         expected = flat.retrieve(q).ids
         assert 0 < len(expected) <= top_k and set(ids) == set(expected)
-        assert trace["selection"]["ranked"] == list(expected)  # type: ignore[index]
+        assert ran.ranked == tuple(expected)
         assert [b[0].stage for b in llm.batches] == ["tmem.structure"]  # no selection
-        assert any(n["relation"] == "UPDATE" for n in trace["forest"])  # type: ignore[attr-defined]
+        assert any(n.relation == "UPDATE" for n in ran.built.forest)

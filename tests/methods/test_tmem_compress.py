@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tmem_core.llm import count_tokens
 from tmem_core.methods.tmem import Item, QueryTerms, compress
-from tmem_core.methods.tmem._forest import mandatory_text, split_spans
+from tmem_core.methods.tmem._compress import mandatory_text, split_spans
 from tmem_core.schema import Question
 
 COUNT = functools.partial(count_tokens, "smollm2")

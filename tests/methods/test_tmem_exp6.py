@@ -17,7 +17,8 @@ from tmem_core.llm import ChatRequest, count_tokens
 from tmem_core.methods import MethodEnv
 from tmem_core.methods._context import Context
 from tmem_core.methods._registry import build_method
-from tmem_core.methods.tmem import TMem
+from tmem_core.methods.tmem import Built, TMem
+from tmem_core.methods.tmem._discovery import Discovery
 from tmem_core.retrieval import Conversation, IndexStore, MiniLMEmbedder
 from tmem_core.retrieval import conversations_from_table as conversations
 from tmem_core.schema import Question, questions_from_table
@@ -70,13 +71,14 @@ def test_each_condition_withholds_its_fields_from_its_module_only(
         assert _fields_in(_shown(select)) == {"topic", "phase"} - set(from_discovery)
         assert _fields_in(_shown(structure)) == {"topic", "phase"} - set(from_structuring)
         assert _fields_in(context.text) == {"topic", "phase"}  # the answer context keeps both
-        groups = method.retrieve(question).trace["discovery"]["groups"]  # type: ignore[index]
-        assert all(g.startswith("topic:") != ("topic" in from_discovery) for g in groups)
-        problems = {r["problem"] for r in context.trace["structure"]["repairs"]}
+        found = method.retrieve(question).detail
+        assert isinstance(found, Discovery) and isinstance(context.record, Built)
+        assert all(g.startswith("topic:") != ("topic" in from_discovery) for g in found.groups)
+        problems = {r.problem for r in context.record.repairs}
         # every proposal names the earliest candidate (m1) as parent: across topics, the
         # same-topic check repairs it unless structuring withholds the topic
         assert ("parent is in another topic" in problems) == ("topic" not in from_structuring)
-        assert context.trace["config"]["discovery_withheld"] == list(from_discovery)
+        assert method.config.discovery_withheld == from_discovery
 
 
 def _previous(request: ChatRequest) -> dict[str, object]:
@@ -104,6 +106,7 @@ def test_withholding_the_phase_lifts_the_phase_order_check(tmp_path: Path) -> No
         assert isinstance(method, TMem)
         llm = ScriptedLLM(by_stage(select=label_all("KEY"), structure=_previous))
         context = method.construct(question, method.retrieve(question), llm, COUNT)
-        assert [r["problem"] for r in context.trace["structure"]["repairs"]] == problems
+        assert isinstance(context.record, Built)
+        assert [r.problem for r in context.record.repairs] == problems
         assert _fields_in(_shown([r for r in llm.requests if r.stage == "tmem.structure"])
                           ) == ({"topic", "phase"} if problems else set())

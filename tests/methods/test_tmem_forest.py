@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_tmem_fakes import message
 
+from tmem_core import from_json, to_json
 from tmem_core.methods.tmem import Forest, Proposal, build_forest
-from tmem_core.methods.tmem._forest import Constraints, flat_forest, phase_order
+from tmem_core.methods.tmem._build import Constraints, flat_forest, phase_order
 from tmem_core.methods.tmem._validate import forest_problems, order_problems
 from tmem_core.schema import Message
 
@@ -150,10 +152,11 @@ def test_json_round_trip_and_validators_catch_broken_forests() -> None:
     msgs = [message(1, "a"), message(2, "b"), message(3, "c")]
     forest, _ = build_forest(msgs, {"c:2": Proposal("c:1", "UPDATE"),
                                     "c:3": Proposal("c:2", "EXPAND")})
-    assert Forest.from_json(forest.to_json()) == forest
-    broken = forest.to_json()
-    broken[0].update(parent="c:3", relation="UPDATE", depth=3)  # a cycle through a later parent
-    problems = forest_problems(Forest.from_json(broken))
+    assert from_json(Forest, to_json(forest)) == forest
+    broken = json.loads(to_json(forest))
+    broken["nodes"]["c:1"].update(parent="c:3", relation="UPDATE", depth=3)  # a cycle
+    broken["roots"] = []
+    problems = forest_problems(from_json(Forest, json.dumps(broken)))
     assert any("not earlier" in p for p in problems)
     assert any("on a cycle" in p for p in problems)
     mixed = replace(forest, nodes={**forest.nodes,

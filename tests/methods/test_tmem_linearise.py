@@ -5,7 +5,7 @@ from __future__ import annotations
 from test_tmem_fakes import message
 
 from tmem_core.methods.tmem import Proposal, build_forest, linearise
-from tmem_core.methods.tmem._forest import flat_forest
+from tmem_core.methods.tmem._build import flat_forest
 
 MSGS = [message(1, "We use 3 attempts.", phase="design"), message(2, "Unrelated B.", topic="B"),
         message(3, "Now 5 attempts.", phase="design"), message(4, "Applies to EU.")]

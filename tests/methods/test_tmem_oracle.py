@@ -23,7 +23,7 @@ from tmem_core.benchmarks import LoadRequest, _synthetic, build
 from tmem_core.evaluation import gold_leaks
 from tmem_core.llm import ChatRequest, count_tokens
 from tmem_core.methods._context import render_message
-from tmem_core.methods.tmem import DiscoveryConfig, TMem, TMemConfig
+from tmem_core.methods.tmem import Built, DiscoveryConfig, TMem, TMemConfig
 from tmem_core.methods.tmem._validate import context_problems
 from tmem_core.retrieval import IndexStore, conversations_from_table
 from tmem_core.schema import Gold, Question, gold_from_table, questions_from_table
@@ -127,13 +127,16 @@ def test_final_rollback_is_the_last_update_of_its_chain(world: World) -> None:
         rollback = truth.chain[-1]
         if rollback not in found.ids:  # discovery missed it: nothing to organise
             continue
-        nodes = {n["id"]: n for n in context.trace["forest"]}
+        assert isinstance(context.record, Built)
+        nodes = {n.id: n for n in context.record.forest}
         path = [rollback]
-        while nodes[path[-1]]["relation"] == "UPDATE":
-            path.append(nodes[path[-1]]["parent"])
-        assert nodes[rollback]["relation"] == "UPDATE"
+        while nodes[path[-1]].relation == "UPDATE":
+            parent = nodes[path[-1]].parent
+            assert parent is not None
+            path.append(parent)
+        assert nodes[rollback].relation == "UPDATE"
         assert path[::-1] == [c for c in truth.chain if c in nodes]
-        assert not any(nodes[c]["relation"] == "UPDATE" for c in nodes[rollback]["children"])
+        assert not any(nodes[c].relation == "UPDATE" for c in nodes[rollback].children)
         assert context.text.index(rollback) > context.text.index(truth.chain[0])
         checked += 1
     assert checked >= 2
@@ -153,12 +156,13 @@ def test_no_gold_reaches_the_llm_prompts(world: World) -> None:
         assert not any(e in request.messages[-1].content for e in gold.evidence_ids)
 
 
-def test_oracle_labels_survive_into_the_trace(world: World) -> None:
+def test_oracle_labels_survive_into_the_record(world: World) -> None:
     method, llm = TMem(world.store, budget=BUDGET), oracle(world)
     q = next(q for q in world.questions if q.category == "multi_hop")
     context = method.construct(q, method.retrieve(q), llm, COUNT)
-    truth, labels = world.truth[q.qid], context.trace["selection"]["labels"]
+    assert isinstance(context.record, Built)
+    truth, labels = world.truth[q.qid], context.record.labels
     assert labels.get(truth.scope, "SUPPORT") == "SUPPORT"
     assert {labels[c] for c in truth.chain if c in labels} == {"KEY"}
-    assert context.trace["selection"]["failures"] == []
+    assert context.record.failures == ()
     assert {i for i, label in labels.items() if label != "DROP"} == set(context.ids)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,25 +35,28 @@ def _run(store: IndexStore, config: TMemConfig = CONFIG, budget: int = 2000,
     return found, method.construct(QUESTION, found, llm, COUNT), llm
 
 
-def test_full_chain_builds_a_valid_forest_with_a_json_trace(store: IndexStore) -> None:
+def test_full_chain_builds_a_valid_forest_with_a_typed_record(store: IndexStore) -> None:
     found, context, llm = _run(store)
-    assert found.ids and json.loads(json.dumps(found.trace))["discovery"]["candidates"]
+    assert isinstance(found.payload, Found) and found.payload.candidates
     assert from_json(Found, to_json(found.payload)) == found.payload  # as retrieval passes it
     assert context.kind == "forest" and context.method == "tmem"
     assert context_problems(context, 2000, COUNT) == []
     assert set(context.ids) == set(found.ids)  # everything labelled KEY fits
     assert [b[0].stage for b in llm.batches] == ["tmem.select", "tmem.structure"]
-    trace = json.loads(json.dumps(context.trace))
-    assert trace["config"] == {"discovery": True, "retrieval": "discovery", "selection": "llm",
-                               "cut": False, "removed": [], "structuring": True,
-                               "typed_relations": True, "compression": True,
-                               "metadata": True, "scope": "interval",
-                               "discovery_withheld": [], "structuring_withheld": []}
-    assert set(trace["prompts"]) == {"tmem/select@v1", "tmem/structure@v1"}
-    assert trace["llm"]["select"]["calls"] == 1 and trace["compression"]["dropped"] == 0
+    record = context.record
+    assert isinstance(record, Built) and record.selection == "llm"
+    assert record.llm["select"].calls == 1 and record.compression is not None
+    assert record.compression.dropped == 0
+    assert record.degradation.admitted_total == len(context.ids)
+    assert record.degradation.selection_fallback_batches == 0
     assert "c:12" in context.text and "UPDATE" not in context.text
-    stored = from_json(Built, to_json(context.payload))  # as a pipeline record holds it
-    assert stored == context.payload and forest_structure(stored, list(context.ids)) == []
+    stored = from_json(Built, to_json(record))  # as a pipeline record holds it
+    assert stored == record and forest_structure(stored, list(context.ids)) == []
+
+
+def _built(context: Context) -> Built:
+    assert isinstance(context.record, Built)
+    return context.record
 
 
 def test_no_real_message_id_reaches_a_prompt(store: IndexStore) -> None:
@@ -74,9 +76,12 @@ def test_short_budget_compresses_then_trims_and_stays_valid(store: IndexStore) -
 def test_failed_structuring_is_repaired_into_a_chain_of_the_topic(store: IndexStore) -> None:
     llm = ScriptedLLM(by_stage(select=label_all("KEY"), structure=lambda r: "junk"))
     _, context, _ = _run(store, llm=llm)
-    trace = context.trace
-    assert trace["structure"]["failures"] and context_problems(context, 2000, COUNT) == []
-    relations = {n["relation"] for n in trace["forest"]}
+    record = _built(context)
+    assert record.failures and context_problems(context, 2000, COUNT) == []
+    assert record.degradation.structure_failed_batches == record.llm["structure"].calls
+    assert record.degradation.edges_repaired + record.degradation.edges_dropped == len(
+        record.forest)
+    relations = {n.relation for n in record.forest}
     assert relations <= {"ROOT", "EXPAND"}
 
 
@@ -92,12 +97,12 @@ def test_ablation_switches(store: IndexStore) -> None:
     assert "RELATED" in untyped.text and "UPDATE" not in untyped.text
 
     _, whole, _ = _run(store, replace(CONFIG, compression=False), budget=150)
-    assert whole.trace["compression"] is None and whole.tokens <= 150
+    assert _built(whole).compression is None and whole.tokens <= 150
     assert context_problems(whole, 150, COUNT) == []
 
     _, heuristic, llm = _run(store, replace(CONFIG, selection="heuristic"))
     assert [b[0].stage for b in llm.batches] == ["tmem.structure"]
-    assert heuristic.trace["selection"]["labels"] == {}
+    assert _built(heuristic).labels == {} and _built(heuristic).selection == "heuristic"
     no_llm = TMem(store, replace(CONFIG, selection="heuristic", structuring=False),
                   top_k=TOP_K, budget=500)
     assert no_llm.construct(QUESTION, no_llm.retrieve(QUESTION), None, COUNT).ids
@@ -108,16 +113,15 @@ def test_without_discovery_the_anchors_go_straight_to_structuring(store: IndexSt
     are what structuring gets; the contract's `removed` says so."""
     config = replace(CONFIG, discovery=False)
     seeds, context, llm = _run(store, config)
-    assert seeds.trace is not None
-    found = seeds.trace["discovery"]  # type: ignore[index]
-    assert not any(iv["kept"] for iv in found["intervals"])
+    found = seeds.payload
+    assert isinstance(found, Found) and not any(iv.kept for iv in found.intervals)
     assert [b[0].stage for b in llm.batches] == ["tmem.structure"]
-    assert context.trace["selection"]["ranked"] == found["anchors"]
-    assert set(context.ids) == set(found["anchors"])
-    assert context.trace["config"]["removed"] == [
+    assert context.selected == found.anchors
+    assert set(context.ids) == set(found.anchors)
+    assert _built(context).selection == "none: the anchors"
+    assert config.removed() == [
         "temporal evidence discovery (interval search, similarity filter, LLM selection): "
         "the Top-k anchors go to structuring"]
-    assert set(context.trace["prompts"]) == {"tmem/structure@v1"}
 
 
 def test_variants_registry_and_missing_llm(store: IndexStore) -> None:
@@ -155,7 +159,8 @@ def test_spans_are_dropped_before_any_node(tmp_path: Path) -> None:
     store = _long_store(tmp_path)
     _, full, _ = _run(store, budget=5000)
     _, context, _ = _run(store, budget=full.tokens - 40)
-    assert context.trace["compression"]["dropped"] > 0 and not context.trace["trimmed"]
+    figures = _built(context).compression
+    assert figures is not None and figures.dropped > 0 and not _built(context).trimmed
     assert set(context.ids) == set(full.ids) and "attempts" in context.text
     assert context_problems(context, full.tokens - 40, COUNT) == []
 
@@ -167,5 +172,6 @@ def test_a_counter_that_is_not_additive_ends_in_trimmed_leaves(tmp_path: Path) -
     method = TMem(_long_store(tmp_path), CONFIG, top_k=TOP_K, budget=200)
     found = method.retrieve(QUESTION)
     context = method.construct(QUESTION, found, ScriptedLLM(KEEP_AND_CHAIN), lumpy)
-    assert context.trace["trimmed"] and context.tokens <= 200
+    assert _built(context).trimmed and context.tokens <= 200
+    assert _built(context).degradation.nodes_trimmed == len(_built(context).trimmed)
     assert context_problems(context, 200, lumpy) == []

@@ -12,7 +12,7 @@ import pytest
 from tests.hashed_embedder import HashEmbedder
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.llm import LLMClient, count_tokens, open_client
-from tmem_core.methods.tmem import DiscoveryConfig, TMem, TMemConfig
+from tmem_core.methods.tmem import Built, DiscoveryConfig, TMem, TMemConfig
 from tmem_core.methods.tmem._validate import context_problems
 from tmem_core.retrieval import IndexStore, conversations_from_table
 from tmem_core.schema import Question, questions_from_table
@@ -52,9 +52,9 @@ def test_smollm2_chain_gives_valid_forests_under_budget(
         context = method.construct(q, found, client, count)
         assert context_problems(context, BUDGET, count) == []
         assert context.ids and context.kind == "forest"
-        llm = context.trace["llm"]
-        assert llm["select"]["calls"] >= 1 and llm["structure"]["calls"] >= 1
+        assert isinstance(context.record, Built)
+        llm = context.record.llm
+        assert llm["select"].calls >= 1 and llm["structure"].calls >= 1
         again = method.construct(q, found, client, count)
-        assert again.text == context.text
-        assert all(again.trace["llm"][step]["cached"] == again.trace["llm"][step]["calls"]
-                   - again.trace["llm"][step]["failed"] for step in ("select", "structure"))
+        assert again.text == context.text and isinstance(again.record, Built)
+        assert all(s.cached == s.calls - s.failed for s in again.record.llm.values())

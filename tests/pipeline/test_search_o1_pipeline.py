@@ -11,6 +11,8 @@ import pytest
 
 from tests.conftest import write_sweep
 from tests.ray_head import ONE_ACTOR, locomo_and_synthetic, run_sweep
+from tmem_core import from_json
+from tmem_core.methods.baselines._search_o1 import ChainRecord
 from tmem_core.pipeline import STAGES
 from tmem_core.results import calls_store, stage_store
 
@@ -36,14 +38,14 @@ def test_search_o1_runs_every_stage_on_smollm2(ray_address: str, tmp_path: Path,
         calls = calls_store(run_dir).read_all().to_pylist()
         constructed = [c for c in calls if c["stage"] == "construct"]
         for record in contexts:
-            trace = json.loads(record["trace"])
+            chain = from_json(ChainRecord, record["payload"])
             mine = [c for c in constructed if c["qid"] == record["qid"]]
-            assert len(mine) == trace["usage"]["calls"] >= 1 and trace["stop"]
+            assert len(mine) == chain.usage.calls >= 1 and chain.stop
             assert all(c["backbone"] == "smollm2" for c in mine)
             # a call the engine failed (a timeout on a busy machine) is on record without usage
             assert all(c["prompt_tokens"] > 0 for c in mine if c["ok"]) and any(
                 c["ok"] for c in mine)
-            shown = {i for s in trace["steps"] for i in s.get("ids", [])}
+            shown = {i for s in chain.calls for i in s.get("ids", [])}
             assert set(record["context_ids"]) == shown and shown
             assert 0 < record["tokens"] <= 512 and record["kind"] == "memory"
         stages = {c["stage"] for c in calls}

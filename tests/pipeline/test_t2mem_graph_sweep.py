@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import write_sweep
 from tests.ray_head import ONE_ACTOR, run_sweep
+from tmem_core import from_json
+from tmem_core.methods.t2mem._record import LoopRecord
 from tmem_core.pipeline import STAGES
 from tmem_core.results import calls_store, conversation_of, stage_store
 
@@ -47,7 +49,8 @@ def test_graph_variant_runs_every_stage_and_accounts_its_extraction(
         assert all(c["prompt_tokens"] > 0 for c in memory if c["ok"])
         assert any(c["ok"] for c in memory)
         for record in stage_store(run_dir, "construct").latest().to_pylist():
-            trace = json.loads(record["trace"])
-            assert trace["config"]["units"] == "graph" and trace["metadata"]["entries"] > 0
-            assert {e["kind"] for e in trace["initial"]} == {"triple"}
-            assert all(e["text"].count(" — ") == 2 for e in trace["initial"])
+            loop = from_json(LoopRecord, record["payload"])
+            assert loop.config is not None and loop.config.units == "graph"
+            assert loop.metadata is not None and loop.metadata.entries > 0
+            assert {e["kind"] for e in loop.initial} == {"triple"}
+            assert all(e["text"].count(" — ") == 2 for e in loop.initial)

@@ -34,7 +34,8 @@ def _node(i: str, parent: str | None, depth: int, seq: int, children: tuple[str,
 
 
 def _record(qid: str, forest: Forest, ids: list[str]) -> dict[str, Any]:
-    built = Built(tuple(forest.nodes.values()), {}, (), (), (), None)
+    built = Built(forest=tuple(forest.nodes.values()), labels={}, trimmed=(), repairs=(),
+                  failures=(), compression=None)
     return {"qid": qid, "ok": True, "context_ids": ids, "payload": to_json(built)}
 
 
@@ -54,7 +55,7 @@ def test_forest_records_are_checked_for_structure_and_order() -> None:
     assert name == "forest_structure" and not found.passed and found.checked == 3
     assert any(p.startswith("q2: y: parent z is not earlier") for p in found.problems)
     assert any(p.startswith("q2: linearised order differs") for p in found.problems)
-    assert any(p.startswith("q3: unreadable payload") for p in found.problems)
+    assert any(p.startswith("q3: unreadable construct record") for p in found.problems)
     assert not [p for p in found.problems if p.startswith(("q1", "q4"))]
 
 

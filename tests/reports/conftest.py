@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import sweep_on_own_ray, write_sweep
+from tmem_core import to_json
 from tmem_core.benchmarks import PreparedBenchmark, write_prepared
+from tmem_core.methods import Record
 from tmem_core.pipeline import BenchmarkConfig, Contract, RunSpec
 from tmem_core.results import RECORD_STAGES, calls_store, stage_store
 from tmem_core.schema import Gold, Message, Question, messages_to_table, questions_to_table
@@ -47,8 +49,8 @@ class QSpec:
     scores: tuple[float | None, ...]  # judge j1, one per repeat; None: a failed judge record
     f1: float | None = None
     fails_at: str | None = None  # the stage whose only record failed (later stages: none)
-    kind: str = "flat"  # the construct record's context kind, trace and degradation
-    trace: dict[str, Any] | None = None
+    kind: str = "flat"  # the construct stage's context kind, construct record, degradation
+    record: Record | None = None
     degradation: dict[str, int] | None = None
     selected: tuple[str, ...] | None = None  # the evidence after LLM selection (T-MEM)
     conv_id: str = "c1"  # the conversation its records name
@@ -107,7 +109,7 @@ def _question_rows(run: RunSpec, q: QSpec, rows: dict[str, list[dict[str, Any]]]
     payload: dict[str, dict[str, Any]] = {
         "retrieve": {"evidence_ids": list(q.context), "latency_s": 0.1},
         "construct": {"kind": q.kind, "context_ids": list(q.context), "tokens": 100,
-                      "latency_s": 0.2, "trace": json.dumps(q.trace) if q.trace else None,
+                      "latency_s": 0.2, "payload": to_json(q.record) if q.record else None,
                       "degradation": json.dumps(q.degradation or {}),
                       "selected_ids": None if q.selected is None else list(q.selected)},
         "answer": {"prediction": "a prediction", "latency_s": 1.0},

@@ -4,22 +4,24 @@ is planted: the counts, P(correct | gold in context) and recall must be what was
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.reports.conftest import QSpec, locomo_run, write_locomo_data, write_run
+from tmem_core.methods import Record
+from tmem_core.methods.external import Recalled
+from tmem_core.methods.external._record import MemoryUsed, SystemRecord, system_record
 from tmem_core.reports import Summary, read_sweep, summarise
 from tmem_core.reports._markdown import Report
 from tmem_core.reports._stats import wilson
 from tmem_core.results import MIN_CONTROLS, calibration_store
 
 
-def _external(*items: tuple[bool, tuple[str, ...]]) -> dict[str, Any]:
-    """An external memory system's trace: the items it recalled (raw or not, their sources)."""
-    recalled = [{"text": "a memory", "timestamp": None, "source_ids": list(ids), "score": 1.0,
-                 "raw": raw} for raw, ids in items]
-    return {"system": "mem", "recalled": recalled, "shown": len(recalled), "linked_ids": []}
+def _external(*items: tuple[bool, tuple[str, ...]]) -> SystemRecord:
+    """An external memory system's record of the items it recalled (raw or not, their
+    sources), all shown."""
+    recalled = [Recalled("a memory", None, ids, 1.0, raw) for raw, ids in items]
+    return system_record("mem", "q", recalled, len(recalled), MemoryUsed("b1", "/m", True), ())
 
 
 WRONG = (0.0, 0.0)
@@ -33,14 +35,14 @@ PLANTED = {  # qid -> (question, its cause)
                  degradation={"selection_batches_total": 3}), "synthesis"),  # totals only
     "q5": (QSpec("q5", "temporal", (), ("m5",), WRONG), "unknown"),
     "q6": (QSpec("q6", "temporal", ("m6",), (), WRONG, kind="memory",
-                 trace=_external((True, ("m6",)), (False, ()))), "untraceable"),
+                 record=_external((True, ("m6",)), (False, ()))), "untraceable"),
     "q7": (QSpec("q7", "single-hop", ("m7", "m8"), ("m7",), WRONG), "retrieval"),
     "q8": (QSpec("q8", "single-hop", ("m8",), ("m1",), WRONG), "retrieval"),
     "q9": (QSpec("q9", "multi-hop", ("m9",), ("m9",), WRONG, kind="memory",
-                 trace={"steps": [], "stop": "answer"}), "synthesis"),  # T2Mem-like: read
+                 record=Record(basis="read")), "synthesis"),  # T2Mem-like: read
     "q10": (QSpec("q10", "temporal", ("m2",), (), (), fails_at="construct"), "error"),
     "q11": (QSpec("q11", "temporal", ("m5",), (), WRONG, kind="memory",
-                  trace=_external((False, ("m5",)))), "synthesis"),  # a memory with sources
+                  record=_external((False, ("m5",)))), "synthesis"),  # a memory with sources
 }
 QUESTIONS = [q for q, _ in PLANTED.values()]
 RUN = locomo_run("planted", judge_repeats=3)
@@ -116,7 +118,7 @@ def test_untraceable_recall_is_not_measurable_never_zero(summary: Summary) -> No
 
 def test_an_untraceable_run_reads_not_measurable(tmp_path: Path) -> None:
     only = [QSpec("q1", "single-hop", ("m1",), (), WRONG, kind="memory",
-                  trace=_external((False, ())))]
+                  record=_external((False, ())))]
     write_locomo_data(tmp_path, only)
     write_run(tmp_path, RUN, only)
     summary = summarise(read_sweep(tmp_path))

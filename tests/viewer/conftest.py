@@ -81,7 +81,7 @@ def records(run: Path, store: str) -> pl.DataFrame:
 
 def richest_forest(run: Path) -> str:
     """The T-MEM question whose forest has the most nodes."""
-    sizes = {r["qid"]: len(json.loads(r["trace"])["forest"])
+    sizes = {r["qid"]: len(json.loads(r["payload"])["forest"])
              for r in records(run, "construct").iter_rows(named=True)}
     return max(sizes, key=sizes.__getitem__)
 
@@ -102,5 +102,5 @@ def check_question_page(page: Page, run: Path, qid: str) -> None:
 
 def _forest(run: Path, qid: str) -> list[dict[str, Any]]:
     row = records(run, "construct").filter(qid=qid).row(0, named=True)
-    nodes: list[dict[str, Any]] = json.loads(row["trace"])["forest"]
+    nodes: list[dict[str, Any]] = json.loads(row["payload"])["forest"]
     return nodes

@@ -23,12 +23,12 @@ PROPOSALS = {"c:1": Proposal(None, "ROOT"), "c:2": Proposal("c:1", "UPDATE"),
 
 
 def _forest() -> tuple[str, str]:
-    """A T-MEM context's stored payload, and its text."""
+    """A T-MEM context's stored construct record, and its text."""
     forest, repairs = build_forest(MSGS, PROPOSALS)
     kept = {"c:1": "We use 3 attempts.", "c:2": "Now 5 attempts.", "c:3": "Applies to EU only."}
     text = linearise(forest, BY_ID, kept).text
-    built = Built(tuple(forest.nodes.values()), {"c:1": "KEY", "c:2": "SUPPORT"}, (),
-                  tuple(repairs), (), None)
+    built = Built(forest=tuple(forest.nodes.values()), labels={"c:1": "KEY", "c:2": "SUPPORT"},
+                  trimmed=(), repairs=tuple(repairs), failures=(), compression=None)
     return to_json(built), text
 
 
@@ -69,7 +69,8 @@ def test_t2mem_steps_timeline() -> None:
          "reasoning": "", "memory": "", **usage, "found": [entry],
          "repair": "empty query: searched the question"},
         {"step": 3, "allowed": ["answer"], **usage, "error": "timed out"})
-    loop = LoopRecord((entry,), steps, "answer", ("limit: 5",), fallback=False)
+    loop = LoopRecord(initial=(entry,), steps=steps, stop="answer", memory=("limit: 5",),
+                      fallback=False)
     drawn = panels("t2mem_no_raw", to_json(loop), "limit: 5", BY_ID, set())
     view = drawn["timeline"]
     assert view.initial == ["(e1) [ep0] fact: limit is 5"]

@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.reports.conftest import QSpec, locomo_run, write_locomo_data, write_run
+from tmem_core.methods import Record
+from tmem_core.methods.external import Recalled
+from tmem_core.methods.external._record import MemoryUsed, system_record
 from tmem_core.results import MIN_CONTROLS, calibration_store, stage_store
 from tmem_core.viewer._data import SweepData, load_sweep
 from tmem_core.viewer._question import question_views
@@ -105,11 +108,10 @@ def test_the_sweep_page_has_the_paired_differences(tmp_path: Path) -> None:
 
 
 def test_gold_of_an_untraceable_context_is_not_measurable(tmp_path: Path) -> None:
-    memory = {"system": "mem", "shown": 1, "recalled": [
-        {"text": "a rewritten fact", "timestamp": None, "source_ids": [], "score": 1.0,
-         "raw": False}]}
+    memory = system_record("mem", "q", [Recalled("a rewritten fact", None, (), 1.0)], 1,
+                           MemoryUsed("b1", "/m", True), ())
     questions = [QSpec("q1", "single-hop", ("m1",), (), (0.0, 0.0), kind="memory",
-                       trace=memory)]
+                       record=memory)]
     write_locomo_data(tmp_path, questions)
     write_run(tmp_path, RUN, questions)
     q1 = question_views(load_sweep(tmp_path), RUN.run_id, ["q1"])["q1"]
@@ -119,9 +121,8 @@ def test_gold_of_an_untraceable_context_is_not_measurable(tmp_path: Path) -> Non
 
 
 def test_a_search_o1_question_page_has_no_t2mem_timeline(tmp_path: Path) -> None:
-    trace = {"method": "search_o1", "steps": [], "stop": "answer", "fallback": False}
     questions = [QSpec("q1", "single-hop", ("m1",), ("m1",), (1.0, 1.0), kind="memory",
-                       trace=trace)]
+                       record=Record(basis="read"))]
     write_locomo_data(tmp_path, questions)
     write_run(tmp_path, RUN, questions)
     q1 = question_views(load_sweep(tmp_path), RUN.run_id, ["q1"])["q1"]

@@ -16,11 +16,21 @@ from tmem_core.methods._context import (
     ContextMethod,
     SelectsEvidence,
     render_message,
-    step_record_json,
 )
 from tmem_core.methods._flat import ranked
 from tmem_core.methods._reasoning import ReasoningBudget, final_answer, reasoning_budget
 from tmem_core.methods._recall import evidence_recall_at_k
+from tmem_core.methods._record import (
+    READ,
+    SHOWN,
+    UNTRACEABLE,
+    Basis,
+    Degradation,
+    Record,
+    Steps,
+    record_columns,
+    stored_basis,
+)
 from tmem_core.methods._registry import (
     Check,
     MethodEnv,
@@ -38,18 +48,25 @@ from tmem_core.methods._registry import (
 __all__ = [
     "LLM",
     "MESSAGE_ID",
+    "READ",
+    "SHOWN",
+    "UNTRACEABLE",
+    "Basis",
     "Check",
     "Context",
     "ContextKind",
     "ContextMethod",
+    "Degradation",
     "Evidence",
     "EvidenceMethod",
     "MethodEnv",
     "MethodSpec",
     "NoParams",
     "ReasoningBudget",
+    "Record",
     "SelectsEvidence",
     "Show",
+    "Steps",
     "View",
     "check_params",
     "evidence",
@@ -61,6 +78,7 @@ __all__ = [
     "method_names",
     "ranked",
     "reasoning_budget",
+    "record_columns",
     "render_message",
-    "step_record_json",
+    "stored_basis",
 ]

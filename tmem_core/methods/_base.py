@@ -15,14 +15,15 @@ class Evidence:
 
     `payload` is what the method's construction needs of its retrieval, of the type the
     method registered as `evidence` (it travels between the stages as a record column);
-    `trace` holds method-specific detail for inspection only (e.g. T-MEM's `Discovery`).
+    `detail` is what the method found, for inspection in this process only (e.g. T-MEM's
+    `Discovery` in tests and tuning); it is never stored.
     """
 
     qid: str
     method: str
     ids: tuple[str, ...]
-    trace: object | None = None
     payload: object | None = None
+    detail: object | None = None
 
 
 class EvidenceMethod(Protocol):
@@ -37,8 +38,8 @@ class EvidenceMethod(Protocol):
 
 
 def evidence(method: str, question: Question, ids: Sequence[str],
-             trace: object | None = None, payload: object | None = None) -> Evidence:
-    return Evidence(question.qid, method, tuple(ids), trace, payload)
+             payload: object | None = None, detail: object | None = None) -> Evidence:
+    return Evidence(question.qid, method, tuple(ids), payload, detail)
 
 
 class NotPrepared(RuntimeError):

@@ -7,14 +7,14 @@ steps, then rendering under the token budget). Both are plain Python on one ques
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, TokenCounter
 from tmem_core.methods._base import Evidence
+from tmem_core.methods._record import Record
 from tmem_core.schema import Message, Question
 
 ContextKind = Literal["flat", "forest", "memory"]
@@ -25,11 +25,12 @@ class Context:
     """Evidence rendered for the answer prompt.
 
     `ids` are the messages whose own text reached the answer model (evidence recall; for
-    T2Mem, the lines its ReadRaw steps showed, never whole linked episodes); `payload` is
-    what the method's validators and viewer read (of the type it registered as `context`,
-    e.g. T-MEM's forest); `trace` is JSON-able method detail kept for inspection;
-    `selected`: the evidence after the method's LLM selection, best first (T-MEM; None for
-    methods without one), what recall@k of the selection scores.
+    T2Mem, the lines its ReadRaw steps showed, never whole linked episodes); `record` is
+    what construction did (of the type the method registered as `record`, e.g. T-MEM's
+    forest, see `_record`): what `jobs.inspect`, the run's checks, the viewer, the evidence
+    basis and the degradation and steps columns read; `selected`: the evidence after the
+    method's LLM selection, best first (T-MEM; None for methods without one), what recall@k
+    of the selection scores.
     """
 
     qid: str
@@ -38,8 +39,7 @@ class Context:
     text: str
     ids: tuple[str, ...]
     tokens: int
-    trace: dict[str, Any] = field(default_factory=dict)
-    payload: object | None = None
+    record: Record = field(default_factory=Record)
     selected: tuple[str, ...] | None = None
 
 
@@ -57,7 +57,7 @@ class ContextMethod(Protocol):
     def name(self) -> str: ...
 
     def retrieve(self, question: Question) -> Evidence:
-        """CPU step: candidate evidence (ids and a JSON-able trace)."""
+        """CPU step: candidate evidence (ids, and what construction needs of it)."""
         ...
 
     def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
@@ -76,18 +76,6 @@ class SelectsEvidence(Protocol):
                      llm: LLM | None) -> tuple[str, ...]: ...
 
 
-STEP_RECORD = "step_record"
-"""A test-time loop's per-question record in its context trace (T2Mem, Search-o1): `steps`
-taken of `max_steps`, `forced` (the answer came at the last step, where only Answer is
-allowed), `tool_calls` (searches and reads run), and method-specific counts."""
-
-
-def step_record_json(context: Context) -> str | None:
-    """The context's step record as the construct record keeps it (None: no loop)."""
-    record = context.trace.get(STEP_RECORD)
-    return None if record is None else json.dumps(record, sort_keys=True)
-
-
 MESSAGE_ID = re.compile(r"\[([^\[\]]+)\] \d{4}-\d{2}-\d{2} \d{2}:\d{2}")
 """A message as `render_message` writes it: "[<id>] YYYY-MM-DD HH:MM ..." (not "parent [id]")."""
 
@@ -103,7 +91,7 @@ def render_message(message: Message) -> str:
 
 
 def render_flat(question: Question, method: str, messages: Sequence[Message], budget: int,
-                count_tokens: TokenCounter, trace: dict[str, Any] | None = None) -> Context:
+                count_tokens: TokenCounter) -> Context:
     """A ranked list, cut at the first message that would exceed the token `budget`."""
     lines: list[str] = []
     ids: list[str] = []
@@ -116,5 +104,4 @@ def render_flat(question: Question, method: str, messages: Sequence[Message], bu
         lines.append(line)
         ids.append(message.msg_id)
         used += cost
-    return Context(question.qid, method, "flat", "\n".join(lines), tuple(ids), used,
-                   trace or {})
+    return Context(question.qid, method, "flat", "\n".join(lines), tuple(ids), used)

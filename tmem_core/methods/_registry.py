@@ -8,10 +8,11 @@ table and checked when the config loads (unknown keys, types, `Literal` choices 
 dataclass's own checks, each reported with its key). `variants` registers ablations of the
 same factory as changes to its parameters (nested dataclasses as sub-mappings); a key a
 variant sets is refused in its table. The hooks:
-- `evidence`, `context`: the dataclasses of the method's typed payloads (what construction
-  needs of retrieval; what its checks and viewer read of a context), stored as JSON;
-- `checks`: named checks of a stored context (its `context` payload and presented ids), run
-  when a run ends and kept in its contract;
+- `evidence`: the dataclass of what construction needs of retrieval, stored as JSON;
+- `record`: the dataclass of its construct record (a `Record`, see `_record`): what its
+  construction did, stored as JSON and read back by every reader as that type;
+- `checks`: named checks of a stored context (its record and presented ids), run when a run
+  ends and kept in its contract;
 - `view`: how the results viewer draws a context (a panel and the function that fills it);
 - `show`: how `jobs.inspect` prints the method's evidence and context;
 - `ranked`: its `retrieve` ranks messages without an LLM and keeps `env.top_k` (scored by
@@ -46,9 +47,10 @@ from functools import cached_property
 from typing import Any, Generic, TypeVar, cast
 
 from tmem_core._registry import Registry
-from tmem_core._typed import ConfigError, build_config
+from tmem_core._typed import ConfigError, build_config, from_json
 from tmem_core.methods._base import Evidence
 from tmem_core.methods._context import Context, ContextMethod
+from tmem_core.methods._record import Record
 from tmem_core.prompts import load_prompt
 from tmem_core.retrieval import Conversation, IndexStore
 from tmem_core.schema import Message
@@ -56,7 +58,7 @@ from tmem_core.schema import Message
 P = TypeVar("P")
 Show = Callable[[Evidence, Context, Mapping[str, Message]], str]
 Check = Callable[[Any, Sequence[str]], list[str]]
-"""Problems of one stored context, from its `context` payload and its presented ids."""
+"""Problems of one stored context, from its construct record and its presented ids."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class MethodSpec(Generic[P]):
     llm_free: bool = False
     memory: bool = False
     evidence: type[Any] | None = None
-    context: type[Any] | None = None
+    record: type[Record] = Record
     checks: Mapping[str, Check] = field(default_factory=dict)
     view: View | None = None
     version: int = 1
@@ -128,6 +130,11 @@ class MethodSpec(Generic[P]):
     def create(self, env: MethodEnv, raw: Mapping[str, Any] | None = None) -> ContextMethod:
         return self.build(env, self.parse(raw or {}), self.name)
 
+    def stored_record(self, payload: str | None) -> Record | None:
+        """The construct record a stage stored as JSON (None: a record without one, written
+        before the method kept a record)."""
+        return None if payload is None else from_json(self.record, payload)
+
 
 METHODS: Registry[MethodSpec[Any]] = Registry("method", tuple(
     f"tmem_core.methods.{module}" for module in (
@@ -139,7 +146,7 @@ METHODS: Registry[MethodSpec[Any]] = Registry("method", tuple(
 def method(name: str, *, description: str, config: type[Any] = NoParams,
            variants: Mapping[str, Mapping[str, Any]] | None = None, show: Show | None = None,
            ranked: bool = False, llm_free: bool | None = None, memory: bool = False,
-           evidence: type[Any] | None = None, context: type[Any] | None = None,
+           evidence: type[Any] | None = None, record: type[Record] = Record,
            checks: Mapping[str, Check] | None = None, view: View | None = None, version: int = 1,
            axes: Mapping[str, str | None] | None = None,
            variant_axes: Mapping[str, Sequence[str]] | None = None,
@@ -147,10 +154,8 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
            ) -> Callable[[Callable[[MethodEnv, P, str], ContextMethod]],
                          Callable[[MethodEnv, P, str], ContextMethod]]:
     """Register a method factory under `name` (and its ablations under `variants`), with its
-    payload types and hooks."""
+    payload and record types and hooks."""
 
-    if (checks or view) and context is None:
-        raise ValueError(f"method {name!r}: checks and a view read a `context` payload type")
     for ref in prompts:
         load_prompt(ref)  # a prompt that does not exist fails the registration
 
@@ -159,7 +164,7 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
         base = MethodSpec(name, build, config, description, show=show or show_context,
                           ranked=ranked, llm_free=ranked if llm_free is None else llm_free,
                           memory=memory,
-                          evidence=evidence, context=context, checks=checks or {},
+                          evidence=evidence, record=record, checks=checks or {},
                           view=view, version=version,
                           axes=dict(axes or {}), prompts=tuple(prompts),
                           addition=name in additions)

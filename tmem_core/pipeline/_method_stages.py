@@ -1,13 +1,14 @@
 """The stages that run the method: retrieval (CPU) and construction (its LLM steps).
 
 Retrieval passes construction the evidence ids and the method's typed evidence payload (the
-type it registered as `evidence`, as JSON); construction stores the context with its typed
-payload (`context`), which the run's checks and the viewer read."""
+type it registered as `evidence`, as JSON); construction stores the context with its construct
+record (the type it registered as `record`: column `payload`, and the `degradation` and
+`steps` columns written from it), which the run's checks, the viewer and the evidence basis
+read."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -25,7 +26,7 @@ from tmem_core.methods import (
     MethodEnv,
     MethodSpec,
     get_method,
-    step_record_json,
+    record_columns,
 )
 from tmem_core.pipeline._run import Run
 from tmem_core.pipeline._stage import Output, Row, Stage
@@ -160,7 +161,7 @@ class RetrieveStage(MethodStage):
             started = time.perf_counter()
             evidence = self.method.retrieve(question)
             latency_s = time.perf_counter() - started
-        record = self.record(row, evidence_ids=list(evidence.ids), trace=to_json(evidence.trace),
+        record = self.record(row, evidence_ids=list(evidence.ids), trace=None,
                              payload=_payload_json(evidence.payload), latency_s=latency_s)
         return Output([record], calls)
 
@@ -182,10 +183,7 @@ class ConstructStage(MethodStage):
         context = self.method.construct(question, evidence, llm, counter_for(self.job.backbone))
         record = self.record(row, kind=context.kind, context=context.text,
                              context_ids=list(context.ids), tokens=context.tokens,
-                             trace=to_json(context.trace), payload=_payload_json(context.payload),
-                             degradation=json.dumps(context.trace.get("degradation", {}),
-                                                    sort_keys=True),
-                             steps=step_record_json(context),
+                             trace=None, **record_columns(context.record),
                              selected_ids=None if context.selected is None
                              else list(context.selected),
                              latency_s=time.perf_counter() - started)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import pyarrow as pa
 
-from tmem_core import from_json
 from tmem_core.evaluation import GUARDED_STAGES, Protocol, answer_prompt, gold_leaks
 from tmem_core.methods import Check, MethodSpec
 from tmem_core.schema import Gold, Question
@@ -85,8 +84,8 @@ def no_gold_in_prompts(answers: pa.Table, construct: pa.Table, questions: dict[s
 
 
 def context_checks(construct: pa.Table, spec: MethodSpec[Any]) -> dict[str, Verdict]:
-    """The checks the run's method registered, on each stored context (its payload and the
-    ids it presents)."""
+    """The checks the run's method registered, on each stored context (its construct record
+    and the ids it presents)."""
     rows = [r for r in construct.to_pylist() if r["ok"]]
     return {name: verdict(len(rows), (p for r in rows for p in _checked(check, spec, r)))
             for name, check in spec.checks.items()}
@@ -94,8 +93,7 @@ def context_checks(construct: pa.Table, spec: MethodSpec[Any]) -> dict[str, Verd
 
 def _checked(check: Check, spec: MethodSpec[Any], record: dict[str, Any]) -> list[str]:
     try:
-        problems = check(from_json(cast(type, spec.context), record["payload"]),
-                         record["context_ids"])
+        problems = check(spec.stored_record(record["payload"]), record["context_ids"])
     except (TypeError, KeyError, ValueError) as exc:
-        problems = [f"unreadable payload ({type(exc).__name__}: {exc})"]
+        problems = [f"unreadable construct record ({type(exc).__name__}: {exc})"]
     return [f"{record['qid']}: {p}" for p in problems]

@@ -5,6 +5,7 @@ Below both the pipeline (which writes) and the reports (which read): reading a s
 neither Ray nor any method.
 """
 
+from tmem_core.methods import SHOWN, UNTRACEABLE
 from tmem_core.results._accuracy import (
     ALL_JUDGES,
     CORRECT_AT,
@@ -37,7 +38,7 @@ from tmem_core.results._current import (
     record_deps,
 )
 from tmem_core.results._degradation import degradation_counts, degraded
-from tmem_core.results._evidence import SHOWN, UNTRACEABLE, evidence_basis
+from tmem_core.results._evidence import evidence_basis
 from tmem_core.results._layout import (
     CALIBRATION,
     CALIBRATION_STAGE,

@@ -1,9 +1,10 @@
 """Degradation: what a method did instead of its described behaviour, counted per run.
 
-Each method's context trace carries a `degradation` mapping of counters (T-MEM: selection
-batches that fell back, structuring batches that failed, edges repaired or dropped, nodes
-trimmed, messages dropped before structuring; T2Mem: malformed steps, loops that hit Tmax
-without answering, repaired actions, contexts from the fallback entries). Keys ending in
+Each method's construct record carries its degradation counters (a `Degradation` subclass,
+written to the construct stage's `degradation` column): T-MEM: selection batches that fell
+back, structuring batches that failed, edges repaired or dropped, nodes trimmed, messages
+dropped before structuring; T2Mem: malformed steps, repaired actions, contexts from the
+fallback entries, a degraded memory. Keys ending in
 `_total` are the counts the others are out of, never a degradation themselves.
 """
 

@@ -45,6 +45,8 @@ def memory_qid(conv_id: str) -> str:
 def conversation_of(qid: str) -> str:
     return qid.removeprefix(_MEMORY_PREFIX)
 
+# `trace`: method detail as records kept it before the typed construct record (`payload`);
+# written null since, read only for the evidence basis of those earlier records.
 STAGE_SCHEMAS: dict[str, pa.Schema] = {
     "retrieve": stage_schema(
         pa.field("evidence_ids", pa.list_(pa.string())), pa.field("trace", pa.string()),

@@ -179,7 +179,7 @@ def _data_dir(contract: dict[str, Any], root: Path) -> Path:
 
 def _latest(store: str, table: pa.Table) -> pl.DataFrame:
     """The successful records in force without their large columns; construct records with
-    their evidence basis (read from the trace before it is dropped)."""
+    their evidence basis (read from the construct record before it is dropped)."""
     if store == CONSTRUCT:
         for name, column in basis_columns(table).items():
             table = table.append_column(name, column)

@@ -2,7 +2,7 @@
 
 The sweep is read again whenever a run has written something, so a sweep that is still
 running shows what has landed; a run's questions come as light rows, a question's records
-(contexts, traces, prompts) only when its page is opened.
+(contexts, construct records, prompts) only when its page is opened.
 """
 
 from __future__ import annotations

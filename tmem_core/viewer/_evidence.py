@@ -8,7 +8,6 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tmem_core import from_json
 from tmem_core.methods import MESSAGE_ID, get_method, method_names
 from tmem_core.schema import Message
 
@@ -30,11 +29,11 @@ def context_lines(text: str, gold: Collection[str]) -> list[ContextLine]:
 
 def panels(method: str, payload: str | None, context: str, messages: Mapping[str, Message],
            gold: Collection[str]) -> dict[str, Any]:
-    """The viewer panel the method registered (`View.panel`) drawn from its stored context
-    payload; none for a method without a view (or not registered here), or a record without
-    a payload."""
+    """The viewer panel the method registered (`View.panel`) drawn from its stored construct
+    record; none for a method without a view (or not registered here), or a stage record
+    without a construct record."""
     spec = get_method(method) if method in method_names() else None
-    if spec is None or spec.view is None or spec.context is None or payload is None:
+    record = spec.stored_record(payload) if spec is not None and spec.view else None
+    if spec is None or spec.view is None or record is None:
         return {}
-    return {spec.view.panel: spec.view.render(from_json(spec.context, payload), context,
-                                              messages, gold)}
+    return {spec.view.panel: spec.view.render(record, context, messages, gold)}

@@ -142,8 +142,8 @@ class _Run:
 def _view(run_id: str, run: _Run, row: QuestionRow, records: QuestionRecords) -> QuestionView:
     question, gold = run.bench.questions[row.qid], run.gold[row.qid]
     construct, answer = _only(records.latest["construct"]), _only(records.latest["answer"])
-    basis, linked = (evidence_basis(construct["kind"], construct["trace"]) if construct
-                     else (None, []))
+    basis, linked = (evidence_basis(construct["kind"], construct.get("payload"),
+                                    construct.get("trace")) if construct else (None, []))
     traced = {*construct["context_ids"], *linked} if construct else set()
     return QuestionView(
         run_id, run.label, run.method, row, question.conv_id, question.asking_user,

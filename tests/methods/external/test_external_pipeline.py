@@ -14,7 +14,9 @@ import pyarrow.compute as pc
 from tests.conftest import scripted_backbones
 from tests.methods.external import notes_system
 from tests.methods.external.conftest import SystemServer, external_sweep
+from tmem_core import from_json
 from tmem_core.methods.external._method import DONE
+from tmem_core.methods.external._record import SystemRecord
 from tmem_core.pipeline import RunSummary
 from tmem_core.results import MEMORY_STAGE, calls_store, stage_store
 
@@ -35,9 +37,10 @@ def _memory_calls(summary: RunSummary) -> list[dict[str, Any]]:
     return calls.filter(pc.equal(calls.column("stage"), MEMORY_STAGE)).to_pylist()
 
 
-def _traces(summary: RunSummary) -> list[dict[str, Any]]:
+def _traces(summary: RunSummary) -> list[SystemRecord]:
+    """The construct records, as the method's record type reads them back."""
     records = stage_store(summary.run_dir, "construct").latest().to_pylist()
-    return [json.loads(r["trace"]) for r in records]
+    return [from_json(SystemRecord, r["payload"]) for r in records]
 
 
 def test_memory_tokens_equal_the_endpoints_count_and_another_sweep_reuses_the_memory(
@@ -46,7 +49,7 @@ def test_memory_tokens_equal_the_endpoints_count_and_another_sweep_reuses_the_me
     try:
         backbones = scripted_backbones(tmp_path, server, "scripted")
         first = _sweep(tmp_path, "first", backbones)
-        directories = {t["memory"]["directory"] for t in _traces(first)}
+        directories = {t.directory for t in _traces(first)}
         adds = {d: notes_system.ADDS[str(Path(d) / "system")] for d in directories}
         engine_calls = server.calls
         second = _sweep(tmp_path, "second", backbones)
@@ -63,16 +66,17 @@ def test_memory_tokens_equal_the_endpoints_count_and_another_sweep_reuses_the_me
     assert all(b["embedding_calls"] > 0 and b["embedding_tokens"] > 0 for b in built)
     # the second sweep opened the same memories: no add, no engine call for them
     assert {d: notes_system.ADDS[str(Path(d) / "system")] for d in directories} == adds
-    assert {t["memory"]["directory"] for t in _traces(second)} == directories
-    assert not any(t["memory"]["built_here"] for t in _traces(second))
+    assert {t.directory for t in _traces(second)} == directories
+    assert not any(t.built_here for t in _traces(second))
     reused = _memory_calls(second)
     assert reused and all(c["reused"] and c["cost_usd"] == 0 for c in reused)
     assert sorted((c["prompt_tokens"], c["completion_tokens"], c["request_hash"])
                   for c in reused) == sorted((c["prompt_tokens"], c["completion_tokens"],
                                               c["request_hash"]) for c in memory)
-    notes = [r for t in _traces(second) for r in t["recalled"] if not r["raw"]]
+    notes = [r for t in _traces(second) for r in t.recalled if not r.raw]
     assert server.calls - engine_calls <= 2 * 2  # answers and judgements only, at most
-    assert all(r["timestamp"] and not r["timestamp"].startswith(_this_year()) for r in notes)
+    assert all(r.timestamp and not r.timestamp.isoformat().startswith(_this_year())
+               for r in notes)
 
 
 def test_a_failed_build_makes_its_questions_error_records_never_answers(tmp_path: Path

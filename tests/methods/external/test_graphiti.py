@@ -21,6 +21,7 @@ from tmem_core.llm import AccountingEndpoint, ChatRequest, ChatResponse, Usage, 
 from tmem_core.methods import MethodEnv
 from tmem_core.methods._registry import build_method
 from tmem_core.methods.external._method import ExternalMemory, IncompleteMemory
+from tmem_core.methods.external._record import SystemRecord
 from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
 from tmem_core.schema import Message, Question
 
@@ -221,9 +222,11 @@ def test_a_superseded_fact_is_marked_and_the_query_names_the_asker(
     assert f"[memory] 2023-05-08 13:56 (superseded: no longer true from 2023-05-28 13:58): " \
            f"{old}" in lines  # kept, marked: Graphiti's invalid_at (conversation time)
     assert f"[memory] 2023-05-28 13:58: {new}" in lines  # the fact that replaced it, unmarked
-    recalled = {r["text"]: r for r in context.trace["recalled"]}
-    assert recalled[old]["superseded"] and recalled[old]["valid_until"].startswith("2023-05-28")
-    assert not recalled[new]["superseded"] and recalled[new]["valid_until"] is None
+    assert isinstance(context.record, SystemRecord)
+    recalled = {r.text: r for r in context.record.recalled}
+    until = recalled[old].valid_until
+    assert recalled[old].superseded and until and until.isoformat().startswith("2023-05-28")
+    assert not recalled[new].superseded and recalled[new].valid_until is None
 
 
 def test_a_build_that_stopped_part_way_fails_its_questions(

@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import scripted_backbones
 from tests.hashed_embedder import HashEmbedder
 from tests.methods.external.conftest import SystemServer, external_sweep
+from tmem_core import from_json
 from tmem_core.llm import (
     AccountingEndpoint,
     BackboneConfig,
@@ -31,6 +32,7 @@ from tmem_core.methods import MethodEnv
 from tmem_core.methods._registry import build_method
 from tmem_core.methods.external._mem0 import Mem0, Mem0Failed, Mem0Params
 from tmem_core.methods.external._method import DONE, ExternalMemory, IncompleteMemory
+from tmem_core.methods.external._record import SystemRecord
 from tmem_core.pipeline import RunSummary
 from tmem_core.results import MEMORY_STAGE, calls_store, stage_store
 from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
@@ -163,10 +165,10 @@ def test_a_sweep_records_mem0s_calls_in_every_stage_and_reuses_its_memory(
     assert not any(first.stage_errors.values()) and not any(second.stage_errors.values())
     for stage in ("retrieve", "construct", "answer", "judge"):
         assert len(_records(first, stage)) == 2, stage
-    traces = [json.loads(r["trace"]) for r in _records(first, "construct")]
-    assert any(t["memory"]["built_here"] for t in traces)
-    assert all(not any(t["degradation"].values()) for t in traces)
-    directories = {t["memory"]["directory"] for t in traces}
+    traces = [from_json(SystemRecord, r["payload"]) for r in _records(first, "construct")]
+    assert any(t.built_here for t in traces)
+    assert all(not any(t.degradation.counters().values()) for t in traces)
+    directories = {t.directory for t in traces}
     built = [json.loads((Path(d) / DONE).read_text())["endpoint"] for d in directories]
     calls = calls_store(first.run_dir).latest()
     memory = calls.filter(pc.equal(calls.column("stage"), MEMORY_STAGE)).to_pylist()
@@ -175,12 +177,12 @@ def test_a_sweep_records_mem0s_calls_in_every_stage_and_reuses_its_memory(
     assert sum(c["prompt_tokens"] for c in memory) == sum(b["prompt_tokens"] for b in built)
     assert sum(c["completion_tokens"] for c in memory) == sum(
         b["completion_tokens"] for b in built)
-    recalled = [r for t in traces for r in t["recalled"]]
-    assert recalled and all(r["source_ids"] and r["timestamp"] for r in recalled)
-    assert all(not r["timestamp"].startswith(str(datetime.now().year)) for r in recalled)
-    again = [json.loads(r["trace"]) for r in _records(second, "construct")]
-    assert {t["memory"]["directory"] for t in again} == directories
-    assert not any(t["memory"]["built_here"] for t in again)
+    recalled = [r for t in traces for r in t.recalled]
+    assert recalled and all(r.source_ids and r.timestamp for r in recalled)
+    assert all(r.timestamp and r.timestamp.year != datetime.now().year for r in recalled)
+    again = [from_json(SystemRecord, r["payload"]) for r in _records(second, "construct")]
+    assert {t.directory for t in again} == directories
+    assert not any(t.built_here for t in again)
     assert server.calls - engine_calls <= 2 * 2  # answers and judgements only, at most
 
 
@@ -216,7 +218,8 @@ def test_mem0_is_searched_with_the_query_every_method_uses(endpoint: AccountingE
     system.search = lambda query, k: queries.append(query) or search(query, k)  # type: ignore[method-assign]
     context = method.construct(ASKED, method.retrieve(ASKED), llm, cl100k_tokens)
     assert queries == ["Melanie: What is Caroline researching?"]
-    assert context.trace["query"] == queries[0] and "adoption agencies" in context.text
+    assert isinstance(context.record, SystemRecord) and context.record.query == queries[0]
+    assert "adoption agencies" in context.text
 
 
 def test_a_mem0_build_that_failed_half_way_fails_its_questions(endpoint: AccountingEndpoint,

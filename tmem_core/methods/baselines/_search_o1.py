@@ -42,12 +42,12 @@ from tmem_core.llm import (
 from tmem_core.methods._base import Evidence, evidence
 from tmem_core.methods._context import (
     LLM,
-    STEP_RECORD,
     Context,
     ContextMethod,
     render_message,
 )
 from tmem_core.methods._reasoning import ReasoningBudget, reasoning_budget
+from tmem_core.methods._record import READ, Basis, Degradation, Record, Steps, Usage
 from tmem_core.methods._registry import MethodEnv, method
 from tmem_core.methods.t2mem import CONTEXT_MARGIN, fit_lines
 from tmem_core.prompts import load_prompt
@@ -128,10 +128,44 @@ def doc_budget(params: SearchO1Params, question: Question, backbone: BackboneCon
     return min(params.doc_max_tokens, room // 3)
 
 
+@dataclass(frozen=True)
+class ChainDegradation(Degradation):  # see `Search.degradation`
+    malformed_calls: int = 0
+    repaired_queries: int = 0
+    fallback_context: int = 0
+    calls_total: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChainSteps(Steps):
+    answered: bool  # the chain holds a final answer
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChainRecord(Record):
+    """Search-o1's construct record: its calls, chain and answer; `fallback`: the answer
+    read the documents shown instead."""
+
+    basis: Basis = READ
+    degradation: ChainDegradation = field(default_factory=ChainDegradation)
+    step_record: ChainSteps | None = None
+    question: str
+    config: SearchO1Params
+    doc_tokens: int
+    calls: tuple[dict[str, Any], ...]
+    stop: str
+    queries: tuple[str, ...]
+    information: tuple[str, ...]
+    final_answer: str | None
+    chain: tuple[str, ...]
+    fallback: bool
+    usage: Usage
+
+
 @dataclass
 class Search:
     """One question's reasoning chain: its segments (the model's continuations and the
-    harness's search results), the messages Reason-in-Documents read, and the call trace."""
+    harness's search results), the messages Reason-in-Documents read, and its calls."""
 
     question: Question
     index: ConversationIndex
@@ -190,12 +224,12 @@ class Search:
                 "forced": self.forced, "tool_calls": searches, "searches": searches,
                 "answered": self.final_answer is not None}
 
-    def degradation(self) -> dict[str, int]:
+    def degradation(self) -> ChainDegradation:
         """What fell back or was repaired (`calls_total`: the calls they are out of)."""
-        return {"malformed_calls": int(self.stop.startswith(MALFORMED)),
-                "repaired_queries": sum("repair" in c for c in self.calls),
-                "fallback_context": int(not self.information and self.final_answer is None),
-                "calls_total": len(self.calls)}
+        return ChainDegradation(int(self.stop.startswith(MALFORMED)),
+                                sum("repair" in c for c in self.calls),
+                                int(not self.information and self.final_answer is None),
+                                len(self.calls))
 
     def units(self) -> list[str]:
         """What the answer model reads: the final answer, then the chain with its markers
@@ -298,7 +332,7 @@ class SearchO1:
 
     `Context.ids` are the messages Reason-in-Documents read (as cut to the documents'
     budget); `Context.text` is the chain, its final answer first, cut to the budget, or the
-    documents shown when the chain holds no information and no answer (the trace says
+    documents shown when the chain holds no information and no answer (the record says
     `fallback`). Version 2: queries inside the reasoning, equal budgets with T2Mem (version 1
     asked a JSON action per round, 3 rounds after the initial search).
     """
@@ -314,7 +348,7 @@ class SearchO1:
         found = ranked(self.store.index(question.conv_id), query, self.params.k_initial,
                        self.params.ranking)
         ids = [m.msg_id for m in found]
-        return evidence(self.name, question, ids, {"query": query, "ids": ids})
+        return evidence(self.name, question, ids)
 
     def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
                   count_tokens: TokenCounter) -> Context:
@@ -330,36 +364,31 @@ class SearchO1:
                    query_text(question), llm)
         text = "\n".join(fit_lines(search.units(), self.budget, count_tokens))
         return Context(question.qid, self.name, "memory", text, tuple(search.shown),
-                       count_tokens(text), self._trace(question, search))
+                       count_tokens(text), self._record(question, search))
 
-    def _trace(self, question: Question, search: Search) -> dict[str, Any]:
-        calls = search.calls
-        return {
-            "method": self.name, "question": question.question,
-            "config": dataclasses.asdict(self.params), "doc_tokens": search.doc_tokens,
-            "steps": calls, "stop": search.stop, "queries": search.queries,
-            "information": search.information, "final_answer": search.final_answer,
-            "chain": search.chain, STEP_RECORD: search.step_record(),
-            "fallback": not search.information and search.final_answer is None,
-            "degradation": search.degradation(),
-            "usage": {"calls": len(calls),
-                      "prompt_tokens": sum(c["prompt_tokens"] for c in calls),
-                      "completion_tokens": sum(c["completion_tokens"] for c in calls),
-                      "latency_s": round(sum(c["latency_s"] for c in calls), 3)},
-        }
+    def _record(self, question: Question, search: Search) -> ChainRecord:
+        return ChainRecord(
+            degradation=search.degradation(),
+            step_record=ChainSteps(**search.step_record()), question=question.question,
+            config=self.params, doc_tokens=search.doc_tokens, calls=tuple(search.calls),
+            stop=search.stop, queries=tuple(search.queries),
+            information=tuple(search.information), final_answer=search.final_answer,
+            chain=tuple(search.chain), fallback=bool(search.degradation().fallback_context),
+            usage=Usage.of(search.calls))
 
 
 def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Message]) -> str:
     """Each call (its query, documents, continuation or condensed information, tokens,
     latency), why the chain stopped, and the context the answer stage receives."""
-    trace = context.trace
-    config = trace["config"]
-    record = trace[STEP_RECORD]
-    lines = [f"{context.method} {context.qid}: {trace['question']}",
-             f"  config: k_initial={config['k_initial']} max_steps={config['max_steps']} "
-             f"k={config['k']} ranking={config['ranking']} "
-             f"documents<={trace['doc_tokens']} tokens per search"]
-    for call in trace["steps"]:
+    record = context.record
+    if not isinstance(record, ChainRecord) or record.step_record is None:
+        raise TypeError(f"{context.qid}: not a Search-o1 record ({type(record).__name__})")
+    config, steps, usage = record.config, record.step_record, record.usage
+    lines = [f"{context.method} {context.qid}: {record.question}",
+             f"  config: k_initial={config.k_initial} max_steps={config.max_steps} "
+             f"k={config.k} ranking={config.ranking} "
+             f"documents<={record.doc_tokens} tokens per search"]
+    for call in record.calls:
         lines.append(f"step {call['step']} {call['call']}: {call['prompt_tokens']}+"
                      f"{call['completion_tokens']} tokens, {call['latency_s']:.1f} s"
                      f"{' (cached)' if call['cached'] else ''}")
@@ -370,19 +399,18 @@ def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Me
                 lines += _wrapped(f"  {key}: {call[key]}")
         if "ids" in call:
             lines.append(f"  documents: {' '.join(call['ids']) or '-'}")
-    usage = trace["usage"]
-    lines += [f"stop: {trace['stop']} after {record['steps']} of {record['max_steps']} steps"
-              f"{' (answer forced at the last step)' if record['forced'] else ''}, "
-              f"{record['searches']} searches; {usage['prompt_tokens']}+"
-              f"{usage['completion_tokens']} tokens, {usage['latency_s']:.1f} s",
-              f"final answer: {trace['final_answer'] or '(none)'}",
+    lines += [f"stop: {record.stop} after {steps.steps} of {steps.max_steps} steps"
+              f"{' (answer forced at the last step)' if steps.forced else ''}, "
+              f"{steps.searches} searches; {usage.prompt_tokens}+"
+              f"{usage.completion_tokens} tokens, {usage.latency_s:.1f} s",
+              f"final answer: {record.final_answer or '(none)'}",
               f"context for the answer ({context.tokens} tokens, {len(context.ids)} messages"
-              f"{', fallback: the documents shown' if trace['fallback'] else ''}):",
+              f"{', fallback: the documents shown' if record.fallback else ''}):",
               *_wrapped(context.text or "(empty)", "  ")]
     return "\n".join(lines)
 
 
-@method("search_o1", config=SearchO1Params, show=show_trace, version=2,
+@method("search_o1", config=SearchO1Params, show=show_trace, record=ChainRecord, version=2,
         axes={"reasoning_budget": "reasoning_tokens", "steps": "max_steps"},
         prompts=("search_o1/step", "search_o1/reason"),
         description="Search-o1: search queries inside the reasoning, each search's documents "

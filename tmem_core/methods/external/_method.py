@@ -30,9 +30,10 @@ from typing import Any
 
 from filelock import FileLock
 
-from tmem_core.llm import AccountingEndpoint, Binding, CallRecord, EndpointStats, TokenCounter
+from tmem_core.llm import AccountingEndpoint, CallRecord, EndpointStats, TokenCounter
 from tmem_core.methods._base import Evidence, evidence, prepared
 from tmem_core.methods._context import LLM, Context, render_message
+from tmem_core.methods.external._record import MemoryUsed, SystemRecord, system_record
 from tmem_core.methods.external._system import MemorySystem, Recalled, SystemSpec
 from tmem_core.methods.t2mem import fit_lines
 from tmem_core.retrieval import Conversation, IndexStore, cache_root, query_text
@@ -74,8 +75,8 @@ class ExternalMemory:
     """A registered external system (`spec`) as a method: `retrieve` does nothing (CPU);
     `construct` searches the memory for the question's `top_k` best items (the grid's Top-k)
     and renders them with their times within `budget` tokens. `Context.ids` are the recalled
-    raw messages; the messages a recalled memory came from are only `linked_ids` in the
-    trace."""
+    raw messages; the messages a recalled memory came from are only `linked_ids` in its
+    record."""
 
     spec: SystemSpec[Any]
     params: Any
@@ -115,7 +116,7 @@ class ExternalMemory:
 
     def retrieve(self, question: Question) -> Evidence:
         """Nothing on the CPU: the system searches in `construct`."""
-        return evidence(self.name, question, (), {"query": query_text(question)})
+        return evidence(self.name, question, ())
 
     def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
                   count_tokens: TokenCounter) -> Context:
@@ -143,8 +144,10 @@ class ExternalMemory:
         shown = recalled[:len(lines)]
         text = "\n".join(lines)
         ids = tuple(dict.fromkeys(i for r in shown if r.raw for i in r.source_ids))
-        trace = self._trace(question, query, recalled, shown, memory, binding, error)
-        return Context(question.qid, self.name, "memory", text, ids, count_tokens(text), trace)
+        used = MemoryUsed(memory.backbone, memory.build.directory, memory.build.built)
+        record = system_record(self.spec.name, query, recalled, len(shown), used,
+                               [*binding.errors, *([error] if error else [])])
+        return Context(question.qid, self.name, "memory", text, ids, count_tokens(text), record)
 
     def _directory(self, conversation: Conversation, tag: str) -> Path:
         key = {"layout": _LAYOUT, "messages": [_message_json(m) for m in conversation.messages],
@@ -176,33 +179,16 @@ class ExternalMemory:
     def _memory(self, conv_id: str) -> _Memory:
         return prepared(self._memories, self.name, conv_id)
 
-    def _trace(self, question: Question, query: str, recalled: list[Recalled],
-               shown: list[Recalled], memory: _Memory, binding: Binding,
-               error: str | None) -> dict[str, Any]:
-        build = memory.build
-        return {
-            "method": self.name, "system": self.spec.name, "question": question.question,
-            "query": query, "top_k": self.top_k, "params": dataclasses.asdict(self.params),
-            "recalled": [r.to_json() for r in recalled], "shown": len(shown),
-            "linked_ids": list(dict.fromkeys(i for r in shown if not r.raw
-                                             for i in r.source_ids)),
-            "memory": {"backbone": memory.backbone, "directory": build.directory,
-                       "built_here": build.built, "failed": list(build.failed),
-                       "endpoint": dataclasses.asdict(build.endpoint)},
-            "search": {"endpoint": dataclasses.asdict(binding.stats),
-                       "errors": [*binding.errors, *([error] if error else [])]},
-            "degradation": {"search_failed": int(bool(error or binding.errors)),
-                            "nothing_recalled": int(not recalled)},
-        }
-
 
 def show_recalled(_evidence: Evidence, context: Context, _messages: Mapping[str, Message]
                   ) -> str:
     """The recalled items with their scores and sources, then the context."""
-    items = [f"  {r['score']:.3f} {'raw' if r['raw'] else 'memory'} "
-             f"{','.join(r['source_ids']) or '-'}: {r['text'][:120]}"
-             for r in context.trace.get("recalled", [])]
-    degraded = {k: v for k, v in context.trace.get("degradation", {}).items() if v}
+    record = context.record
+    if not isinstance(record, SystemRecord):
+        raise TypeError(f"{context.qid}: not an external system's record")
+    items = [f"  {r.score:.3f} {'raw' if r.raw else 'memory'} "
+             f"{','.join(r.source_ids) or '-'}: {r.text[:120]}" for r in record.recalled]
+    degraded = {k: v for k, v in record.degradation.counters().items() if v}
     return "\n".join([f"-- recalled ({len(items)}; degradation: {degraded or 'none'})", *items,
                       f"-- context ({context.tokens} tokens, {len(context.ids)} raw messages)",
                       context.text])

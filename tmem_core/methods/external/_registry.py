@@ -10,6 +10,7 @@ from tmem_core._typed import ConfigError
 from tmem_core.methods._context import ContextMethod
 from tmem_core.methods._registry import MethodEnv, NoParams, method
 from tmem_core.methods.external._method import EXTERNAL_VERSION, ExternalMemory, show_recalled
+from tmem_core.methods.external._record import SystemRecord
 from tmem_core.methods.external._system import P, SystemFactory, SystemSpec
 
 
@@ -28,7 +29,8 @@ def memory_system(name: str, *, description: str, config: type[Any] = NoParams,
             return ExternalMemory(spec, params, env.index_store, env.top_k, env.budget,
                                   method_name)
 
-        method(name, config=config, show=show_recalled, version=EXTERNAL_VERSION,
+        method(name, config=config, show=show_recalled, record=SystemRecord,
+               version=EXTERNAL_VERSION,
                prompts=prompts, memory=True,
                description=f"{description} (external system; Top-k items recalled)")(build)
         return factory

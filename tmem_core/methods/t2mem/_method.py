@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from tmem_core.llm import BackboneConfig, TokenCounter, counter_for, gating_work
 from tmem_core.methods._base import Evidence, evidence, prepared
-from tmem_core.methods._context import LLM, STEP_RECORD, Context, ContextMethod
+from tmem_core.methods._context import LLM, Context, ContextMethod
+from tmem_core.methods._record import Usage
 from tmem_core.methods._registry import MethodEnv, View, method
 from tmem_core.methods.t2mem._config import T2MemConfig
 from tmem_core.methods.t2mem._episodes import Mode, episode_mode, fit_lines, segment
@@ -26,6 +25,7 @@ from tmem_core.methods.t2mem._extract import (
 )
 from tmem_core.methods.t2mem._index import MemoryIndex
 from tmem_core.methods.t2mem._loop import Loop, describe, raw_budget
+from tmem_core.methods.t2mem._record import LoopDegradation, LoopRecord, LoopSteps, MemoryStats
 from tmem_core.methods.t2mem._render import render_trace
 from tmem_core.methods.t2mem._view import timeline
 from tmem_core.retrieval import IndexStore, cache_root, query_text
@@ -37,18 +37,6 @@ class Initial:
     """What construction needs of retrieval: the initial SearchMeta's entries, best first."""
 
     entries: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class LoopRecord:
-    """What the viewer draws of a T2Mem context: the initial entries, each step, why the loop
-    stopped, the memory written, and whether the answer read the entries shown instead."""
-
-    initial: tuple[dict[str, Any], ...]
-    steps: tuple[dict[str, Any], ...]
-    stop: str
-    memory: tuple[str, ...]
-    fallback: bool
 
 
 @dataclass(frozen=True)
@@ -71,11 +59,11 @@ class T2Mem:
     only); `construct` runs the loop and returns the memory as a `Context(kind="memory")`.
 
     A memory with episodes left unextracted or items dropped as invalid is counted in the
-    trace's degradation (`degraded_memory`), per question that uses it.
+    record's degradation (`degraded_memory`), per question that uses it.
 
     `Context.ids` (evidence recall) are the messages whose own text the loop saw: the lines of
     the ReadRaw pages it read, and raw-message entries (the no-metadata ablation); an episode
-    merely linked by a metadata entry counts for none of its messages. The trace's
+    merely linked by a metadata entry counts for none of its messages. The record's
     `step_record` is the loop's (`Loop.step_record`): steps, a forced answer, tool calls, the
     share of each part read.
 
@@ -83,7 +71,7 @@ class T2Mem:
     `raw_tokens` only), the step record, the query rule of every method.
     `Context.text` is the
     accumulated memory caches, cut to the budget; when the LLM wrote none (malformed first
-    step, LLM error) it is the entries shown instead, and the trace says `fallback`.
+    step, LLM error) it is the entries shown instead, and the record says `fallback`.
     """
 
     store: IndexStore
@@ -130,8 +118,7 @@ class T2Mem:
         found = index.search(query, self.config.k_initial)
         ids = index.linked_ids([e.episode_id for e in found])
         entries = [e.entry_id for e in found]
-        return evidence(self.name, question, ids, {"query": query, "initial": entries},
-                        Initial(tuple(entries)))
+        return evidence(self.name, question, ids, Initial(tuple(entries)))
 
     def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
                   count_tokens: TokenCounter) -> Context:
@@ -145,43 +132,33 @@ class T2Mem:
         loop.run(initial, llm)
         units = loop.memory or [describe(e, memory.index) for e in loop.seen.values()]
         text = "\n".join(fit_lines(units, self.budget, count_tokens))
-        ids = loop.shown_ids()
-        trace = self._trace(question, evidence, loop, memory)
-        record = LoopRecord(tuple(trace["initial"]), tuple(loop.steps), loop.stop,
-                            tuple(loop.memory), not loop.memory)
-        return Context(question.qid, self.name, "memory", text, ids, count_tokens(text), trace,
-                       record)
+        return Context(question.qid, self.name, "memory", text, loop.shown_ids(),
+                       count_tokens(text), self._record(question, evidence, loop, memory))
 
     def _memory(self, conv_id: str) -> _Memory:
         return prepared(self._memories, self.name, conv_id)
 
-    def _trace(self, question: Question, evidence: Evidence, loop: Loop,
-               memory: _Memory) -> dict[str, Any]:
+    def _record(self, question: Question, evidence: Evidence, loop: Loop,
+                memory: _Memory) -> LoopRecord:
         index = memory.index
-        initial = [index.by_entry[i].to_json() for i in _initial_ids(evidence)]
-        return {
-            "method": self.name, "question": question.question,
-            "config": dataclasses.asdict(self.config), "episode_mode": memory.mode,
-            "metadata": {"backbone": memory.backbone, "episodes": len(index.episodes),
-                         "entries": len(index.entries), "complete": memory.complete,
-                         "dropped": memory.dropped},
-            "initial": initial, "steps": loop.steps, "stop": loop.stop, "read": loop.read,
-            STEP_RECORD: loop.step_record(),
-            "memory": loop.memory, "fallback": not loop.memory,
-            "degradation": {**loop.degradation(),
-                            "degraded_memory": int(not memory.complete or memory.dropped > 0)},
-            "usage": {"calls": len(loop.steps),
-                      "prompt_tokens": sum(s["prompt_tokens"] for s in loop.steps),
-                      "completion_tokens": sum(s["completion_tokens"] for s in loop.steps),
-                      "latency_s": round(sum(s["latency_s"] for s in loop.steps), 3)},
-        }
+        degraded = int(not memory.complete or memory.dropped > 0)
+        return LoopRecord(
+            degradation=LoopDegradation(**loop.degradation(), degraded_memory=degraded),
+            step_record=LoopSteps(**loop.step_record()),
+            initial=tuple(index.by_entry[i].to_json() for i in _initial_ids(evidence)),
+            steps=tuple(loop.steps), stop=loop.stop, memory=tuple(loop.memory),
+            fallback=not loop.memory, question=question.question, config=self.config,
+            episode_mode=memory.mode,
+            metadata=MemoryStats(memory.backbone, len(index.episodes), len(index.entries),
+                                 memory.complete, memory.dropped),
+            read=tuple(loop.read), usage=Usage.of(loop.steps))
 
 
 def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Message]) -> str:
     return render_trace(context)
 
 
-@method("t2mem", config=T2MemConfig, show=show_trace, evidence=Initial, context=LoopRecord,
+@method("t2mem", config=T2MemConfig, show=show_trace, evidence=Initial, record=LoopRecord,
         view=View("timeline", timeline), version=2, memory=True,
         axes={"reasoning_budget": "reasoning_tokens", "steps": "max_steps"},
         prompts=("t2mem/extract", "t2mem/summarize", "t2mem/graph", "t2mem/step"),

@@ -3,47 +3,61 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tmem_core.methods._context import Context
+from tmem_core.methods._record import Usage
+from tmem_core.methods.t2mem._record import LoopRecord
 
 _WIDTH = 100
 
 
 def render_trace(context: Context) -> str:
     """The initial retrieval, each step (action, arguments, repairs, memory update, tokens,
-    latency), why the loop stopped, and the memory the answer stage receives."""
-    trace = context.trace
-    config = trace["config"]
-    meta = trace["metadata"]
-    flags = ([] if meta["complete"] else ["incomplete"]) + (
-        [f"{meta['dropped']} dropped as invalid"] if meta.get("dropped") else [])
-    lines = [
-        f"{context.method} {context.qid}: {trace['question']}",
-        f"  config: units={config['units']} read_raw={config['read_raw']} "
-        f"rollout={config['rollout']} k={config['k_initial']}/{config['k_search']} "
-        f"Tmax={config['max_steps']} episodes={trace['episode_mode']}",
-        f"  memory of {meta['episodes']} episodes, {meta['entries']} entries "
-        f"(extracted by {', '.join([meta['backbone'], *flags])})",
-        f"initial SearchMeta (k={config['k_initial']}):",
-        *_entries(trace["initial"]),
-    ]
-    for step in trace["steps"]:
+    latency), why the loop stopped, and the memory the answer stage receives (from the
+    context's record)."""
+    record = context.record
+    if not isinstance(record, LoopRecord):
+        raise TypeError(f"{context.qid}: not a T2Mem record ({type(record).__name__})")
+    lines = [f"{context.method} {context.qid}: {record.question}",
+             *_setting(record),
+             f"initial SearchMeta (k={_k(record)}):",
+             *_entries(record.initial)]
+    for step in record.steps:
         lines += _step(step)
-    usage = trace["usage"]
-    record = trace.get("step_record", {})
+    usage = record.usage or Usage.of(record.steps)
+    forced = record.step_record is not None and record.step_record.forced
     lines += [
-        f"stop: {trace['stop']} after {usage['calls']} step(s)"
-        f"{' (answer forced at Tmax)' if record.get('forced') else ''}; "
-        f"{usage['prompt_tokens']}+{usage['completion_tokens']} tokens, "
-        f"{usage['latency_s']:.1f} s",
+        f"stop: {record.stop} after {usage.calls} step(s)"
+        f"{' (answer forced at Tmax)' if forced else ''}; "
+        f"{usage.prompt_tokens}+{usage.completion_tokens} tokens, {usage.latency_s:.1f} s",
         f"memory for the answer ({context.tokens} tokens"
-        f"{', fallback: the entries shown' if trace['fallback'] else ''}):",
+        f"{', fallback: the entries shown' if record.fallback else ''}):",
         *_indent(context.text or "(empty)", "  "),
         f"context ids: {len(context.ids)} messages of episodes "
-        f"{', '.join(_episodes(trace)) or '-'}",
+        f"{', '.join(_episodes(record)) or '-'}",
     ]
     return "\n".join(lines)
+
+
+def _k(record: LoopRecord) -> int:
+    return record.config.k_initial if record.config else len(record.initial)
+
+
+def _setting(record: LoopRecord) -> list[str]:
+    """The configuration and the memory read (records that kept them)."""
+    config, meta = record.config, record.metadata
+    lines = [] if config is None else [
+        f"  config: units={config.units} read_raw={config.read_raw} "
+        f"rollout={config.rollout} k={config.k_initial}/{config.k_search} "
+        f"Tmax={config.max_steps} episodes={record.episode_mode}"]
+    if meta is not None:
+        flags = ([] if meta.complete else ["incomplete"]) + (
+            [f"{meta.dropped} dropped as invalid"] if meta.dropped else [])
+        lines.append(f"  memory of {meta.episodes} episodes, {meta.entries} entries "
+                     f"(extracted by {', '.join([meta.backbone, *flags])})")
+    return lines
 
 
 def _step(step: dict[str, Any]) -> list[str]:
@@ -67,16 +81,16 @@ def _step(step: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _entries(entries: list[dict[str, str]]) -> list[str]:
+def _entries(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     return [line for e in entries
             for line in _indent(f"({e['id']}) [{e['episode']}] {e['kind']}: {e['text']}", "  ")]
 
 
-def _episodes(trace: dict[str, Any]) -> list[str]:
-    shown = [e["episode"] for e in trace["initial"]]
-    for step in trace["steps"]:
+def _episodes(record: LoopRecord) -> list[str]:
+    shown = [e["episode"] for e in record.initial]
+    for step in record.steps:
         shown += [e["episode"] for e in step.get("found", [])]
-    return list(dict.fromkeys(shown + trace["read"]))
+    return list(dict.fromkeys(shown + list(record.read)))
 
 
 def _indent(text: str, prefix: str) -> list[str]:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from tmem_core.schema import Message
 
 if TYPE_CHECKING:
-    from tmem_core.methods.t2mem._method import LoopRecord
+    from tmem_core.methods.t2mem._record import LoopRecord
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,8 @@ from tmem_core.methods.tmem._discovery import (
     seed,
     temporal_clusters,
 )
-from tmem_core.methods.tmem._forest import Timeline
 from tmem_core.methods.tmem._rerank import ContextReranker
+from tmem_core.methods.tmem._timeline import Timeline
 from tmem_core.retrieval import Conversation, IndexStore, conversations_from_table
 from tmem_core.schema import Question, gold_from_table, questions_from_table
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tmem_core.methods.tmem._config import HOUR, DiscoveryConfig
-from tmem_core.methods.tmem._forest import Timeline
+from tmem_core.methods.tmem._timeline import Timeline
 from tmem_core.retrieval import Conversation, ConversationIndex, query_text
 from tmem_core.schema import Message, Question
 

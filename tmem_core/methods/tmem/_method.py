@@ -11,8 +11,8 @@ from tmem_core.methods._flat import ranked
 from tmem_core.methods._registry import MethodEnv, method
 from tmem_core.methods.tmem._config import DiscoveryConfig
 from tmem_core.methods.tmem._discovery import discover
-from tmem_core.methods.tmem._forest import Timeline
 from tmem_core.methods.tmem._rerank import ContextReranker, Selector, SimilarityFilter
+from tmem_core.methods.tmem._timeline import Timeline
 from tmem_core.retrieval import IndexStore
 from tmem_core.schema import Question
 
@@ -21,7 +21,7 @@ from tmem_core.schema import Question
 class TemporalDiscovery:
     """`top_k` seeds, temporal evidence discovery, then a selector's `top_k` best (the Exp-2
     protocol: anchors and messages kept are both Top-k). Evidence ids come best first (the
-    flat answer prompt's "most relevant first"); the `Discovery` is the trace.
+    flat answer prompt's "most relevant first"); the `Discovery` is their detail.
     """
 
     store: IndexStore
@@ -34,7 +34,7 @@ class TemporalDiscovery:
         index = self.store.index(question.conv_id, self.config.metadata)
         found = discover(question, index, self._timeline(question.conv_id), self.config, top_k)
         chosen = tuple(self.selector.select(question, found.candidates, top_k))
-        return evidence(self.name, question, chosen, replace(found, selected=chosen))
+        return evidence(self.name, question, chosen, detail=replace(found, selected=chosen))
 
     def _timeline(self, conv_id: str) -> Timeline:
         if conv_id not in self._timelines:

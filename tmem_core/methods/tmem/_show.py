@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 from tmem_core.methods._base import Evidence
 from tmem_core.methods._context import Context
+from tmem_core.methods.tmem._compress import Figures
+from tmem_core.methods.tmem._config import DiscoveryConfig
+from tmem_core.methods.tmem._discovery import Interval
 from tmem_core.methods.tmem._forest import Forest, Node
+from tmem_core.methods.tmem._payload import Built, Found, Scored
 from tmem_core.schema import Message
 
 SNIPPET = 90
@@ -15,25 +19,24 @@ SNIPPET = 90
 
 def describe(evidence: Evidence, context: Context, messages: Mapping[str, Message]) -> str:
     """Anchors, intervals, candidates with labels, the forest as a tree, the context."""
-    found: Mapping[str, Any] = evidence.trace["discovery"]  # type: ignore[index]
-    trace = context.trace
-    labels: Mapping[str, str] = trace["selection"]["labels"]
+    found, built = _typed(evidence.payload, Found), _typed(context.record, Built)
+    labels = built.labels
     return "\n".join([
-        f"== discovery (query: {found['query']!r})",
-        f"anchors ({len(found['anchors'])}): {' '.join(found['anchors'])}",
-        *_intervals(found["intervals"], found["config"], messages),
-        f"-- candidates ({len(found['candidates'])}, most relevant first)",
-        *(_candidate(c, labels.get(c["id"], "-"), messages) for c in found["candidates"]),
-        *_selection(trace, labels),
-        f"== forest ({len(trace['forest'])} nodes, {len(trace['structure'].get('repairs', []))}"
-        f" repaired edges, trimmed {trace['trimmed'] or 'none'})",
-        *tree(Forest.from_json(trace["forest"]), messages),
+        f"== discovery (query: {found.query!r})",
+        f"anchors ({len(found.anchors)}): {' '.join(found.anchors)}",
+        *(_intervals(found.intervals, found.config, messages) if found.config else []),
+        f"-- candidates ({len(found.candidates)}, most relevant first)",
+        *(_candidate(c, labels.get(c.id, "-"), messages) for c in found.candidates),
+        *_selection(built),
+        f"== forest ({len(built.forest)} nodes, {len(built.repairs)} repaired edges, trimmed "
+        f"{list(built.trimmed) or 'none'})",
+        *tree(built.the_forest(), messages),
         f"== context ({context.kind}, {context.tokens} tokens; compression "
-        f"{trace['compression']})",
+        f"{_figures(built.compression)})",
         context.text,
-        "== LLM " + "; ".join(f"{step}: {s['calls']} calls ({s['cached']} cached), "
-                              f"{s['prompt_tokens']} + {s['completion_tokens']} tokens, "
-                              f"{s['wall_s']:.1f} s" for step, s in trace["llm"].items()),
+        "== LLM " + "; ".join(f"{step}: {s.calls} calls ({s.cached} cached), "
+                              f"{s.prompt_tokens} + {s.completion_tokens} tokens, "
+                              f"{s.wall_s:.1f} s" for step, s in built.llm.items()),
     ])
 
 
@@ -53,32 +56,32 @@ def tree(forest: Forest, messages: Mapping[str, Message]) -> list[str]:
     return lines
 
 
-def _intervals(intervals: list[dict[str, Any]], config: Mapping[str, Any],
+def _intervals(intervals: Sequence[Interval], config: DiscoveryConfig,
                messages: Mapping[str, Message]) -> list[str]:
     """One line per cluster: its seeds, when, its rate against its group's background rate
     and the threshold between that and the episode rate, and the verdict."""
-    kept = sum(iv["kept"] for iv in intervals)
+    kept = sum(iv.kept for iv in intervals)
     return [f"-- intervals ({kept} kept of {len(intervals)}): clusters split at gaps over "
-            f"{_duration(config['max_gap_seconds'])}; rate = seeds per hour of the interval "
-            f"(at least {_duration(config['min_duration_seconds'])}); kept when above a "
-            f"threshold {config['threshold_position']:g} of the way from the group's "
+            f"{_duration(config.max_gap_seconds)}; rate = seeds per hour of the interval "
+            f"(at least {_duration(config.min_duration_seconds)}); kept when above a "
+            f"threshold {config.threshold_position:g} of the way from the group's "
             f"background rate to the episode rate",
-            *(f"  {'kept' if iv['kept'] else 'drop'} {iv['group']}: "
-              f"{_count(len(iv['anchors']), 'seed')} "
-              f"{_when(messages[iv['anchors'][0]], messages[iv['anchors'][-1]])} "
-              f"({_duration(iv['span_seconds'])}), {_test(iv)}, padded to "
-              f"{_count(iv['size'], 'message')}"
+            *(f"  {'kept' if iv.kept else 'drop'} {iv.group}: "
+              f"{_count(len(iv.anchors), 'seed')} "
+              f"{_when(messages[iv.anchors[0]], messages[iv.anchors[-1]])} "
+              f"({_duration(iv.span_seconds)}), {_test(iv)}, padded to "
+              f"{_count(iv.size, 'message')}"
               for iv in intervals)]
 
 
-def _test(interval: Mapping[str, Any]) -> str:
+def _test(interval: Interval) -> str:
     """`rate 1.50/h > threshold 1.02/h (background 0.03/h, episode 2.00/h)`."""
-    rates = (f"background {interval['background']:.2f}/h, episode "
-             f"{interval['episode']:.2f}/h")
-    if interval["threshold"] is None:
-        return f"rate {interval['rate']:.2f}/h, no threshold ({rates}: not separated)"
-    sign = ">" if interval["kept"] else "<="
-    return f"rate {interval['rate']:.2f}/h {sign} threshold {interval['threshold']:.2f}/h ({rates})"
+    rates = (f"background {interval.background:.2f}/h, episode "
+             f"{interval.episode:.2f}/h")
+    if interval.threshold is None:
+        return f"rate {interval.rate:.2f}/h, no threshold ({rates}: not separated)"
+    sign = ">" if interval.kept else "<="
+    return f"rate {interval.rate:.2f}/h {sign} threshold {interval.threshold:.2f}/h ({rates})"
 
 
 def _duration(seconds: float) -> str:
@@ -107,21 +110,35 @@ def _when(first: Message, last: Message) -> str:
     return f"{start:%Y-%m-%d %H:%M} to {end:{end_format}}"
 
 
-def _candidate(c: Mapping[str, Any], label: str, messages: Mapping[str, Message]) -> str:
-    rank = "-" if c["anchor_rank"] is None else c["anchor_rank"]
-    return (f"  {label:8} {c['id']}  rel {c['relevance']:.2f}  sup {c['support']:.2f}  "
-            f"anchor {rank}  {_snippet(messages[c['id']])}")
+def _candidate(c: Scored, label: str, messages: Mapping[str, Message]) -> str:
+    rank = "-" if c.anchor_rank is None else c.anchor_rank
+    return (f"  {label:8} {c.id}  rel {c.relevance:.2f}  sup {c.support:.2f}  "
+            f"anchor {rank}  {_snippet(messages[c.id])}")
 
 
-def _selection(trace: Mapping[str, Any], labels: Mapping[str, str]) -> list[str]:
-    counts = {k: sum(v == k for v in labels.values()) for k in ("KEY", "SUPPORT", "FALLBACK")}
-    failures = trace["selection"]["failures"]
-    config = trace["config"]
-    mode = config["selection"] if config.get("discovery", True) else "none: the anchors"
-    return [f"== selection ({mode}): "
+def _selection(built: Built) -> list[str]:
+    labels = built.labels.values()
+    counts = {k: sum(v == k for v in labels) for k in ("KEY", "SUPPORT", "FALLBACK")}
+    return [f"== selection ({built.selection}): "
             + ", ".join(f"{n} {k}" for k, n in counts.items())
-            + f", {len(failures)} failed batches",
-            *(f"  failed: {f['batch']}: {f['error']}" for f in failures)]
+            + f", {len(built.failures)} failed batches",
+            *(f"  failed: {f['batch']}: {f['error']}" for f in built.failures)]
+
+
+def _figures(compression: Figures | None) -> str:
+    if compression is None:
+        return "off"
+    return (f"{compression.dropped} of {compression.spans} spans dropped, about "
+            f"{compression.tokens} tokens{', over budget' if compression.over_budget else ''}")
+
+
+_T = TypeVar("_T")
+
+
+def _typed(value: object, kind: type[_T]) -> _T:
+    if not isinstance(value, kind):
+        raise TypeError(f"expected T-MEM's {kind.__name__}, got {type(value).__name__}")
+    return value
 
 
 def _snippet(message: Message) -> str:

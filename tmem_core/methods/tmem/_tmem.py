@@ -12,8 +12,6 @@ again; trims are recorded.
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -23,53 +21,42 @@ from tmem_core.methods._base import Evidence, evidence
 from tmem_core.methods._context import LLM, Context, ContextKind, ContextMethod
 from tmem_core.methods._registry import MethodEnv, View, method
 from tmem_core.methods.baselines._ranked import Bm25Expand
+from tmem_core.methods.tmem._build import (
+    STRUCTURE_PROMPT,
+    Constraints,
+    Proposals,
+    Structured,
+    Structurer,
+    flat_forest,
+    phase_order,
+    structure,
+)
 from tmem_core.methods.tmem._config import DiscoveryConfig
 from tmem_core.methods.tmem._discovery import (
     Candidate,
-    Discovery,
     Interval,
     Seeding,
     search,
     seed,
 )
-from tmem_core.methods.tmem._forest import (
-    Forest,
-    PhaseRanks,
-    QueryTerms,
-    Rendered,
-    Rendering,
-    Repair,
-    Timeline,
-    admit,
-    build_forest,
-    check_withheld,
-    fit,
-    flat_forest,
-    phase_constraints,
-    withheld,
-    withheld_conversation,
-)
-from tmem_core.methods.tmem._payload import Built, Found
+from tmem_core.methods.tmem._fit import Rendered, Rendering, admit, fit
+from tmem_core.methods.tmem._payload import Built, Found, TMemDegradation
 from tmem_core.methods.tmem._rerank import ContextReranker
 from tmem_core.methods.tmem._show import describe
 from tmem_core.methods.tmem._steps import (
     SELECT_PROMPT,
-    STRUCTURE_PROMPT,
     LLMSelector,
-    Proposals,
     Selection,
-    Structurer,
-    prompt_hashes,
 )
+from tmem_core.methods.tmem._timeline import Timeline
 from tmem_core.methods.tmem._validate import forest_structure
 from tmem_core.methods.tmem._view import forest_view
-from tmem_core.prompts import load_prompt
+from tmem_core.methods.tmem._withheld import check_withheld, withheld_conversation
 from tmem_core.retrieval import Conversation, ConversationIndex, IndexStore
 from tmem_core.schema import Message, Question
 
 SelectionMode = Literal["llm", "heuristic"]
 Retrieval = Literal["discovery", "bm25_expand"]
-STEPS = ("select", "structure", "render")  # timed in the trace
 
 
 @dataclass(frozen=True)
@@ -155,13 +142,6 @@ class TMemConfig:
         return self.discovery_config.without_intervals()
 
 
-@dataclass(frozen=True)
-class Structured:
-    forest: Forest
-    proposals: Proposals
-    repairs: tuple[Repair, ...] = ()
-
-
 @dataclass
 class TMem:
     """T-MEM (paper §4): `retrieve` runs discovery from `top_k` anchors (paper §5.3),
@@ -173,7 +153,8 @@ class TMem:
     top_k: int = 36
     budget: int = 8192
     _timelines: dict[str, Timeline] = field(default_factory=dict, repr=False)
-    _phases: dict[str, PhaseRanks] = field(default_factory=dict, repr=False)
+    _structuring: dict[str, tuple[Conversation, Constraints]] = field(default_factory=dict,
+                                                                      repr=False)
     _discovery_store: IndexStore | None = field(default=None, repr=False)
 
     def retrieve(self, question: Question) -> Evidence:
@@ -184,7 +165,7 @@ class TMem:
         seeding = self._seeding(question, index, config)
         found = search(seeding, index.conversation, self._timelines[question.conv_id], config)
         return evidence(self.name, question, [c.message.msg_id for c in found.candidates],
-                        {"discovery": discovery_json(found)}, Found.of(found))
+                        Found.of(found), found)
 
     def selected(self, question: Question, evidence: Evidence, llm: LLM | None) -> Selection:
         """The evidence after selection (cut to Top-k with `cut`), best first: what recall@k
@@ -205,32 +186,19 @@ class TMem:
     def construct(self, question: Question, evidence: Evidence, llm: LLM | None,
                   count_tokens: TokenCounter) -> Context:
         conversation = self.store.conversations[question.conv_id]
-        marks = [time.perf_counter()]
         selection = self.selected(question, evidence, llm)
-        marks.append(time.perf_counter())
-        candidates = _found(evidence).candidates
-        terms = QueryTerms.of(question)
-        by_id = {c.id: conversation.messages[conversation.position[c.id]] for c in candidates}
-        admitted = admit([by_id[i] for i in selection.ranked], terms, self.budget, count_tokens,
+        by_id = {c.id: conversation.messages[conversation.position[c.id]]
+                 for c in _found(evidence).candidates}
+        admitted = admit([by_id[i] for i in selection.ranked], question, self.budget, count_tokens,
                          self._rendering())
         structured = self._structure(question, admitted, llm, conversation)
-        marks.append(time.perf_counter())
         rank = {i: k for k, i in enumerate(selection.ranked)}
-        rendered = fit(structured.forest, by_id, rank, terms, self.budget, count_tokens,
+        rendered = fit(structured.forest, by_id, rank, question, self.budget, count_tokens,
                        self._rendering())
-        marks.append(time.perf_counter())
-        trace = {"config": self.config.switches(), "prompts": self._prompts(),
-                 **_trace(selection, admitted, structured, rendered),
-                 "timing": {f"{step}_s": b - a for step, (a, b)
-                            in zip(STEPS, itertools.pairwise(marks), strict=True)}}
         kind: ContextKind = "forest" if self.config.structuring else "flat"
-        built = Built(tuple(rendered.forest.nodes.values()), dict(selection.labels),
-                      rendered.trimmed, structured.repairs,
-                      (*selection.failures, *structured.proposals.failures),
-                      rendered.compression.to_json() if rendered.compression else None)
         return Context(question.qid, self.name, kind, rendered.linearised.text,
-                       rendered.linearised.order, rendered.tokens, trace, built,
-                       selection.ranked)
+                       rendered.linearised.order, rendered.tokens,
+                       self._record(selection, admitted, structured, rendered), selection.ranked)
 
     def _seeding(self, question: Question, index: ConversationIndex,
                  config: DiscoveryConfig) -> Seeding:
@@ -259,13 +227,34 @@ class TMem:
         if not self.config.structuring:
             return Structured(flat_forest(admitted), Proposals({}))  # admitted: rank order
         structurer = Structurer(_need(llm), self.config.link_batch, self.config.link_context)
-        seen = withheld(admitted, self.config.structuring_withheld)
-        proposals = structurer.propose(question, seen)
-        constraints = phase_constraints(conversation, self.config.structuring_withheld,
-                                        self._phases)
-        forest, repairs = build_forest(seen, proposals.edges, constraints,
-                                       self.config.typed_relations)
-        return Structured(forest, proposals, tuple(repairs))
+        seen_conversation, constraints = self._seen_by_structuring(conversation)
+        seen = [seen_conversation.messages[conversation.position[m.msg_id]] for m in admitted]
+        return structure(question, seen, structurer, constraints, self.config.typed_relations)
+
+    def _seen_by_structuring(self, conversation: Conversation
+                             ) -> tuple[Conversation, Constraints]:
+        """The conversation as structuring reads it (its withheld fields null) and the phase
+        constraints of its edges, once per conversation."""
+        if conversation.conv_id not in self._structuring:
+            seen = withheld_conversation(conversation, self.config.structuring_withheld)
+            self._structuring[conversation.conv_id] = (seen,
+                                                       Constraints(phase_order(seen.messages)))
+        return self._structuring[conversation.conv_id]
+
+    def _record(self, selection: Selection, admitted: Sequence[Message],
+                structured: Structured, rendered: Rendered) -> Built:
+        compression = rendered.compression
+        return Built(forest=tuple(rendered.forest.nodes.values()),
+                     labels=dict(selection.labels), trimmed=rendered.trimmed,
+                     repairs=structured.repairs,
+                     failures=(*selection.failures, *structured.proposals.failures),
+                     compression=compression.figures() if compression else None,
+                     degradation=_degradation(selection, admitted, structured, rendered),
+                     selection=self._selection_mode(),
+                     llm={"select": selection.stats, "structure": structured.proposals.stats})
+
+    def _selection_mode(self) -> str:
+        return self.config.selection if self.config.discovery else "none: the anchors"
 
     def _rendering(self) -> Rendering:
         return Rendering(self.config.compression, flat=not self.config.structuring)
@@ -282,13 +271,8 @@ class TMem:
                 self.store.embedder, self.store.root, self.store.config, self.store.stats)
         return self._discovery_store
 
-    def _prompts(self) -> dict[str, str]:
-        used = [SELECT_PROMPT] * (self.config.discovery and self.config.selection == "llm")
-        used += [STRUCTURE_PROMPT] * self.config.structuring
-        return prompt_hashes(*map(load_prompt, used))
 
-
-@method("tmem", config=TMemConfig, show=describe, evidence=Found, context=Built,
+@method("tmem", config=TMemConfig, show=describe, evidence=Found, record=Built,
         checks={"forest_structure": forest_structure}, view=View("forest", forest_view),
         version=3, prompts=(SELECT_PROMPT, STRUCTURE_PROMPT),
         additions=("tmem_global_forest", "tmem_heuristic_forest"), variants={
@@ -318,52 +302,20 @@ def _tmem(env: MethodEnv, config: TMemConfig, name: str) -> ContextMethod:
     return TMem(env.index_store, config, name, env.top_k, env.budget)
 
 
-def discovery_json(found: Discovery) -> dict[str, Any]:
-    """The discovery trace as JSON-able data (candidates by id, most relevant first)."""
-    return {
-        "query": found.query,
-        "anchors": list(found.anchors),
-        "groups": {k: list(v) for k, v in found.groups.items()},
-        "intervals": [{**dataclasses.asdict(iv), "anchors": list(iv.anchors),
-                       "members": list(iv.members)} for iv in found.intervals],
-        "config": dataclasses.asdict(found.config),
-        "candidates": [{"id": c.message.msg_id, "relevance": c.relevance, "support": c.support,
-                        "anchor_rank": c.anchor_rank} for c in found.candidates],
-    }
-
-
-def _trace(selection: Selection, admitted: Sequence[Message], structured: Structured,
-           rendered: Rendered) -> dict[str, Any]:
-    proposals = structured.proposals
-    return {
-        "selection": {"labels": selection.labels, "ranked": list(selection.ranked),
-                      "failures": list(selection.failures)},
-        "admitted": [m.msg_id for m in admitted],
-        "structure": {"proposals": {i: dataclasses.asdict(p) for i, p in proposals.edges.items()},
-                      "repairs": [r.to_json() for r in structured.repairs],
-                      "failures": list(proposals.failures)},
-        "forest": rendered.forest.to_json(),
-        "compression": rendered.compression.to_json() if rendered.compression else None,
-        "trimmed": list(rendered.trimmed),
-        "llm": {"select": selection.stats.to_json(), "structure": proposals.stats.to_json()},
-        "degradation": _degradation(selection, admitted, structured, rendered),
-    }
-
-
 def _degradation(selection: Selection, admitted: Sequence[Message], structured: Structured,
-                 rendered: Rendered) -> dict[str, int]:
+                 rendered: Rendered) -> TMemDegradation:
     """What fell back or was repaired on the way (`*_total`: the counts they are out of)."""
     repairs = structured.repairs
-    return {
-        "selection_fallback_batches": len(selection.failures),
-        "selection_batches_total": selection.stats.calls,
-        "structure_failed_batches": len(structured.proposals.failures),
-        "edges_repaired": sum(r.parent is not None for r in repairs),
-        "edges_dropped": sum(r.parent is None for r in repairs),
-        "nodes_trimmed": len(rendered.trimmed),
-        "dropped_before_structuring": len(selection.ranked) - len(admitted),
-        "admitted_total": len(admitted),
-    }
+    return TMemDegradation(
+        selection_fallback_batches=len(selection.failures),
+        selection_batches_total=selection.stats.calls,
+        structure_failed_batches=len(structured.proposals.failures),
+        edges_repaired=sum(r.parent is not None for r in repairs),
+        edges_dropped=sum(r.parent is None for r in repairs),
+        nodes_trimmed=len(rendered.trimmed),
+        dropped_before_structuring=len(selection.ranked) - len(admitted),
+        admitted_total=len(admitted),
+    )
 
 
 def _found(evidence: Evidence) -> Found:

@@ -77,7 +77,7 @@ def budget_problems(context: Context, budget: int,
 
 def forest_structure(built: Built, ids: Sequence[str]) -> list[str]:
     """A T-MEM context's forest (parents, roots, time order) and the ids it presents in the
-    forest's linearised order, from its payload (a construct record has both)."""
+    forest's linearised order, from its record (a construct stage record has both)."""
     forest = built.the_forest()
     return [*forest_problems(forest), *order_problems(forest, ids)]
 
@@ -85,9 +85,9 @@ def forest_structure(built: Built, ids: Sequence[str]) -> list[str]:
 def context_problems(context: Context, budget: int,
                      count_tokens: TokenCounter | None = None) -> list[str]:
     """Every check of a T-MEM context."""
-    if not isinstance(context.payload, Built):
+    if not isinstance(context.record, Built):
         return [f"{context.qid}: not a T-MEM context"]
-    return [*forest_structure(context.payload, context.ids),
+    return [*forest_structure(context.record, context.ids),
             *budget_problems(context, budget, count_tokens)]
 
 

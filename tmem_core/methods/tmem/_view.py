@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from tmem_core.methods._context import MESSAGE_ID, render_message
-from tmem_core.methods.tmem._forest import Forest, Node, Repair, split_spans
+from tmem_core.methods.tmem._compress import Figures, split_spans
+from tmem_core.methods.tmem._forest import Forest, Node, Repair
 from tmem_core.methods.tmem._payload import Built
 from tmem_core.schema import Message
 
@@ -42,7 +42,7 @@ class ForestView:
     trimmed: list[str]  # whole nodes dropped to fit the budget
     repairs: list[str]  # edges the code repaired, and why
     failures: list[str]  # selection and structuring batches that failed
-    compression: dict[str, Any] | None
+    compression: Figures | None
 
 
 def forest_view(built: Built, context: str, messages: Mapping[str, Message],
