@@ -24,8 +24,9 @@ from tmem_core._typed import ConfigError, build_config, read_config
 from tmem_core.benchmarks import benchmark_names, get_benchmark
 from tmem_core.llm import load_backbones
 from tmem_core.methods import check_params, get_method, method_names
+from tmem_core.pipeline._judges import grid_judges, judge_prompt_identity, run_judges
 from tmem_core.pipeline._paths import missing_source_hint, results_root
-from tmem_core.prompts import PromptError, judge_prompt, load_prompt
+from tmem_core.prompts import PromptError, judge_prompt
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,9 @@ class GridConfig:
     """What the runs vary: each run takes one benchmark, method, backbone, Top-k and budget.
 
     `top_k` is every method's retrieval depth, `budget` the context's token budget (the
-    README's evidence contract says what each method does with them); `judges` default to
-    the first backbone.
+    README's evidence contract says what each method does with them); `judges`: backbones
+    that judge every run, or "self" (each run judged by its own backbone,
+    `tmem_core.pipeline._judges`), by default the first backbone.
 
     Test-time computation (T2Mem paper Figure 2, A.3, A.5), absent unless given:
     `reasoning_budget` N (each reasoning call asks for at most N reasoning tokens, its
@@ -132,7 +134,7 @@ class GridConfig:
 
     methods: tuple[str, ...]
     backbones: tuple[str, ...]
-    judges: tuple[str, ...] | None = None
+    judges: tuple[str, ...] | Literal["self"] | None = None
     top_k: tuple[int, ...] = (36,)
     budget: tuple[int, ...] = (8192,)
     judge_repeats: int = 1
@@ -144,10 +146,7 @@ class GridConfig:
         for key in ("methods", "backbones"):
             if not getattr(self, key):
                 raise ConfigError(f"grid.{key}", "expected a non-empty list")
-        if self.judges == ():
-            raise ConfigError("grid.judges", "an empty list judges no answer; name at least "
-                                             "one backbone, or leave judges out to judge "
-                                             "with the first backbone")
+        object.__setattr__(self, "judges", grid_judges(self.judges))
         for key in ("top_k", "budget", *AXES):
             for value in getattr(self, key):
                 if value <= 0:
@@ -221,8 +220,7 @@ class RunSpec:
                 "params": dict(self.params), "backbone": self.backbone,
                 "judges": list(self.judges), "top_k": self.top_k, "budget": self.budget,
                 "judge_repeats": self.judge_repeats,
-                "judge_prompts": {name: prompt_file_identity(path)
-                                  for name, path in self.judge_prompts.items()},
+                "judge_prompts": judge_prompt_identity(self.benchmark.name, self.judge_prompts),
                 **self.axes, **({"memory_quality": True} if self.memory_quality else {}),
                 **({"construct_backbone": self.construct_backbone}
                    if self.construct_backbone is not None else {})}
@@ -233,11 +231,6 @@ def method_version(name: str) -> dict[str, int]:
     nothing for one never revised, so the ids of its runs stay what they were."""
     version = get_method(name).version if name in method_names() else 1
     return {"method_version": version} if version > 1 else {}
-
-
-def prompt_file_identity(path: str) -> dict[str, str]:
-    """A user prompt file as a run's identity holds it: its path and its content's hash."""
-    return {"file": path, "sha256": load_prompt(path).sha256}
 
 
 @dataclass(frozen=True)
@@ -271,7 +264,9 @@ class SweepConfig:
 
     @property
     def judges(self) -> tuple[str, ...]:
-        return self.grid.judges or self.grid.backbones[:1]
+        """Every backbone that judges a run of the sweep."""
+        return tuple(dict.fromkeys(j for b in self.grid.backbones
+                                   for j in run_judges(self.grid.judges, b, self.grid.backbones)))
 
     @property
     def backbone_names(self) -> tuple[str, ...]:
@@ -284,7 +279,8 @@ class SweepConfig:
         grid = self.grid
         return [
             RunSpec(self.name, bench, method, dict(self.methods.get(method, {})),
-                    backbone, self.judges, k, budget, grid.judge_repeats,
+                    backbone, run_judges(grid.judges, backbone, grid.backbones), k, budget,
+                    grid.judge_repeats,
                     dict(self.judge_prompts), self.plugins, reasoning, steps,
                     grid.memory_quality, self.construct_backbones.get(method))
             for bench, method, backbone, k, budget, reasoning, steps in itertools.product(
@@ -324,7 +320,7 @@ def parse_sweep(raw: Mapping[str, Any], allowed: Allowed | None = None,
     allowed = allowed or registered()
     _known("grid.methods", config.grid.methods, allowed.methods)
     backbones = list(_backbones(allowed, config.backbones_file))
-    _known("grid.backbones", (*config.grid.backbones, *(config.grid.judges or ())), backbones)
+    _known("grid.backbones", (*config.grid.backbones, *config.judges), backbones)
     check_construct_backbones(config, backbones)
     for index, bench in enumerate(config.benchmarks):
         _known(f"benchmarks[{index}].name", [bench.name], allowed.benchmarks)
@@ -425,12 +421,14 @@ def _check_source(bench: BenchmarkConfig, where: str) -> None:
 
 
 def _check_judge_prompt(name: str, path: str) -> None:
-    """`{bundled judge prompt: user prompt file}`, e.g. an official judge prompt."""
+    """`{bundled judge prompt: the prompt that judges instead}`: a user's prompt file, or
+    another bundled judge prompt (the project's paraphrase `judge/locomo@v1`, say)."""
     if not name.startswith("judge/"):
         raise ConfigError(f"judge_prompts.{name}", "names a bundled judge prompt, e.g. "
                                                    "judge/locomo")
-    if not Path(path).is_file():
-        raise ConfigError(f"judge_prompts.{name}", f"no such prompt file {path!r}")
+    if not Path(path).is_file() and not path.startswith("judge/"):
+        raise ConfigError(f"judge_prompts.{name}", f"no such prompt file {path!r} (or a "
+                                                   f"bundled judge prompt, judge/<name>@v<N>)")
     try:
         judge_prompt(path)
     except PromptError as exc:
