@@ -19,9 +19,7 @@ from tmem_core._typed import ConfigError
 from tmem_core.benchmarks import get_protocol
 from tmem_core.evaluation import JudgeCall
 from tmem_core.prompts import load_prompt
-
-SELF: Literal["self"] = "self"
-"""`grid.judges = "self"`: each run is judged by its own backbone."""
+from tmem_core.results import SELF, judged_by
 
 
 def grid_judges(value: object) -> tuple[str, ...] | Literal["self"] | None:
@@ -47,14 +45,6 @@ def run_judges(judges: Sequence[str] | str | None, backbone: str,
     if judges == SELF:
         return (backbone,)
     return tuple(judges or backbones[:1])
-
-
-def judged_by(judges: Sequence[str], backbone: str) -> str:
-    """How a run is judged, as reports label its accuracy: "self" (its own backbone alone),
-    the one judge's name, or "pooled: a, b" over several judges."""
-    if list(judges) == [backbone]:
-        return SELF
-    return judges[0] if len(judges) == 1 else f"pooled: {', '.join(judges)}"
 
 
 def judge_prompt_identity(benchmark: str, chosen: Mapping[str, str]) -> dict[str, Any]:

@@ -141,7 +141,8 @@ class Report:
                 "recall"))
         table = self._with_run(runs.select(
             "run_id", "judge_repeats", "questions", "judged", "failed", "stale", "pending",
-            "scored", "accuracy", "exact_match", "f1", "recall",
+            "scored", "accuracy", pl.col("judged_by").alias("judged by"), "exact_match", "f1",
+            "recall",
             pl.col("accuracy_unit").alias("interval unit"),
             pl.col("context_tokens").alias("context tokens (mean)"),
             pl.col("context_tokens_max").alias("(max)"), "tokens_per_question",
@@ -265,10 +266,14 @@ class Report:
 
     def accuracy(self) -> list[str]:
         pooled = self.summary.accuracy.filter(pl.col("judge") == ALL_JUDGES)
-        note = (f"Mean judge score [95% interval], all judges pooled.{SEPARATE_MARK}: "
-                "reported separately, outside `overall`.")
+        note = ("Mean judge score [95% interval] under each run's judges (`judged by`: `self`, "
+                "the run's own backbone; `pooled`, several judges' verdicts averaged)."
+                f"{SEPARATE_MARK}: reported separately, outside `overall`.")
+        judged = self.summary.runs.select("run_id", "judged_by")
         return [note, "", *markdown_table(_by_category(pooled, ci_cell("accuracy"),
-                                                       self.labels))]
+                                                       self.labels).join(
+            self.labels.join(judged, on="run_id").select(
+                "run", pl.col("judged_by").alias("judged by")), on="run", how="left"))]
 
     def judges(self) -> list[str]:
         rows = self.summary.accuracy.filter((pl.col("category") == OVERALL)
