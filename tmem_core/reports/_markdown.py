@@ -396,7 +396,8 @@ class Report:
         if table.is_empty():
             return ["No run matches a figure of the T-MEM paper's table "
                     "(the newest `tmem_core/reports/paper_figures.v<N>.toml`, which documents "
-                    "the match key)."]
+                    "the match key; a figure on accuracy needs a run judged by its own "
+                    "backbone, as the paper's were)."]
         shown = ["run_id", "experiment", "section", "paper_method", "metric", "ours", "paper",
                  "difference", "match"]
         if table["inside_interval"].is_not_null().any():
@@ -404,7 +405,9 @@ class Report:
         return ["Our figure beside the paper's where the run's benchmark, method, answer model, "
                 "Top-k and budget match the figure's setting (`loose`: the paper summary does "
                 "not state part of it); accuracy and recall in percent, margins and losses in "
-                "points.", "", *markdown_table(self._with_run(table.select(shown)))]
+                "points. A figure on accuracy stands only beside runs judged as the paper judged "
+                "(`judged by` = `self`: the answer model judging its own answers, §C.3).", "",
+                *markdown_table(self._with_run(table.select(shown)))]
 
     def comparisons(self, comparisons: Sequence[Comparison]) -> list[tuple[str, list[str]]]:
         """One section per comparison: each run's metrics and `(Δ …)` to its reference run."""
