@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 # plain loop's process and this driver start alike
 import tmem_core.reports  # noqa: E402, F401
 from tmem_core.benchmarks import read_prepared  # noqa: E402
+from tmem_core.evaluation import JudgeCall  # noqa: E402
 from tmem_core.llm import (  # noqa: E402
     ChatRequest,
     LLMClient,
@@ -294,8 +295,9 @@ def engine_requests(run_dir: Path) -> list[ChatRequest]:
     judged = [r for r in JudgeStage.store_for(run_dir).latest().to_pylist()
               if r["scored_by"] == "llm"]
     return ([ChatRequest(as_chat(json.loads(r["prompt"]))) for r in answers]
-            + [judge_request(load_prompt(r["prompt_name"]), questions[r["qid"]], gold[r["qid"]],
-                             predictions[r["qid"]], r["repeat"], 0) for r in judged])
+            + [judge_request(JudgeCall(load_prompt(r["prompt_name"])), questions[r["qid"]],
+                             gold[r["qid"]], predictions[r["qid"]], r["repeat"], 0)
+               for r in judged])
 
 
 def raw_engine_rates(replayed: list[ChatRequest]) -> tuple[float, float]:

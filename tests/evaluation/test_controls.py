@@ -26,13 +26,12 @@ from tmem_core.evaluation import says_not_available
 from tmem_core.evaluation._controls import (
     KINDS,
     ControlPool,
-    Interval,
     Rules,
     equivalent,
-    intervals,
     paraphrase,
     shift_dates,
 )
+from tmem_core.evaluation._dates import Interval, intervals
 from tmem_core.retrieval import MiniLMEmbedder
 from tmem_core.schema import Gold, Option, Question, gold_from_table, questions_from_table
 

@@ -19,7 +19,8 @@ from tests.conftest import FIXTURES, ScriptedServer, Step, scripted_backbones
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.evaluation import KINDS, normalise, says_not_available
 from tmem_core.evaluation import _controls as built
-from tmem_core.evaluation._controls import Control, dates
+from tmem_core.evaluation._controls import Control
+from tmem_core.evaluation._dates import dates
 from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.reports import write_report
 from tmem_core.results import (

@@ -97,9 +97,11 @@ def test_example_configs_load(path: Path, tmp_path: Path) -> None:
 def test_judge_prompt_override(tmp_path: Path) -> None:
     official = tmp_path / "official.txt"
     official.write_text("# labels: CORRECT, WRONG\n[user]\n{{question}} {{answer}} {{response}}\n")
-    config = parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(official)}}, ALLOWED)
-    assert config.runs()[0].judge_prompts == {"judge/locomo": str(official)}
+    config = parse_sweep({**GOOD, "judge_prompts": {"judge/synthetic": str(official)}}, ALLOWED)
+    assert config.runs()[0].judge_prompts == {"judge/synthetic": str(official)}
     assert config.runs()[0].run_id != parse_sweep(GOOD, ALLOWED).runs()[0].run_id
+    unused = parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(official)}}, ALLOWED)
+    assert unused.runs()[0].run_id == parse_sweep(GOOD, ALLOWED).runs()[0].run_id
     with pytest.raises(ConfigError) as err:
         parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(tmp_path / "no.txt")}},
                     ALLOWED)
@@ -126,13 +128,13 @@ def test_an_edited_judge_prompt_file_is_another_run(tmp_path: Path) -> None:
     official = tmp_path / "official.txt"
     official.write_text("[user]\nQuestion: {question}\nGold: {gold_answer}\n"
                         "Generated: {generated_answer}\n")  # upstream's placeholders
-    first = parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(official)}}, ALLOWED)
-    identity = first.runs()[0].identity()["judge_prompts"]["judge/locomo"]
+    first = parse_sweep({**GOOD, "judge_prompts": {"judge/synthetic": str(official)}}, ALLOWED)
+    identity = first.runs()[0].identity()["judge_prompts"]["judge/synthetic"]
     assert identity == {"file": str(official), "sha256": load_prompt(str(official)).sha256}
     edited = tmp_path / "edited.txt"
     edited.write_text(official.read_text() + "Answer CORRECT or WRONG.\n")
-    second = parse_sweep({**GOOD, "judge_prompts": {"judge/locomo": str(edited)}}, ALLOWED)
-    assert second.runs()[0].identity()["judge_prompts"]["judge/locomo"]["sha256"] != \
+    second = parse_sweep({**GOOD, "judge_prompts": {"judge/synthetic": str(edited)}}, ALLOWED)
+    assert second.runs()[0].identity()["judge_prompts"]["judge/synthetic"]["sha256"] != \
         identity["sha256"]
 
 
@@ -192,3 +194,35 @@ def test_a_bad_construct_backbone_names_its_key(table: dict[str, object], words:
         parse_sweep({**CONSTRUCTED, "construct_backbones": table}, allowed)
     assert err.value.key.startswith(f"construct_backbones.{next(iter(table))}")
     assert words in str(err.value), err.value
+
+
+def test_every_judge_prompt_of_the_benchmark_is_in_the_run_identity() -> None:
+    """The official prompts judge by default (each by name and hash in the run's identity);
+    the project's paraphrase is chosen by name, and is another run."""
+    locomo = {**GOOD, "benchmarks": [{"name": "locomo", "source": "locomo10.json"}]}
+    official = parse_sweep(locomo, ALLOWED, sources=False).runs()[0]
+    assert official.identity()["judge_prompts"] == {
+        "judge/locomo": {"prompt": "judge/locomo@v2",
+                         "sha256": load_prompt("judge/locomo@v2").sha256}}
+    project = parse_sweep({**locomo, "judge_prompts": {"judge/locomo": "judge/locomo@v1"}},
+                          ALLOWED, sources=False).runs()[0]
+    assert project.identity()["judge_prompts"]["judge/locomo"] == {
+        "prompt": "judge/locomo@v1", "sha256": load_prompt("judge/locomo@v1").sha256}
+    assert project.run_id != official.run_id
+    with pytest.raises(ConfigError) as err:
+        parse_sweep({**locomo, "judge_prompts": {"judge/locomo": "judge/locomo@v9"}}, ALLOWED,
+                    sources=False)
+    assert err.value.key == "judge_prompts.judge/locomo" and "no version 9" in str(err.value)
+
+
+def test_self_judged_runs_are_judged_by_their_own_backbone() -> None:
+    grid = {**GOOD["grid"], "judges": "self"}  # type: ignore[dict-item]
+    config = parse_sweep({**GOOD, "grid": grid}, ALLOWED)
+    assert {(r.backbone, r.judges) for r in config.runs()} == {
+        ("smollm2", ("smollm2",)), ("qwen", ("qwen",))}
+    assert config.judges == ("smollm2", "qwen")
+    fixed = parse_sweep({**GOOD, "grid": {**grid, "judges": ["qwen"]}}, ALLOWED)
+    assert {r.judges for r in fixed.runs()} == {("qwen",)}
+    with pytest.raises(ConfigError) as err:
+        parse_sweep({**GOOD, "grid": {**grid, "judges": "mine"}}, ALLOWED)
+    assert err.value.key == "grid.judges" and "'self'" in str(err.value)

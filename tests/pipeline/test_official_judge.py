@@ -13,8 +13,8 @@ from typing import Any
 
 from tests.conftest import ScriptedServer, Step, scripted_backbones
 from tmem_core.evaluation import normalise
+from tmem_core.evaluation._verdict import FREE_VERDICT_TOKENS
 from tmem_core.pipeline import parse_sweep, run_sweep
-from tmem_core.pipeline._judge_stage import FREE_VERDICT_TOKENS
 from tmem_core.results import calibration_store, stage_store
 
 # the shape of EverMemBench's eval/config/prompts.yaml `llm_judge` (shortened, synthetic)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -14,16 +15,18 @@ from tests.reports.conftest import QUESTIONS, QSpec, locomo_run, write_locomo_da
 from tmem_core.methods import method_names
 from tmem_core.pipeline import BenchmarkConfig, RunSpec
 from tmem_core.reports import read_sweep, summarise, write_report
-from tmem_core.reports._paper import FIGURES_FILE, paper_figures, paper_table
+from tmem_core.reports._paper import FIGURES_FILE, JUDGED, paper_figures, paper_table
 from tmem_core.results._sweep import RUN_SCHEMA
 
 GROUPMEMBENCH = BenchmarkConfig("groupmembench", limit=5)
 
 
-def _groupmembench_run(method: str, **changes: object) -> RunSpec:
-    """A run as `locomo_run` makes it, of GroupMemBench (the hand-written data serves)."""
-    return dataclasses.replace(locomo_run("s", method=method, **changes),
-                               benchmark=GROUPMEMBENCH)
+def _groupmembench_run(method: str, judges: tuple[str, ...] | None = None,
+                       **changes: object) -> RunSpec:
+    """A run as `locomo_run` makes it, of GroupMemBench (the hand-written data serves),
+    judged by its own backbone as the paper's runs were unless `judges` says otherwise."""
+    run = locomo_run("s", method=method, **changes)
+    return dataclasses.replace(run, benchmark=GROUPMEMBENCH, judges=judges or (run.backbone,))
 
 
 def _recall_percent(questions: tuple[QSpec, ...]) -> float:
@@ -48,7 +51,7 @@ def test_a_report_over_a_matching_sweep_shows_the_paper_column(tmp_path: Path) -
     matching = _groupmembench_run("bm25_expand", top_k=36)
     write_run(root, matching)
     write_run(root, _groupmembench_run("bm25_expand", top_k=12))
-    locomo = locomo_run("s", method="bm25_expand", top_k=36)  # LoCoMo: no Exp-2 figure
+    locomo = locomo_run("s", method="bm25_expand", top_k=36, judges=("b1",))  # no Exp-2 figure
     write_run(root, locomo)
     summary = summarise(read_sweep(root))
     paper = summary.paper.filter(experiment="Exp-2")
@@ -74,7 +77,7 @@ def test_a_margin_over_the_best_baseline_matches_exactly_by_answer_model(tmp_pat
     root = tmp_path / "sweep"
     write_locomo_data(root)
     worse = tuple(dataclasses.replace(q, scores=(0.0,) * len(q.scores)) for q in QUESTIONS)
-    setting = {"backbone": "DeepSeek-V4-Flash", "top_k": 36, "budget": 8192}
+    setting: dict[str, Any] = {"backbone": "DeepSeek-V4-Flash", "top_k": 36, "budget": 8192}
     tmem = _groupmembench_run("tmem", **setting)
     for run, questions in ((tmem, QUESTIONS), (_groupmembench_run("bm25", **setting), worse),
                            (_groupmembench_run("tmem_untyped", **setting), QUESTIONS)):
@@ -87,13 +90,31 @@ def test_a_margin_over_the_best_baseline_matches_exactly_by_answer_model(tmp_pat
     assert summary.paper.filter(figure="exp1-groupmembench-gpt-5.5").is_empty()
 
 
+def test_a_figure_on_accuracy_needs_the_paper_s_judge(tmp_path: Path) -> None:
+    """A run judged by another model, or pooled over judges, gets no accuracy figure of the
+    paper (whose answers each answer model judged itself), and is labelled so."""
+    root = tmp_path / "sweep"
+    write_locomo_data(root)
+    setting: dict[str, Any] = {"backbone": "DeepSeek-V4-Flash", "top_k": 36, "budget": 8192}
+    for judges in (("gpt-5.5",), ("gpt-5.5", "DeepSeek-V4-Flash")):
+        for method in ("tmem", "bm25"):
+            write_run(root, _groupmembench_run(method, judges=judges, **setting))
+    summary = summarise(read_sweep(root))
+    assert set(summary.runs["judged_by"]) == {"gpt-5.5", "pooled: gpt-5.5, DeepSeek-V4-Flash"}
+    metrics = set(summary.paper["metric"])
+    assert metrics and not metrics & set(JUDGED)  # figures without a judge still match
+    report = write_report(root, tmp_path / "out").markdown.read_text()
+    accuracy = report.split("## Accuracy")[1].split("## ")[0]
+    assert "pooled: gpt-5.5, DeepSeek-V4-Flash" in accuracy
+
+
 def test_exp5_figures_match_their_condition_and_the_interval_hook(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
     (data / "manifest.json").write_text(json.dumps({"revision_chains": {"condition": 2}}))
     run = {name: None for name in RUN_SCHEMA} | {
         "run_id": "r", "benchmark": "groupmembench", "dataset": "d", "method": "tmem",
-        "backbone": "b", "top_k": 36, "budget": 8192, "data_dir": str(data)}
+        "backbone": "b", "judges": "b", "top_k": 36, "budget": 8192, "data_dir": str(data)}
     runs = pl.DataFrame([{**run, "accuracy": 0.4, "recall": None, "tokens": 10,
                           "method_cost_usd": 0.0}])
     table = paper_table(runs, interval=lambda run_id, metric: (35.0, 45.0))
@@ -124,11 +145,13 @@ def test_exp3_gains_of_the_forest_match_any_benchmark_loosely(tmp_path: Path) ->
     root = tmp_path / "sweep"
     write_locomo_data(root)
     worse = tuple(dataclasses.replace(q, scores=(0.0,) * len(q.scores)) for q in QUESTIONS)
-    forest = locomo_run("s", method="tmem_bm25_expand_forest", top_k=36)
-    flat = locomo_run("s", method="bm25_expand", top_k=36)
+    self_judged = {"judges": ("b1",)}  # as the paper judged
+    forest = locomo_run("s", method="tmem_bm25_expand_forest", top_k=36, **self_judged)
+    flat = locomo_run("s", method="bm25_expand", top_k=36, **self_judged)
     write_run(root, forest)
     write_run(root, flat, worse)
-    write_run(root, locomo_run("s", method="tmem_bm25_expand_forest", top_k=12))  # no figure
+    write_run(root, locomo_run("s", method="tmem_bm25_expand_forest", top_k=12,
+                               **self_judged))  # no figure
     summary = summarise(read_sweep(root))
     accuracy = dict(summary.runs.select("run_id", "accuracy").iter_rows())
     gains = summary.paper.filter(experiment="Exp-3")

@@ -42,7 +42,9 @@ def _evermembench_judge(_q: Question, g: Gold) -> str | None:
 
 
 EVERMEMBENCH = Protocol(_evermembench_judge, ("judge/evermembench_open",),
-                        temporal_categories=frozenset({"F_TP"}), date_tolerance_days=1)
+                        temporal_categories=frozenset({"F_TP"}), date_tolerance_days=1,
+                        judge_notes=("multiple-choice questions are scored by their letter, "
+                                     "without a judge, as eval/src/core/evaluator.py does",))
 
 
 @benchmark("evermembench", protocol=EVERMEMBENCH,

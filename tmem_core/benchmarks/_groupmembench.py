@@ -59,7 +59,11 @@ class _Row:
 
 GROUPMEMBENCH = Protocol(one_judge("judge/groupmembench"), ("judge/groupmembench",),
                          abstention_phrase="No information available.",
-                         temporal_categories=frozenset({"temporal"}))
+                         temporal_categories=frozenset({"temporal"}), judge_notes=(
+                             "the release (UCSB-NLP-Chang/GroupMemBench) judges with its own "
+                             "system prompt, prompts/hipporag_judge_system.txt, which could "
+                             "not be obtained here: the project's judge/groupmembench judges; "
+                             "give the official file through judge_prompts to use it",))
 
 
 @benchmark("groupmembench", protocol=GROUPMEMBENCH,

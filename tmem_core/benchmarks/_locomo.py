@@ -29,7 +29,10 @@ LOCOMO = Protocol(_locomo_judge, ("judge/locomo",),
                   abstention_phrase="Not mentioned in the conversation.",
                   reports_separately=frozenset({"adversarial"}),
                   temporal_categories=frozenset({"temporal"}), token_f1=locomo_f1,
-                  date_tolerance_days=1)
+                  date_tolerance_days=1, judge_notes=(
+                      "category 5 (adversarial) is never judged: mem0's evaluation "
+                      "(evaluation/evals.py, metrics/llm_judge.py) skips it; here it is "
+                      "scored apart by the not-mentioned rule, outside `overall`",))
 
 
 @benchmark("locomo", protocol=LOCOMO,

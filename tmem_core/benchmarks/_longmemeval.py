@@ -32,7 +32,9 @@ LONGMEMEVAL = Protocol(
     ("judge/longmemeval_abstention", "judge/longmemeval_default", *_LME_TYPES.values()),
     abstention_instruction="If the answer is not in the evidence, say that you cannot answer "
                            "from what you know.",
-    temporal_categories=frozenset({"temporal-reasoning"}), date_tolerance_days=1)
+    temporal_categories=frozenset({"temporal-reasoning"}), date_tolerance_days=1,
+    judge_notes=("a question whose id ends in _abs is judged by the abstention template, "
+                 "every other by its question type's, as src/evaluation/evaluate_qa.py does",))
 
 
 @benchmark("longmemeval", protocol=LONGMEMEVAL,

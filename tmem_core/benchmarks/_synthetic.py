@@ -109,7 +109,8 @@ class _Topic:
 
 SYNTHETIC = Protocol(one_judge("judge/synthetic"), ("judge/synthetic",),
                      abstention_phrase="No information available.",
-                     temporal_categories=frozenset({"temporal"}))
+                     temporal_categories=frozenset({"temporal"}),
+                     judge_notes=("the project's own benchmark, judged by its own prompt",))
 
 
 @benchmark("synthetic", protocol=SYNTHETIC,

@@ -13,15 +13,17 @@ from tmem_core.evaluation._metrics import (
 )
 from tmem_core.evaluation._protocols import Protocol, one_judge
 from tmem_core.evaluation._recall import RecallTable, evidence_recall, recall_scorable
-from tmem_core.evaluation._verdict import parse_verdict
+from tmem_core.evaluation._verdict import READERS, JudgeCall, parse_verdict
 
 __all__ = [
     "CONTEXT_PROMPTS",
     "GUARDED_STAGES",
     "KINDS",
+    "READERS",
     "SUPERSEDED_KEY",
     "Control",
     "ControlPool",
+    "JudgeCall",
     "Protocol",
     "RecallTable",
     "Rules",

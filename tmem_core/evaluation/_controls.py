@@ -31,9 +31,9 @@ Control kinds, each where the question and the data allow (`KINDS`: expected ver
 
 No negative is equivalent to the gold under the benchmark's rule (`equivalent`): token
 containment either way, a yes/no answer on the same side, dates compared as the intervals
-they stand for (a day, a month, a year, a range, "the week before X", "the week of X",
-"around X") overlapping (within the benchmark's tolerance in days when one is a single day),
-a count within that tolerance, abstention against abstention.
+they stand for (`tmem_core.evaluation._dates`: a day, a month, a year, a range, "the week
+before X", "the week of X", "around X") overlapping (within the benchmark's tolerance in days
+when one is a single day), a count within that tolerance, abstention against abstention.
 """
 
 from __future__ import annotations
@@ -44,9 +44,20 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import timedelta
 from functools import lru_cache
 
+from tmem_core.evaluation._dates import (
+    COUNT,
+    MONTHS,
+    NUMBER_WORDS,
+    DateMention,
+    count_of,
+    dates,
+    same_count,
+    same_date,
+    spans,
+)
 from tmem_core.evaluation._metrics import _stem, normalise, says_not_available
 from tmem_core.evaluation._protocols import Protocol
 from tmem_core.schema import Gold, Question
@@ -64,24 +75,6 @@ builder is reused (`Control.sha256`)."""
 DAY_SHIFT, MONTH_SHIFT, YEAR_SHIFT, COUNT_SHIFT = 9, 3, 3, 3
 CARRIERS = ("The answer: {}.", "From the conversation: {}.", "In short: {}.")
 SUPERSEDED_KEY, ADVERSARIAL_KEY = "superseded_answers", "adversarial_answer"
-
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
-           "september", "october", "november", "december")
-_MONTH = r"(?P<month>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|" \
-         r"aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
-_DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
-_YEAR = r"(?P<year>(?:19|20)\d\d)"
-_DATE_FORMS = (  # most specific first; each match is (granularity, pattern)
-    ("day", re.compile(r"\b(?P<year>(?:19|20)\d\d)-(?P<mon>\d\d)-(?P<day>\d\d)\b")),
-    ("day", re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH}\.?,?\s+{_YEAR}\b", re.IGNORECASE)),
-    ("day", re.compile(rf"\b{_MONTH}\.?\s+{_DAY},?\s+{_YEAR}\b", re.IGNORECASE)),
-    ("month", re.compile(rf"\b{_MONTH}\.?,?\s+{_YEAR}\b", re.IGNORECASE)),
-    ("year", re.compile(rf"\b{_YEAR}\b")),
-)
-_NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
-                 "nine", "ten", "eleven", "twelve")
-_COUNT = re.compile(rf"\b(?P<n>\d+|{'|'.join(_NUMBER_WORDS)})\s+(?P<unit>day|week|month|year)s?\b",
-                    re.IGNORECASE)
 """A count of days, weeks, months or years ("18 days", "two weeks")."""
 _SMALL_NUMBER = re.compile(r"(?<![\w.,:$/-])\d{1,2}(?![\w:/%-]|[.,]\d)")
 """A whole number standing alone (not in 3.5, 10:00, $40k, 5%, 2-3)."""
@@ -256,7 +249,7 @@ def equivalent(candidate: str, gold: str, rules: Rules) -> bool:
     a, b = set(normalise(candidate).split()), set(normalise(gold).split())
     if not a or not b or a <= b or b <= a:
         return True
-    return _same_date(candidate, gold, rules.tolerance_days) or _same_count(
+    return same_date(candidate, gold, rules.tolerance_days) or same_count(
         candidate, gold, rules.tolerance_days)
 
 
@@ -281,7 +274,7 @@ def related(candidate: str, gold: str) -> bool:
 
 def _dated(text: str) -> bool:
     """Whether `text` holds a date or a count of days, weeks, months or years."""
-    return bool(dates(text)) or _COUNT.search(text) is not None
+    return bool(dates(text)) or COUNT.search(text) is not None
 
 
 _POLAR = re.compile(r"^\W*(?:(?:most\s+|very\s+)?(?:likely|probably|possibly|perhaps|maybe|"
@@ -310,7 +303,7 @@ because while although though whether shes hes theyre im ive id youre thats ther
 day days week weeks weekend weekends month months year years ago last first next early late
 mid monday tuesday wednesday thursday friday saturday sunday today yesterday tomorrow
 """
-_FUNCTION_WORDS = frozenset(_FUNCTION_TEXT.split()) | frozenset(_MONTHS)
+_FUNCTION_WORDS = frozenset(_FUNCTION_TEXT.split()) | frozenset(MONTHS)
 """Words that carry no topic: function words, hedges, yes/no and the words of dates."""
 
 
@@ -322,155 +315,6 @@ def content_words(text: str) -> frozenset[str]:
         text = text[:d.start] + " " + text[d.end:]
     return frozenset(_stem(w) for w in normalise(text).split() if w not in _FUNCTION_WORDS)
 
-
-@dataclass(frozen=True)
-class _Date:
-    start: int
-    end: int
-    granularity: str  # day, month or year
-    value: date
-
-
-def dates(text: str) -> list[_Date]:
-    """The dates written in `text`, each at the granularity it is written."""
-    found: list[_Date] = []
-    for granularity, pattern in _DATE_FORMS:
-        for m in pattern.finditer(text):
-            if any(d.start < m.end() and m.start() < d.end for d in found):
-                continue
-            value = _date_of(m.groupdict(), granularity)
-            if value is not None:
-                found.append(_Date(m.start(), m.end(), granularity, value))
-    return sorted(found, key=lambda d: d.start)
-
-
-def _date_of(groups: dict[str, str | None], granularity: str) -> date | None:
-    year, mon, name, day = (groups.get(k) for k in ("year", "mon", "month", "day"))
-    month = int(mon) if mon else _month_number(name) if name else 1
-    try:
-        return date(int(year or 0), month, int(day) if granularity == "day" and day else 1)
-    except ValueError:
-        return None
-
-
-def _month_number(name: str | None) -> int:
-    prefix = (name or "").lower()[:3]
-    return next(i for i, m in enumerate(_MONTHS, 1) if m.startswith(prefix))
-
-
-@dataclass(frozen=True)
-class Interval:
-    """The days a date phrase of an answer can mean, first and last included."""
-
-    first: date
-    last: date
-
-    @property
-    def days(self) -> int:
-        return (self.last - self.first).days + 1
-
-    def meets(self, other: Interval, tolerance_days: int) -> bool:
-        """Whether the two overlap, within `tolerance_days` when either is a single day (the
-        tolerance is for a day off by one: January and February do not meet)."""
-        slack = timedelta(days=tolerance_days if min(self.days, other.days) == 1 else 0)
-        return self.first <= other.last + slack and other.first <= self.last + slack
-
-
-_UNIT_DAYS = {"day": 1, "week": 7, "weekend": 7, "fortnight": 14, "month": 31,
-              **{d: 7 for d in ("monday", "tuesday", "wednesday", "thursday", "friday",
-                                "saturday", "sunday")}}
-_VAGUE = {"few": 7, "several": 7, "couple": 2, "some": 7}
-_RELATIVE = re.compile(
-    rf"\b(?:(?P<n>\d+|{'|'.join(_NUMBER_WORDS)}|few|several|couple|some)\s+(?:of\s+)?)?"
-    rf"(?P<unit>{'|'.join(_UNIT_DAYS)})s?\s+(?P<dir>before|after|prior\s+to|of)\s*$",
-    re.IGNORECASE)
-"""A phrase that makes the date after it relative: "the week before", "two weekends before",
-"a few days after", "the Friday before", "the week of"."""
-_HEDGE = re.compile(r"\b(?:around|about|approximately|roughly|circa|c\.)\s*$", re.IGNORECASE)
-_RANGE = re.compile(r"^(?:-|–|—|to|until|till|through|and)$", re.IGNORECASE)
-_RANGE_OPENER = re.compile(r"\b(?:between|from)\s*$", re.IGNORECASE)
-
-
-def intervals(text: str) -> list[Interval]:
-    """The intervals the dates of `text` stand for: a day, a month or a year as written,
-    widened by the phrase before it ("the week before X": the seven days before X; "the
-    week of X": six days either side; "around X": a week, a month or a year either side),
-    two dates joined as a range ("between X and Y", "X to Y", "X - Y") as one."""
-    return [span for span, _ in _spans(text)]
-
-
-def _spans(text: str) -> list[tuple[Interval, tuple[_Date, ...]]]:
-    """Each interval of `text` (see `intervals`) with the one or two dates it is made of."""
-    found, i = dates(text), 0
-    out: list[tuple[Interval, tuple[_Date, ...]]] = []
-    while i < len(found):
-        d, head = found[i], text[:found[i].start]
-        nxt = found[i + 1] if i + 1 < len(found) else None
-        joint = text[d.end:nxt.start].strip().lower() if nxt else ""
-        if nxt and _RANGE.match(joint) and (joint != "and" or _RANGE_OPENER.search(head)):
-            first, last = _written(d, head), _written(nxt, text[:nxt.start])
-            out.append((Interval(min(first.first, last.first), max(first.last, last.last)),
-                        (d, nxt)))
-            i += 2
-        else:
-            out.append((_written(d, head), (d,)))
-            i += 1
-    return out
-
-
-def _written(d: _Date, head: str) -> Interval:
-    """The interval of one date, with the relative or hedging phrase in `head` before it."""
-    plain = _natural(d)
-    if (m := _RELATIVE.search(head)) is not None:
-        n = m["n"].lower() if m["n"] else "1"
-        count = _VAGUE.get(n) or (_NUMBER_WORDS.index(n) if n in _NUMBER_WORDS else int(n))
-        reach = timedelta(days=max(count, 1) * _UNIT_DAYS[m["unit"].lower()])
-        direction = m["dir"].lower()
-        if direction == "of":  # the week of X: the weeks that hold X
-            return Interval(plain.first - reach + timedelta(days=1),
-                            plain.last + reach - timedelta(days=1))
-        if direction == "after":
-            return Interval(plain.last + timedelta(days=1), plain.last + reach)
-        return Interval(plain.first - reach, plain.first - timedelta(days=1))
-    if _HEDGE.search(head):
-        return _around(d, plain)
-    return plain
-
-
-def _around(d: _Date, plain: Interval) -> Interval:
-    """A hedged date ("around X"): a week, a calendar month or a year either side."""
-    if d.granularity == "day":
-        return Interval(plain.first - timedelta(days=7), plain.last + timedelta(days=7))
-    if d.granularity == "year":
-        return Interval(date(d.value.year - 1, 1, 1), date(d.value.year + 1, 12, 31))
-    before = plain.first - timedelta(days=1)
-    after = _natural(_Date(0, 0, "month", plain.last + timedelta(days=1)))
-    return Interval(before.replace(day=1), after.last)
-
-
-def _natural(d: _Date) -> Interval:
-    """The days a date covers at its granularity."""
-    if d.granularity == "day":
-        return Interval(d.value, d.value)
-    if d.granularity == "month":
-        following = date(d.value.year + d.value.month // 12, d.value.month % 12 + 1, 1)
-        return Interval(d.value, following - timedelta(days=1))
-    return Interval(date(d.value.year, 1, 1), date(d.value.year, 12, 31))
-
-
-def _same_date(a: str, b: str, tolerance_days: int) -> bool:
-    return any(x.meets(y, tolerance_days) for x in intervals(a) for y in intervals(b))
-
-
-def _same_count(a: str, b: str, tolerance: int) -> bool:
-    counts = [(_count(m), m["unit"].lower()) for m in _COUNT.finditer(a)]
-    return any(unit == m["unit"].lower() and abs(n - _count(m)) <= tolerance
-               for n, unit in counts for m in _COUNT.finditer(b))
-
-
-def _count(m: re.Match[str]) -> int:
-    n = m["n"].lower()
-    return _NUMBER_WORDS.index(n) if n in _NUMBER_WORDS else int(n)
 
 
 # -- rewritten answers ----------------------------------------------------------------------
@@ -488,12 +332,12 @@ def paraphrase(answer: str, qid: str) -> str:
     return carrier.format(reworded)
 
 
-def _reformatted(d: _Date, written: str) -> str:
+def _reformatted(d: DateMention, written: str) -> str:
     """A day date in another format: "5 July 2023" and ISO as "July 5, 2023", "July 5, 2023"
     as "5 July 2023"; months and years as written."""
     if d.granularity != "day":
         return written
-    month = _MONTHS[d.value.month - 1].capitalize()
+    month = MONTHS[d.value.month - 1].capitalize()
     if re.match(r"[A-Za-z]", written):
         return f"{d.value.day} {month} {d.value.year}"
     return f"{month} {d.value.day}, {d.value.year}"
@@ -501,36 +345,36 @@ def _reformatted(d: _Date, written: str) -> str:
 
 def _number_word(m: re.Match[str]) -> str:
     n = int(m.group(0))
-    return _NUMBER_WORDS[n] if n < len(_NUMBER_WORDS) else m.group(0)
+    return NUMBER_WORDS[n] if n < len(NUMBER_WORDS) else m.group(0)
 
 
 def shift_dates(answer: str) -> str:
     """The answer with every date moved earlier and every count raised, beyond any
     tolerance of a day (see the module docstring); unchanged when it holds neither."""
-    days = DAY_SHIFT - 1 + max((span.days for span, made_of in _spans(answer)
+    days = DAY_SHIFT - 1 + max((span.days for span, made_of in spans(answer)
                                 if all(d.granularity == "day" for d in made_of)), default=1)
     out, last = [], 0
     for d in dates(answer):
         out += [answer[last:d.start], _shifted(d, answer[d.start:d.end], days)]
         last = d.end
-    return _COUNT.sub(_raised, "".join([*out, answer[last:]]))
+    return COUNT.sub(_raised, "".join([*out, answer[last:]]))
 
 
 def _raised(m: re.Match[str]) -> str:
     """A count raised by `COUNT_SHIFT`, written as it was (digits or words)."""
-    n = _count(m) + COUNT_SHIFT
-    written = str(n) if m["n"].isdigit() or n >= len(_NUMBER_WORDS) else _NUMBER_WORDS[n]
+    n = count_of(m) + COUNT_SHIFT
+    written = str(n) if m["n"].isdigit() or n >= len(NUMBER_WORDS) else NUMBER_WORDS[n]
     return f"{written} {m['unit']}s"
 
 
-def _shifted(d: _Date, written: str, days: int) -> str:
+def _shifted(d: DateMention, written: str, days: int) -> str:
     if d.granularity == "year":
         return str(d.value.year - YEAR_SHIFT)
     if d.granularity == "month":
         months = d.value.year * 12 + d.value.month - 1 - MONTH_SHIFT
-        return f"{_MONTHS[months % 12].capitalize()} {months // 12}"
+        return f"{MONTHS[months % 12].capitalize()} {months // 12}"
     moved = d.value - timedelta(days=days)
-    month = _MONTHS[moved.month - 1].capitalize()
+    month = MONTHS[moved.month - 1].capitalize()
     if re.fullmatch(r"\d{4}-\d\d-\d\d", written):
         return moved.isoformat()
     if re.match(r"[A-Za-z]", written):

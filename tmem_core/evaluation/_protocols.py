@@ -22,7 +22,10 @@ class Protocol:
     letter, LoCoMo's adversarial category by its not-mentioned rule). `token_f1` is the
     benchmark's own token-F1 score where it defines one; `temporal_categories` get the
     answer prompt's instruction on dates; `date_tolerance_days` is how far off a date may be
-    and still count as the gold one (what judge calibration shifts dates beyond).
+    and still count as the gold one (what judge calibration shifts dates beyond);
+    `judge_notes` say how the benchmark's judging protocol is followed where its judge
+    prompts do not (a category its source leaves unjudged, a judge its release keeps out of
+    reach), for the run contract.
     """
 
     judge_for: Callable[[Question, Gold], str | None]
@@ -33,6 +36,7 @@ class Protocol:
     temporal_categories: frozenset[str] = frozenset()
     token_f1: TokenF1 | None = None
     date_tolerance_days: int = 0
+    judge_notes: tuple[str, ...] = ()
 
 
 def one_judge(prompt: str) -> Callable[[Question, Gold], str | None]:

@@ -207,6 +207,20 @@ BUILTIN_BACKBONES: dict[str, dict[str, Any]] = {
         "sampling": {"temperature": 0.0, "max_tokens": 1024},
         "engine": {},
     },
+    "qwen3.5-plus": {  # T2Mem §4's judge of every method, through DashScope's OpenAI API
+        "backend": "openai",
+        "model": "qwen3.5-plus",
+        "tokenizer": "qwen:qwen3.5-plus",
+        "context_length": 131072,
+        "sampling": {"temperature": 0.0, "max_tokens": 2048},
+        "engine": {
+            "base_url": "https://dashscope-intl.aliyuncs.com/compatible-mode/v1",
+            "api_key_env": "DASHSCOPE_API_KEY",
+            "extra_body": NO_THINKING,  # DashScope's own switch, in the request body
+            "max_concurrency": 16,
+            "max_attempts": 5,
+        },
+    },
     "gpt-5.5": {
         "backend": "openai",
         "model": "gpt-5.5",

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from tmem_core._typed import ConfigError
 from tmem_core.methods import get_method, method_names
-from tmem_core.prompts import load_prompt
+from tmem_core.pipeline._judges import grid_judges, judge_prompt_identity, run_judges
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,9 @@ class GridConfig:
     """What the runs vary: each run takes one benchmark, method, backbone, Top-k and budget.
 
     `top_k` is every method's retrieval depth, `budget` the context's token budget (the
-    README's evidence contract says what each method does with them); `judges` default to
-    the first backbone.
+    README's evidence contract says what each method does with them); `judges`: backbones
+    that judge every run, or "self" (each run judged by its own backbone,
+    `tmem_core.pipeline._judges`), by default the first backbone.
 
     Test-time computation (T2Mem paper Figure 2, A.3, A.5), absent unless given:
     `reasoning_budget` N (each reasoning call asks for at most N reasoning tokens, its
@@ -124,7 +125,7 @@ class GridConfig:
 
     methods: tuple[str, ...]
     backbones: tuple[str, ...]
-    judges: tuple[str, ...] | None = None
+    judges: tuple[str, ...] | Literal["self"] | None = None
     top_k: tuple[int, ...] = (36,)
     budget: tuple[int, ...] = (8192,)
     judge_repeats: int = 1
@@ -136,10 +137,7 @@ class GridConfig:
         for key in ("methods", "backbones"):
             if not getattr(self, key):
                 raise ConfigError(f"grid.{key}", "expected a non-empty list")
-        if self.judges == ():
-            raise ConfigError("grid.judges", "an empty list judges no answer; name at least "
-                                             "one backbone, or leave judges out to judge "
-                                             "with the first backbone")
+        object.__setattr__(self, "judges", grid_judges(self.judges))
         for key in ("top_k", "budget", *AXES):
             for value in getattr(self, key):
                 if value <= 0:
@@ -213,8 +211,7 @@ class RunSpec:
                 "params": dict(self.params), "backbone": self.backbone,
                 "judges": list(self.judges), "top_k": self.top_k, "budget": self.budget,
                 "judge_repeats": self.judge_repeats,
-                "judge_prompts": {name: prompt_file_identity(path)
-                                  for name, path in self.judge_prompts.items()},
+                "judge_prompts": judge_prompt_identity(self.benchmark.name, self.judge_prompts),
                 **self.axes, **({"memory_quality": True} if self.memory_quality else {}),
                 **({"construct_backbone": self.construct_backbone}
                    if self.construct_backbone is not None else {})}
@@ -225,11 +222,6 @@ def method_version(name: str) -> dict[str, int]:
     nothing for one never revised, so the ids of its runs stay what they were."""
     version = get_method(name).version if name in method_names() else 1
     return {"method_version": version} if version > 1 else {}
-
-
-def prompt_file_identity(path: str) -> dict[str, str]:
-    """A user prompt file as a run's identity holds it: its path and its content's hash."""
-    return {"file": path, "sha256": load_prompt(path).sha256}
 
 
 @dataclass(frozen=True)
@@ -263,7 +255,9 @@ class SweepConfig:
 
     @property
     def judges(self) -> tuple[str, ...]:
-        return self.grid.judges or self.grid.backbones[:1]
+        """Every backbone that judges a run of the sweep."""
+        return tuple(dict.fromkeys(j for b in self.grid.backbones
+                                   for j in run_judges(self.grid.judges, b, self.grid.backbones)))
 
     @property
     def backbone_names(self) -> tuple[str, ...]:
@@ -276,7 +270,8 @@ class SweepConfig:
         grid = self.grid
         return [
             RunSpec(self.name, bench, method, dict(self.methods.get(method, {})),
-                    backbone, self.judges, k, budget, grid.judge_repeats,
+                    backbone, run_judges(grid.judges, backbone, grid.backbones), k, budget,
+                    grid.judge_repeats,
                     dict(self.judge_prompts), self.plugins, reasoning, steps,
                     grid.memory_quality, self.construct_backbones.get(method))
             for bench, method, backbone, k, budget, reasoning, steps in itertools.product(

@@ -51,7 +51,7 @@ def parse_sweep(raw: Mapping[str, Any], allowed: Allowed | None = None,
     allowed = allowed or registered()
     _known("grid.methods", config.grid.methods, allowed.methods)
     backbones = list(_backbones(allowed, config.backbones_file))
-    _known("grid.backbones", (*config.grid.backbones, *(config.grid.judges or ())), backbones)
+    _known("grid.backbones", (*config.grid.backbones, *config.judges), backbones)
     check_construct_backbones(config, backbones)
     for index, bench in enumerate(config.benchmarks):
         _known(f"benchmarks[{index}].name", [bench.name], allowed.benchmarks)
@@ -152,12 +152,14 @@ def _check_source(bench: BenchmarkConfig, where: str) -> None:
 
 
 def _check_judge_prompt(name: str, path: str) -> None:
-    """`{bundled judge prompt: user prompt file}`, e.g. an official judge prompt."""
+    """`{bundled judge prompt: the prompt that judges instead}`: a user's prompt file, or
+    another bundled judge prompt (the project's paraphrase `judge/locomo@v1`, say)."""
     if not name.startswith("judge/"):
         raise ConfigError(f"judge_prompts.{name}", "names a bundled judge prompt, e.g. "
                                                    "judge/locomo")
-    if not Path(path).is_file():
-        raise ConfigError(f"judge_prompts.{name}", f"no such prompt file {path!r}")
+    if not Path(path).is_file() and not path.startswith("judge/"):
+        raise ConfigError(f"judge_prompts.{name}", f"no such prompt file {path!r} (or a "
+                                                   f"bundled judge prompt, judge/<name>@v<N>)")
     try:
         judge_prompt(path)
     except PromptError as exc:

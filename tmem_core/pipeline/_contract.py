@@ -17,6 +17,7 @@ from typing import Any
 
 from tmem_core.methods import get_method, method_names
 from tmem_core.pipeline._config import RunSpec
+from tmem_core.pipeline._judges import judging
 from tmem_core.results import CONTRACT_FILE, Attempt, contract_attempts, write_atomic
 
 _PACKAGES = ("tmem-eval", "ray", "pyarrow", "polars", "faiss-cpu", "bm25s",
@@ -43,6 +44,7 @@ class Contract:
     method: dict[str, Any] = field(default_factory=dict)  # version, every parameter in effect
     attempts: list[Attempt] = field(default_factory=list)
     deps: dict[str, dict[str, str]] = field(default_factory=dict)  # per stage, in force now
+    judging: dict[str, Any] = field(default_factory=dict)  # `_judges.judging`
 
     @classmethod
     def start(cls, run: RunSpec, data: dict[str, Any], prompts: dict[str, str],
@@ -59,7 +61,8 @@ class Contract:
                    prompts=prompts, packages=attempt.packages, git_commit=attempt.git_commit,
                    data=data, started_at=attempt.started_at, host=attempt.host,
                    generation=generation or {}, method=method_in_effect(run),
-                   attempts=[*earlier, attempt],
+                   attempts=[*earlier, attempt], judging=judging(
+                       run.benchmark.name, run.judge_prompts, run.judges, run.backbone),
                    deps={stage: dict(d) for stage, d in (deps or {}).items()})
 
     def finish(self) -> None:

@@ -13,11 +13,11 @@ from tmem_core.benchmarks import get_protocol
 from tmem_core.evaluation import (
     Control,
     ControlPool,
+    JudgeCall,
     Protocol,
     Rules,
     choice_correct,
     exact_match,
-    parse_verdict,
     says_not_available,
     stemmer,
 )
@@ -37,7 +37,6 @@ from tmem_core.results import (
 from tmem_core.schema import Gold, Message, Question, messages_from_table
 
 JUDGE_RETRIES = 1  # an unparseable verdict is asked once more, then becomes an error record
-FREE_VERDICT_TOKENS = 256  # a judge prompt without labels: a reason, then the verdict
 
 
 @dataclass(frozen=True)
@@ -193,14 +192,15 @@ class JudgeStage(GoldStage):
         prompt_ref = self.protocol.judge_for(question, gold)
         if prompt_ref is None:
             return [_by_rule(gold, prediction) for prediction, _ in asked]
-        prompt = load_prompt(self.job.spec.judge_prompts.get(prompt_ref, prompt_ref))
+        call = JudgeCall(load_prompt(self.job.spec.judge_prompts.get(prompt_ref, prompt_ref)))
+        prompt = call.prompt
         done: dict[int, Verdict] = {}
         raw = [""] * len(asked)
         pending = list(range(len(asked)))
         for attempt in range(1 + JUDGE_RETRIES):
             if not pending:
                 break
-            responses = llm.generate([judge_request(prompt, question, gold, *asked[i], attempt)
+            responses = llm.generate([judge_request(call, question, gold, *asked[i], attempt)
                                       for i in pending])
             unparsed = []
             for i, response in zip(pending, responses, strict=True):
@@ -209,8 +209,7 @@ class JudgeStage(GoldStage):
                                       response.error)
                     continue
                 raw[i] = response.text
-                label = response.parsed["verdict"] if response.parsed else raw[i]
-                parsed = parse_verdict(str(label))
+                parsed = call.read(raw[i], response.parsed)
                 if parsed is None:
                     unparsed.append(i)
                 else:
@@ -231,15 +230,13 @@ def _by_rule(gold: Gold, prediction: str) -> Verdict:
     return Verdict(float(says_not_available(prediction)), "rule")
 
 
-
-def judge_request(prompt: Prompt, question: Question, gold: Gold, prediction: str, repeat: int,
-                  attempt: int) -> ChatRequest:
-    """A judge's call: greedy on the first attempt of the first repeat, sampled otherwise; a
-    prompt without labels (an upstream file, which may ask for a reason first) gets room for
-    a sentence before its verdict."""
-    messages = prompt.chat(question=question.question, answer=gold.answer or "",
-                           response=prediction)
+def judge_request(call: JudgeCall, question: Question, gold: Gold, prediction: str,
+                  repeat: int, attempt: int) -> ChatRequest:
+    """A judge's call as its prompt says it is sent (`JudgeCall`: roles, `max_tokens`,
+    response format): greedy on the first attempt of the first repeat, as every source
+    judges, sampled otherwise."""
+    messages = call.prompt.chat(question=question.question, answer=gold.answer or "",
+                                response=prediction)
     sampling = Sampling(temperature=0.0 if repeat == 0 and attempt == 0 else 0.7,
-                        max_tokens=32 if prompt.labels else FREE_VERDICT_TOKENS,
-                        seed=repeat * 100 + attempt)
-    return ChatRequest(messages, sampling, schema=prompt.verdict_schema())
+                        max_tokens=call.max_tokens, seed=repeat * 100 + attempt)
+    return ChatRequest(messages, sampling, schema=call.schema)

@@ -14,6 +14,14 @@ PROMPT_DIR = Path(__file__).resolve().parent
 _VERSIONED = re.compile(r"^(?P<name>.+)\.v(?P<version>\d+)\.txt$")
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
 Syntax = Literal["bundled", "format"]
+HEADERS = ("labels", "syntax", "variant", "source", "reply", "max_tokens", "response_format",
+           "harness")
+"""The `# key: value` lines a prompt file may open with (others are comments): a judge's
+`labels`; `syntax: format` for a template kept verbatim in upstream's `str.format` syntax;
+and what a judge prompt says of itself (`tmem_core.evaluation.JudgeCall`): its `variant`
+(official or the project's), its `source`, how its `reply` is read, its `max_tokens`, its
+`response_format` and each way the harness sends it otherwise than its source (`harness`)."""
+_HEADER = re.compile(rf"^# ({'|'.join(HEADERS)}): (.+)$")
 
 JUDGE_VALUES = ("question", "answer", "response")
 """What every judge prompt is filled with, in this order for positional `{}` fields."""
@@ -36,7 +44,12 @@ class Prompt:
     user: str
     sha256: str  # of the file's bytes: recorded with every call that used it
     labels: tuple[str, ...] = ()  # a judge prompt's verdict labels ("# labels: A, B")
-    syntax: Syntax = "bundled"  # "format": a user file in str.format syntax, see `_syntax`
+    syntax: Syntax = "bundled"  # "format": str.format syntax, see `_syntax` and `HEADERS`
+    headers: tuple[tuple[str, str], ...] = ()  # the file's `HEADERS` lines, in order
+
+    def header(self, key: str) -> str | None:
+        """The value of the file's `# key: value` line (the first, if several)."""
+        return next((value for name, value in self.headers if name == key), None)
 
     def verdict_schema(self) -> dict[str, object] | None:
         """JSON schema constraining a judge's reply to one of its labels (None: no labels)."""
@@ -117,13 +130,16 @@ def load_prompt(ref: str) -> Prompt:
 
 
 def _parse(name: str, raw: bytes, user_file: bool = False) -> Prompt:
+    """A prompt file: its `HEADERS` lines, then its sections. A file declaring `# syntax:
+    format` is an upstream template kept byte for byte: each section is its text up to the
+    next section header or the file's end, less the one newline before it."""
     sections: dict[str, list[str]] = {}
     current: list[str] | None = None
-    labels: tuple[str, ...] = ()
-    for line in raw.decode("utf-8").splitlines():
+    headers: list[tuple[str, str]] = []
+    for line in raw.decode("utf-8").splitlines(keepends=True):
         header = line.strip().lower()
-        if current is None and line.startswith("# labels:"):
-            labels = tuple(x.strip() for x in line.split(":", 1)[1].split(",") if x.strip())
+        if current is None and (m := _HEADER.match(line.rstrip("\r\n"))):
+            headers.append((m[1], m[2].strip()))
         elif header in ("[system]", "[user]"):
             current = sections.setdefault(header[1:-1], [])
         elif current is not None:
@@ -132,13 +148,26 @@ def _parse(name: str, raw: bytes, user_file: bool = False) -> Prompt:
             raise PromptError(f"{name}: text before the first [system]/[user] section")
     if "user" not in sections:
         raise PromptError(f"{name}: no [user] section")
-    system = "\n".join(sections.get("system", [])).strip()
-    user = "\n".join(sections["user"]).strip()
-    syntax = _syntax(system, user) if user_file else "bundled"
+    declared = dict(headers).get("syntax")
+    if declared not in (None, "format"):
+        raise PromptError(f"{name}: unknown syntax {declared!r}; known: format")
+    system, user = (_text(sections.get(key, []), verbatim=declared == "format")
+                    for key in ("system", "user"))
+    syntax = "format" if declared else _syntax(system, user) if user_file else "bundled"
+    labels = tuple(x.strip() for x in (dict(headers).get("labels") or "").split(",")
+                   if x.strip())
     prompt = Prompt(name=name, system=system, user=user, sha256=hashlib.sha256(raw).hexdigest(),
-                    labels=labels, syntax=syntax)
+                    labels=labels, syntax=syntax, headers=tuple(headers))
     prompt.placeholders  # noqa: B018 (an unknown upstream name fails here, when loaded)
     return prompt
+
+
+def _text(lines: list[str], verbatim: bool) -> str:
+    """A section's text: verbatim, less the newline that ends its last line; else stripped."""
+    if verbatim:
+        text = "".join(lines)
+        return text[:-1] if text.endswith("\n") else text
+    return "\n".join(line.rstrip("\r\n") for line in lines).strip()
 
 
 def _syntax(*texts: str) -> Syntax:

@@ -141,7 +141,8 @@ class Report:
                 "recall"))
         table = self._with_run(runs.select(
             "run_id", "judge_repeats", "questions", "judged", "failed", "stale", "pending",
-            "scored", "accuracy", "exact_match", "f1", "recall",
+            "scored", "accuracy", pl.col("judged_by").alias("judged by"), "exact_match", "f1",
+            "recall",
             pl.col("accuracy_unit").alias("interval unit"),
             pl.col("context_tokens").alias("context tokens (mean)"),
             pl.col("context_tokens_max").alias("(max)"), "tokens_per_question",
@@ -265,10 +266,14 @@ class Report:
 
     def accuracy(self) -> list[str]:
         pooled = self.summary.accuracy.filter(pl.col("judge") == ALL_JUDGES)
-        note = (f"Mean judge score [95% interval], all judges pooled.{SEPARATE_MARK}: "
-                "reported separately, outside `overall`.")
+        note = ("Mean judge score [95% interval] under each run's judges (`judged by`: `self`, "
+                "the run's own backbone; `pooled`, several judges' verdicts averaged)."
+                f"{SEPARATE_MARK}: reported separately, outside `overall`.")
+        judged = self.summary.runs.select("run_id", "judged_by")
         return [note, "", *markdown_table(_by_category(pooled, ci_cell("accuracy"),
-                                                       self.labels))]
+                                                       self.labels).join(
+            self.labels.join(judged, on="run_id").select(
+                "run", pl.col("judged_by").alias("judged by")), on="run", how="left"))]
 
     def judges(self) -> list[str]:
         rows = self.summary.accuracy.filter((pl.col("category") == OVERALL)
@@ -391,7 +396,8 @@ class Report:
         if table.is_empty():
             return ["No run matches a figure of the T-MEM paper's table "
                     "(the newest `tmem_core/reports/paper_figures.v<N>.toml`, which documents "
-                    "the match key)."]
+                    "the match key; a figure on accuracy needs a run judged by its own "
+                    "backbone, as the paper's were)."]
         shown = ["run_id", "experiment", "section", "paper_method", "metric", "ours", "paper",
                  "difference", "match"]
         if table["inside_interval"].is_not_null().any():
@@ -399,7 +405,9 @@ class Report:
         return ["Our figure beside the paper's where the run's benchmark, method, answer model, "
                 "Top-k and budget match the figure's setting (`loose`: the paper summary does "
                 "not state part of it); accuracy and recall in percent, margins and losses in "
-                "points.", "", *markdown_table(self._with_run(table.select(shown)))]
+                "points. A figure on accuracy stands only beside runs judged as the paper judged "
+                "(`judged by` = `self`: the answer model judging its own answers, §C.3).", "",
+                *markdown_table(self._with_run(table.select(shown)))]
 
     def comparisons(self, comparisons: Sequence[Comparison]) -> list[tuple[str, list[str]]]:
         """One section per comparison: each run's metrics and `(Δ …)` to its reference run."""

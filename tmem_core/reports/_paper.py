@@ -14,6 +14,8 @@ from typing import Any, Literal, get_args
 
 import polars as pl
 
+from tmem_core.results import SELF, judged_by
+
 
 def _newest_table(folder: Path) -> Path:
     """The highest version of the bundled table (versions are never edited, only added)."""
@@ -31,6 +33,11 @@ METRICS: tuple[str, ...] = get_args(Metric)
 RELATIVE = ("gain", "loss")  # against the run of the figure's `reference` method
 SETTING = ("dataset", "backbone", "top_k", "budget")  # what "the same setting" shares
 CHAIN_CONDITION = ("revision_chains", "condition")  # where a manifest names Exp-5's condition
+PAPER_JUDGE = SELF
+"""Who judged the bundled figures' answers: the answer model itself, in separate calls (T-MEM
+§C.3). A figure on accuracy (`JUDGED`) is set only beside a run judged so, and compares it
+only with runs judged so; a run judged otherwise (or pooled over judges) gets none."""
+JUDGED = ("accuracy", "margin", "gain", "loss")
 # (run_id, metric) -> our interval for that figure, in the metric's unit; None: none yet
 Interval = Callable[[str, str], tuple[float, float] | None]
 PAPER_SCHEMA = pl.Schema({
@@ -95,16 +102,20 @@ def paper_figures(path: Path = FIGURES_FILE) -> tuple[PaperFigure, ...]:
 
 def paper_table(runs: pl.DataFrame, interval: Interval | None = None) -> pl.DataFrame:
     """One row per (run, paper figure) match: our value, the paper's, their difference and,
-    once `interval` gives ours, whether the paper's figure lies inside it."""
+    once `interval` gives ours, whether the paper's figure lies inside it; a figure on
+    accuracy matches only runs judged as the paper judged (`PAPER_JUDGE`)."""
     rows = runs.to_dicts()
     conditions = {r["run_id"]: _condition(r.get("data_dir")) for r in rows}
+    paper_judged = [r for r in rows if r.get("judges")
+                    and judged_by(r["judges"].split(","), r["backbone"]) == PAPER_JUDGE]
     out = []
     for figure in paper_figures():
-        for run in rows:
+        pool = paper_judged if figure.metric in JUDGED else rows
+        for run in pool:
             kind = figure.match(run, conditions[run["run_id"]])
             if kind is None:
                 continue
-            ours = _ours(figure, run, rows)
+            ours = _ours(figure, run, pool)
             bounds = interval(run["run_id"], figure.metric) if interval else None
             inside = None if bounds is None else bounds[0] <= figure.value <= bounds[1]
             out.append({

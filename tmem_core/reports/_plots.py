@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from tmem_core.reports._metrics import LLM_STAGES, left_join
 from tmem_core.reports._summary import Summary
 from tmem_core.reports._utilisation import in_flight
-from tmem_core.results import ALL_JUDGES, OVERALL
+from tmem_core.results import ALL_JUDGES, OVERALL, POOLED
 
 LABEL_FIELDS = ("benchmark", "method", "backbone", "construct_backbone", "top_k", "budget",
                 "reasoning_budget", "steps", "params", "judges")
@@ -119,7 +119,7 @@ def accuracy_vs(axis: str) -> Callable[[Axes, Summary], None]:
     def draw(ax: Axes, summary: Summary) -> None:
         _lines(ax, summary, "accuracy", axis)
         ax.set(title=f"Accuracy vs {axis.replace('_', ' ')}", xlabel=AXIS_LABELS[axis],
-               ylabel="accuracy (judge mean, 95% interval)")
+               ylabel=accuracy_label(summary))
     return draw
 
 
@@ -130,6 +130,12 @@ def tokens_vs(axis: str) -> Callable[[Axes, Summary], None]:
         ax.set(title=f"Tokens vs {axis.replace('_', ' ')}", xlabel=AXIS_LABELS[axis],
                ylabel="LLM tokens per question (the method's)")
     return draw
+
+
+def accuracy_label(summary: Summary) -> str:
+    """The accuracy axis, saying so when a run's accuracy pools several judges."""
+    pooled = summary.runs.get_column("judged_by").str.starts_with(POOLED).any()
+    return f"accuracy ({POOLED + ' ' if pooled else ''}judge mean, 95% interval)"
 
 
 def _legend(ax: Axes) -> None:
@@ -143,14 +149,14 @@ def _no_data(ax: Axes) -> None:
 def accuracy_vs_top_k(ax: Axes, summary: Summary) -> None:
     _lines(ax, summary, "accuracy", "top_k")
     ax.set(title="Accuracy vs Top-k", xlabel="Top-k (messages retrieved)",
-           ylabel="accuracy (judge mean, 95% interval)")
+           ylabel=accuracy_label(summary))
 
 
 def accuracy_vs_budget(ax: Axes, summary: Summary) -> None:
     _lines(ax, summary, "accuracy", "budget")
     ax.set_xscale("log", base=2)
     ax.set(title="Accuracy vs token budget", xlabel="context token budget",
-           ylabel="accuracy (judge mean, 95% interval)")
+           ylabel=accuracy_label(summary))
 
 
 def recall_vs_k(ax: Axes, summary: Summary) -> None:
@@ -196,7 +202,7 @@ def accuracy_by_category(ax: Axes, summary: Summary) -> None:
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names, rotation=30,
                   ha="right")
     ax.set(title="Accuracy per category", xlabel="category",
-           ylabel="accuracy (judge mean, 95% interval)",
+           ylabel=accuracy_label(summary),
            ylim=(0, 1.05))
     _legend(ax)
 

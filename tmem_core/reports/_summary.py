@@ -21,6 +21,7 @@ from tmem_core.results import (
     SweepResults,
     calibration,
     call_totals,
+    judged_by,
     judges_status,
 )
 
@@ -119,10 +120,18 @@ def _runs(runs: pl.DataFrame, questions: pl.DataFrame, accuracy: pl.DataFrame,
             pl.col("basis").alias("recall_basis")),
         token_totals,
     ]
-    table = runs
+    table = runs.with_columns(judged_by_column())
     for frame in (outcome, *headline):
         table = m.left_join(table, frame, "run_id")
     return table.sort("benchmark", "method", "backbone", "top_k", "budget")
+
+
+def judged_by_column() -> pl.Expr:
+    """`judged_by`: who judged the run's accuracy (`results.judged_by`: "self", a judge, or
+    "pooled: a, b" when it averages several judges)."""
+    return pl.struct("judges", "backbone").map_elements(
+        lambda s: judged_by(s["judges"].split(","), s["backbone"]),
+        return_dtype=pl.String).alias("judged_by")
 
 
 def _bounds(metric: str) -> list[pl.Expr]:

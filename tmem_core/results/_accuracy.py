@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import cast
+from collections.abc import Collection, Sequence
+from typing import Final, cast
 
 import polars as pl
 import pyarrow as pa
@@ -12,6 +12,16 @@ OVERALL = "overall"  # the category row that pools every category not reported s
 ALL_JUDGES = "all"  # the judge row that pools every judge's repeats
 SCOPE = ("run_id", "category", "separate", "judge")  # the rows of an accuracy table
 CORRECT_AT = 0.5  # a question whose mean judge score reaches this counts as correct
+SELF: Final = "self"  # a run judged by its own backbone alone (`grid.judges = "self"`)
+POOLED = "pooled"  # an accuracy averaged over several judges' verdicts
+
+
+def judged_by(judges: Sequence[str], backbone: str) -> str:
+    """How a run's accuracy was judged, as every table that shows it says: "self" (its own
+    backbone alone), the one judge's name, or "pooled: a, b" (several judges averaged)."""
+    if list(judges) == [backbone]:
+        return SELF
+    return judges[0] if len(judges) == 1 else f"{POOLED}: {', '.join(judges)}"
 
 
 def with_overall(frame: pl.DataFrame, exclude_separate: bool = True) -> pl.DataFrame:
