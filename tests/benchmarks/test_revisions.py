@@ -21,8 +21,11 @@ from tmem_core.benchmarks import (
     PreparedBenchmark,
     build,
     get_protocol,
+    read_prepared,
     with_revisions,
+    write_prepared,
 )
+from tmem_core.benchmarks._prepare import prepared_variant
 from tmem_core.benchmarks._revised_values import dates, numbers
 from tmem_core.benchmarks._revisions import CONDITIONS, LLMWriter, chain_lengths, chain_of
 from tmem_core.benchmarks._synthetic_vocabulary import slot_values
@@ -277,3 +280,21 @@ def test_a_revisions_variant_yields_superseded_controls(base: PreparedBenchmark,
         value = controls[qid]
         assert value != gold[qid].answer and value in texts[chain["revisions"][-1]]
         assert gold[qid].answer in texts[chain["rollback"]]
+
+
+def test_a_prepared_base_gets_its_revisions_variant_made_once(base: PreparedBenchmark,
+                                                              tmp_path: Path) -> None:
+    """A sweep's `prepared` base with `variant = "revisions=N"`: the variant is written once
+    under the sweep's data folder, named by the base's content, and reused."""
+    folder, data = tmp_path / "annotated", tmp_path / "data"
+    write_prepared(base, folder)
+    assert prepared_variant(folder, "base", 0, data) == folder
+    made = prepared_variant(folder, "revisions=2", 0, data)
+    assert made.parent == data and read_prepared(made).manifest["revision_chains"][
+        "condition"] == 2
+    stamp = (made / "manifest.json").stat().st_mtime_ns
+    assert prepared_variant(folder, "revisions=2", 0, data) == made
+    assert (made / "manifest.json").stat().st_mtime_ns == stamp
+    assert prepared_variant(folder, "revisions=3", 0, data) != made
+    with pytest.raises(DataError, match="a prepared benchmark takes only revisions=N"):
+        prepared_variant(folder, "no-metadata+revisions=2", 0, data)
