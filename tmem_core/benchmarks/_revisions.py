@@ -241,7 +241,8 @@ def inject_revisions(name: str, messages_table: pa.Table, questions_table: pa.Ta
     return Injected(table, question_table, {
         "condition": condition, "seed": seed, "writer": writer.name, "questions": len(chains),
         "injected": len(injected), "mean_injected_per_question": len(injected) / len(chains),
-        "lengths": "quantiles of uniform 1..condition, dealt in a seeded order",
+        "revision_counts": {str(n): sum(c.revisions == n for c in chains)
+                            for n in range(1, condition + 1)},
         **skipped, "writer_stats": writer.stats()})
 
 
@@ -271,14 +272,15 @@ def plan_chains(name: str, messages: Sequence[Message], questions: Sequence[Ques
         raise DataError(f"{name}: no {KNOWLEDGE_UPDATE} question has gold evidence and a value "
                         f"to be revised to, so no chain can be built; annotate the benchmark "
                         f"first (python -m jobs.annotate) and inject into the annotated variant")
-    random.Random(f"{seed}:{condition}:order").shuffle(eligible)
+    dealt = random.Random(f"{seed}:{condition}:order").sample(eligible, len(eligible))
+    lengths = dict(zip((q.qid for q, *_ in dealt), chain_lengths(len(dealt), condition),
+                       strict=True))
     chains = []
-    for (q, answer, evidence, pool), count in zip(eligible, chain_lengths(len(eligible),
-                                                                           condition), strict=True):
-        rng = random.Random(f"{seed}:{condition}:{q.qid}")
+    for q, answer, evidence, pool in eligible:  # in the benchmark's order
+        rng, count = random.Random(f"{seed}:{condition}:{q.qid}"), lengths[q.qid]
         state = tuple(sorted((by_id[e] for e in evidence), key=lambda m: (m.timestamp, m.seq)))
         chains.append(Chain(q, answer, state, count, _revised_values(rng, count, answer, pool)))
-    return sorted(chains, key=lambda c: c.question.qid), skipped
+    return chains, skipped
 
 
 def chain_lengths(questions: int, condition: int) -> list[int]:
