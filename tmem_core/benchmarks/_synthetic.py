@@ -5,7 +5,8 @@ attribute within a project, e.g. "Atlas checkout retry limit") recur in dense ep
 separated by long gaps; decisions are proposed, elaborated (EXPAND), updated (UPDATE) and
 sometimes rolled back. Decisive updates are often phrased without the topic's words: only
 their episode ties them to the question. Distractors share words with the questions. Six
-question kinds (GroupMemBench's) carry gold answers and gold evidence ids.
+question kinds (GroupMemBench's) carry gold answers and gold evidence ids. The words and the
+phrasing of the messages are `_synthetic_vocabulary.py`'s; this module generates with them.
 
 Variants (`--variant`, joined with '+'): `native-revisions` generates 1-3 revision episodes
 then a rollback in every topic (a project variant: it changes the random draws, so the whole
