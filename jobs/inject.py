@@ -1,6 +1,7 @@
 """Exp-5's revision chains injected into a copy of a prepared benchmark (the original is never
-changed): for each Knowledge Update question with gold evidence, up to N revisions (N = the
-condition, 1 to 3, drawn uniformly per question) then a rollback to the original state.
+changed): for each Knowledge Update question with gold evidence, 1 to N revisions (N = the
+condition; the counts spread evenly, 2.0 / 2.5 / 3.0 injected messages per question) then a
+rollback to the original state.
 
     python -m jobs.inject --prepared datasets/prepared/groupmembench-annotated --condition 2 \\
         --out datasets/prepared/groupmembench-revisions-2 [--writer deepseek-v4-flash]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,10 +21,15 @@ from tmem_core.benchmarks import (
     PreparedBenchmark,
     build,
     get_protocol,
+    read_prepared,
     with_revisions,
+    write_prepared,
 )
-from tmem_core.benchmarks._revisions import LLMWriter, chain_of
-from tmem_core.evaluation import ControlPool, Rules
+from tmem_core.benchmarks._prepare import prepared_variant
+from tmem_core.benchmarks._revised_values import dates, numbers
+from tmem_core.benchmarks._revisions import CONDITIONS, LLMWriter, chain_lengths, chain_of
+from tmem_core.benchmarks._synthetic_vocabulary import slot_values
+from tmem_core.evaluation import ControlPool, Rules, normalise
 from tmem_core.llm import ChatRequest, ChatResponse, Usage
 from tmem_core.schema import (
     DataError,
@@ -99,6 +106,59 @@ def test_the_copy_equals_the_base_but_for_the_injected_chains(base: PreparedBenc
         copy.messages)  # stable: the same ids, times and texts again
 
 
+EVEN = LoadRequest(size=1000, seed=0)  # four Knowledge Update questions
+
+
+@pytest.mark.parametrize(("condition", "mean"), [(1, 2.0), (2, 2.5), (3, 3.0)])
+def test_each_condition_injects_exactly_the_papers_mean_per_question(condition: int,
+                                                                     mean: float) -> None:
+    """A.5: 2.0 / 2.5 / 3.0 injected messages per question, counted from the copy itself;
+    the revision counts are spread evenly over 1..condition."""
+    base = build("synthetic", EVEN)
+    copy = build("synthetic", dataclasses.replace(EVEN, variant=f"revisions={condition}"))
+    chains = [c for g in gold_from_table(copy.questions).values() if (c := chain_of(g))]
+    injected = copy.messages.num_rows - base.messages.num_rows
+    assert len(chains) == 4 and injected / len(chains) == mean
+    assert copy.manifest["revision_chains"]["mean_injected_per_question"] == mean
+    counts = Counter(len(c["revisions"]) for c in chains)
+    assert set(counts) == set(range(1, condition + 1))
+    assert max(counts.values()) - min(counts.values()) <= 1 + (condition == 3)
+
+
+def test_chain_lengths_average_the_uniform_mean_whatever_the_count() -> None:
+    for questions in range(1, 40):
+        for condition in (1, 3):
+            lengths = chain_lengths(questions, condition)
+            assert sum(lengths) == questions * (1 + condition) / 2
+            assert min(lengths) >= 1 and max(lengths) <= condition
+        odd = sum(chain_lengths(questions, 2)) - 1.5 * questions  # 2.5 needs an even count
+        assert odd == (0.5 if questions % 2 else 0)
+
+
+def test_revised_values_are_of_the_originals_kind_and_never_an_answer(
+        base: PreparedBenchmark) -> None:
+    """Every revised value lies in its own slot's vocabulary and is no question's answer (nor
+    a whole phrase of one), in every condition."""
+    answers = {normalise(g.answer or "") for g in gold_from_table(base.questions).values()}
+    for condition in CONDITIONS:
+        gold = gold_from_table(with_revisions(base, condition, seed=condition).questions)
+        chains = {qid: c for qid, g in gold.items() if (c := chain_of(g))}
+        assert chains
+        for qid, chain in chains.items():
+            assert len(chain["values"]) == len(chain["revisions"])
+            for value in chain["values"]:
+                assert value in slot_values(gold[qid].answer or "")
+                assert not any(f" {normalise(value)} " in f" {a} " for a in answers)
+
+
+def test_a_date_becomes_a_date_and_a_number_a_number() -> None:
+    assert dates("on 2024-03-05")[:2] == ["on 2024-03-12", "on 2024-02-27"]
+    assert dates("5 March 2024")[0] == "12 March 2024"
+    assert dates("March 5, 2024")[1] == "February 27, 2024"
+    assert numbers("30 seconds")[:3] == ["45 seconds", "60 seconds", "15 seconds"]
+    assert numbers("1,000 rows")[0] == "1,500 rows" and numbers("no digits") == []
+
+
 def test_bad_conditions_and_a_second_injection_are_refused(base: PreparedBenchmark) -> None:
     for variant in ("revisions=4", "revisions=x", "revisions=1+revisions=2"):
         with pytest.raises(DataError, match="revisions=N takes one N of 1, 2, 3"):
@@ -121,8 +181,10 @@ def test_groupmembench_needs_its_original_states_known(fixtures: Path) -> None:
     chains = [c for g in gold_from_table(copy.questions).values() if (c := chain_of(g))]
     texts = {m.msg_id: m.text for m in messages_from_table(copy.messages)}
     answers = {g.answer for g in gold_from_table(annotated.questions).values()}
-    for chain in chains:  # revised to the other update's answer, then back
-        assert any(a in texts[chain["revisions"][0]] for a in answers)
+    for chain in chains:  # a budget revised to another budget, never the other's answer
+        assert chain["values"] and not set(chain["values"]) & answers
+        for value, msg_id in zip(chain["values"], chain["revisions"], strict=True):
+            assert re.fullmatch(r"\d+k", value) and value in texts[msg_id]
 
 
 def _with_two_annotated_updates(prepared: PreparedBenchmark) -> PreparedBenchmark:
@@ -218,3 +280,21 @@ def test_a_revisions_variant_yields_superseded_controls(base: PreparedBenchmark,
         value = controls[qid]
         assert value != gold[qid].answer and value in texts[chain["revisions"][-1]]
         assert gold[qid].answer in texts[chain["rollback"]]
+
+
+def test_a_prepared_base_gets_its_revisions_variant_made_once(base: PreparedBenchmark,
+                                                              tmp_path: Path) -> None:
+    """A sweep's `prepared` base with `variant = "revisions=N"`: the variant is written once
+    under the sweep's data folder, named by the base's content, and reused."""
+    folder, data = tmp_path / "annotated", tmp_path / "data"
+    write_prepared(base, folder)
+    assert prepared_variant(folder, "base", 0, data) == folder
+    made = prepared_variant(folder, "revisions=2", 0, data)
+    assert made.parent == data and read_prepared(made).manifest["revision_chains"][
+        "condition"] == 2
+    stamp = (made / "manifest.json").stat().st_mtime_ns
+    assert prepared_variant(folder, "revisions=2", 0, data) == made
+    assert (made / "manifest.json").stat().st_mtime_ns == stamp
+    assert prepared_variant(folder, "revisions=3", 0, data) != made
+    with pytest.raises(DataError, match="a prepared benchmark takes only revisions=N"):
+        prepared_variant(folder, "no-metadata+revisions=2", 0, data)

@@ -1,6 +1,7 @@
 """`python -m jobs.plan` accepts every config of jobs/configs/tmem_paper/: the CPU twins as
 they are, the API and GPU ones with their benchmarks pointed at the small native-shape
-fixtures (their data lives on the cluster)."""
+fixtures (their data lives on the cluster; Exp-5's annotated GroupMemBench: the fixture with
+evidence for its Knowledge Update question)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from tests.hub import stage_tokenizer
 from tests.jobs.plans import plans_by_config
+from tmem_core.benchmarks import LoadRequest, build, write_prepared
 from tmem_core.llm import get_backbone
 
 pytestmark = pytest.mark.slow  # every paper config's plan samples its runs through real stages
@@ -25,6 +28,30 @@ FIXTURES = ROOT / "tests" / "fixtures"
 LOCAL = {"/mnt/cache/data/GroupMemBench": FIXTURES / "groupmembench",
          "/mnt/cache/data/EverMemBench": FIXTURES / "evermembench" / "dynamic"}
 CONFIGS = sorted(PAPER.glob("*_*.toml"))
+ANNOTATED = "/mnt/cache/data/GroupMemBench-annotated/prepared"
+
+
+def test_exp5_declares_its_three_conditions_on_knowledge_update_questions() -> None:
+    for path in sorted(PAPER.glob("exp5_*.toml")):
+        benchmarks = tomllib.loads(path.read_text())["benchmarks"]
+        assert [b["variant"] for b in benchmarks] == [f"revisions={n}" for n in (1, 2, 3)]
+        assert all(b["categories"] == ["knowledge_update"] for b in benchmarks), path.name
+        assert len({(b["name"], b.get("source"), b.get("prepared"), b.get("size"))
+                    for b in benchmarks}) == 1, path.name  # one base, three conditions
+
+
+def _annotated_groupmembench(folder: Path) -> Path:
+    """The GroupMemBench fixture as an annotation leaves it: its Knowledge Update question
+    with evidence ids (the states Exp-5's chains revise)."""
+    prepared = build("groupmembench", LoadRequest(source=FIXTURES / "groupmembench"))
+    rows = prepared.questions.to_pylist()
+    first = prepared.messages.column("msg_id").to_pylist()[:2]
+    for row in rows:
+        if row["category"] == "knowledge_update":
+            row["evidence_ids"] = first
+    write_prepared(type(prepared)(prepared.name, prepared.messages, pa.Table.from_pylist(
+        rows, schema=prepared.questions.schema), prepared.manifest), folder)
+    return folder
 
 
 def test_one_config_per_experiment_and_setting() -> None:
@@ -45,10 +72,12 @@ def test_one_config_per_experiment_and_setting() -> None:
 def test_plan_accepts_every_paper_config(tmp_path: Path) -> None:
     """One `jobs.plan` over all of them (as a user plans a study), each config's plan apart."""
     copies = {}
+    annotated = _annotated_groupmembench(tmp_path / "annotated")
     for path in CONFIGS:
         text = path.read_text()
         for remote, local in LOCAL.items():
             text = text.replace(f'source = "{remote}"', f'source = "{local}"\nlimit = 1')
+        text = text.replace(f'prepared = "{ANNOTATED}"', f'prepared = "{annotated}"\nlimit = 1')
         copies[tmp_path / path.name] = tomllib.loads(text)
         (tmp_path / path.name).write_text(re.sub(r'^results_dir = .*$', "", text, flags=re.M))
     hf_home = tmp_path / "hf"  # the GPU configs' Gemma counts with its own tokenizer

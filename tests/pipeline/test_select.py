@@ -56,3 +56,14 @@ def test_the_default_spread_keeps_run_ids_and_a_typo_is_refused() -> None:
     assert parse_sweep(other).runs()[0].run_id != plain.run_id
     with pytest.raises(ConfigError, match="spread must be one of category, conversation"):
         parse_sweep({**table, "benchmarks": [{"name": "synthetic", "spread": "conversations"}]})
+
+
+def test_a_category_filter_keeps_its_types_and_refuses_one_the_benchmark_lacks(
+        locomo: Path) -> None:
+    every = _select(locomo)
+    temporal = _select(locomo, categories=("temporal",))
+    assert temporal and set(temporal) < set(every)
+    with pytest.raises(ConfigError, match="no question of type knowledge_update; its types: "
+                                          "adversarial, multi-hop") as caught:
+        _select(locomo, categories=("temporal", "knowledge_update"))
+    assert caught.value.key == "benchmarks.categories"

@@ -25,7 +25,10 @@ def _with_chains(root: Path) -> None:
     items = [(q, dataclasses.replace(gold[q.qid], gold_meta=json.dumps(
         {"revision_chain": CHAINS[q.qid]}) if q.qid in CHAINS else None))
              for q in questions_from_table(prepared.questions)]
-    write_prepared(dataclasses.replace(prepared, questions=questions_to_table(items)), data)
+    manifest = {**prepared.manifest, "revision_chains": {"condition": 2,
+                                                         "mean_injected_per_question": 2.5}}
+    write_prepared(dataclasses.replace(prepared, questions=questions_to_table(items),
+                                       manifest=manifest), data)
 
 
 def test_complete_chains_and_revision_only_contexts_per_run(tmp_path: Path) -> None:
@@ -40,9 +43,10 @@ def test_complete_chains_and_revision_only_contexts_per_run(tmp_path: Path) -> N
     write_run(root, tmem, full)
     write_run(root, bm25, partial)
     chains = {r["run_id"]: r for r in summarise(read_sweep(root)).revision_chains.to_dicts()}
-    assert chains[tmem.run_id] == {"run_id": tmem.run_id, "questions": 2,
+    facts = {"condition": 2, "injected_per_question": 2.5, "questions": 2}
+    assert chains[tmem.run_id] == {"run_id": tmem.run_id, **facts,
                                    "complete_chain": 0.5, "revision_only": 0.0}
-    assert chains[bm25.run_id] == {"run_id": bm25.run_id, "questions": 2,
+    assert chains[bm25.run_id] == {"run_id": bm25.run_id, **facts,
                                    "complete_chain": 0.0, "revision_only": 1.0}
     report = write_report(root, tmp_path / "out").markdown.read_text()
     section = report.split("## Revision chains (Exp-5)")[1].split("## ")[0]

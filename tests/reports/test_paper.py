@@ -14,8 +14,14 @@ import pytest
 from tests.reports.conftest import QUESTIONS, QSpec, locomo_run, write_locomo_data, write_run
 from tmem_core.methods import method_names
 from tmem_core.pipeline import BenchmarkConfig, RunSpec
-from tmem_core.reports import read_sweep, summarise, write_report
-from tmem_core.reports._paper import FIGURES_FILE, JUDGED, paper_figures, paper_table
+from tmem_core.reports import _paper, read_sweep, summarise, write_report
+from tmem_core.reports._paper import (
+    FIGURES_FILE,
+    JUDGED,
+    paper_comparators,
+    paper_figures,
+    paper_table,
+)
 from tmem_core.results._sweep import RUN_SCHEMA
 
 GROUPMEMBENCH = BenchmarkConfig("groupmembench", limit=5)
@@ -73,21 +79,50 @@ def test_a_report_over_a_matching_sweep_shows_the_paper_column(tmp_path: Path) -
     assert "| 56.6 |" in section and f"{ours - 56.6:+.4g}".lstrip("+") in section
 
 
-def test_a_margin_over_the_best_baseline_matches_exactly_by_answer_model(tmp_path: Path) -> None:
-    root = tmp_path / "sweep"
+@pytest.fixture(scope="module")
+def margin_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """T-MEM, BM25 (a paper comparator, worse), full context (no paper comparator, as good
+    as T-MEM) and a T-MEM variant, in one setting."""
+    root = tmp_path_factory.mktemp("margins") / "sweep"
     write_locomo_data(root)
     worse = tuple(dataclasses.replace(q, scores=(0.0,) * len(q.scores)) for q in QUESTIONS)
     setting: dict[str, Any] = {"backbone": "DeepSeek-V4-Flash", "top_k": 36, "budget": 8192}
-    tmem = _groupmembench_run("tmem", **setting)
-    for run, questions in ((tmem, QUESTIONS), (_groupmembench_run("bm25", **setting), worse),
-                           (_groupmembench_run("tmem_untyped", **setting), QUESTIONS)):
-        write_run(root, run, questions)
+    for method, questions in (("tmem", QUESTIONS), ("bm25", worse),
+                              ("full_context", QUESTIONS), ("tmem_untyped", QUESTIONS)):
+        write_run(root, _groupmembench_run(method, **setting), questions)
+    return root
+
+
+def _margin_row(root: Path) -> tuple[dict[str, object], dict[str, float]]:
     summary = summarise(read_sweep(root))
-    accuracy = dict(summary.runs.select("method", "accuracy").iter_rows())
-    margin = summary.paper.filter(figure="exp1-groupmembench-deepseek-v4-flash").row(0, named=True)
-    assert margin["run_id"] == tmem.run_id and margin["match"] == "exact"
-    assert margin["ours"] == pytest.approx(100 * (accuracy["tmem"] - accuracy["bm25"]))
     assert summary.paper.filter(figure="exp1-groupmembench-gpt-5.5").is_empty()
+    accuracy = dict(summary.runs.select("method", "accuracy").iter_rows())
+    return (summary.paper.filter(figure="exp1-groupmembench-deepseek-v4-flash").row(
+        0, named=True), accuracy)
+
+
+def test_a_margin_is_taken_over_the_papers_comparators_and_loose_without_all_of_them(
+        margin_sweep: Path) -> None:
+    """The sweep lacks most of the paper's comparator set: the margin is over the one it ran
+    (BM25), never over full context, and says so."""
+    margin, accuracy = _margin_row(margin_sweep)
+    assert set(paper_comparators()) == {"HippoRAG2", "A-Mem", "MemGAS", "StructMem",
+                                        "Hindsight", "BM25", "Embedding"}
+    assert margin["match"] == "loose: compared against bm25"
+    assert margin["ours"] == pytest.approx(100 * (accuracy["tmem"] - accuracy["bm25"]))
+    assert accuracy["full_context"] == accuracy["tmem"] > accuracy["bm25"]
+
+
+def test_a_margin_matches_exactly_a_sweep_that_ran_the_whole_comparator_set(
+        margin_sweep: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_paper, "paper_comparators", lambda: {"BM25": "bm25"})
+    margin, accuracy = _margin_row(margin_sweep)
+    assert margin["match"] == "exact"
+    assert margin["ours"] == pytest.approx(100 * (accuracy["tmem"] - accuracy["bm25"]))
+    monkeypatch.setattr(_paper, "paper_comparators", lambda: {"HippoRAG2": "hipporag2"})
+    margin, _ = _margin_row(margin_sweep)  # none of the set ran: every other non-T-MEM one
+    assert margin["match"] == "loose: compared against bm25, full_context"
+    assert margin["ours"] == pytest.approx(0.0)
 
 
 def test_a_figure_on_accuracy_needs_the_paper_s_judge(tmp_path: Path) -> None:
@@ -114,21 +149,27 @@ def test_exp5_figures_match_their_condition_and_the_interval_hook(tmp_path: Path
     (data / "manifest.json").write_text(json.dumps({"revision_chains": {"condition": 2}}))
     run = {name: None for name in RUN_SCHEMA} | {
         "run_id": "r", "benchmark": "groupmembench", "dataset": "d", "method": "tmem",
-        "backbone": "b", "judges": "b", "top_k": 36, "budget": 8192, "data_dir": str(data)}
-    runs = pl.DataFrame([{**run, "accuracy": 0.4, "recall": None, "tokens": 10,
-                          "method_cost_usd": 0.0}])
+        "backbone": "b", "judges": "b", "top_k": 36, "budget": 8192, "data_dir": str(data),
+        "accuracy": 0.4, "recall": None, "tokens": 10, "method_cost_usd": 0.0}
+    runs = pl.DataFrame([{**run, "categories": "knowledge_update"},
+                         {**run, "run_id": "all questions"},
+                         {**run, "run_id": "more", "categories": "knowledge_update,temporal"}])
     table = paper_table(runs, interval=lambda run_id, metric: (35.0, 45.0))
-    exp5 = table.filter(experiment="Exp-5")
-    assert exp5["figure"].to_list() == ["exp5-tmem-2"]
+    exp5 = table.filter(experiment="Exp-5")  # beside Knowledge Update accuracy only
+    assert exp5["figure"].to_list() == ["exp5-tmem-2"] and exp5["run_id"].to_list() == ["r"]
     assert exp5["ours"].item() == pytest.approx(40.0)
     assert exp5["inside_interval"].item() is True  # 41.12 lies in [35, 45]
 
 
 def test_the_newest_table_links_methods_and_never_changes_a_figure() -> None:
-    assert FIGURES_FILE.name == "paper_figures.v2.toml"
+    assert FIGURES_FILE.name == "paper_figures.v3.toml"
     first = {f.id: f for f in paper_figures(FIGURES_FILE.with_name("paper_figures.v1.toml"))}
+    second = {f.id: f for f in paper_figures(FIGURES_FILE.with_name("paper_figures.v2.toml"))}
     newest = {f.id: f for f in paper_figures()}
-    assert newest.keys() == first.keys()
+    assert newest.keys() == first.keys() == second.keys()
+    assert {i: dataclasses.replace(f, categories=()) for i, f in newest.items()} == second
+    assert {i for i, f in newest.items() if f.categories} == {"exp5-tmem-1", "exp5-tmem-2",
+                                                              "exp5-tmem-3"}
     assert all((f.value, f.setting, f.section, f.paper_method) == (
         first[f.id].value, first[f.id].setting, first[f.id].section, first[f.id].paper_method)
         for f in newest.values())

@@ -22,6 +22,7 @@ from tmem_core.benchmarks._opaque import opaque_ids
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, get_benchmark
 from tmem_core.benchmarks._revisions import (
     MANIFEST_KEY,
+    VERSION,
     Writer,
     inject_revisions,
     split_condition,
@@ -107,6 +108,8 @@ def content_identity(name: str, request: LoadRequest) -> dict[str, Any]:
     identity: dict[str, Any] = {"benchmark": name, "adapter_version": get_benchmark(name).version,
                                 "size": request.size, "seed": request.seed,
                                 "variant": request.variant}
+    if split_condition(request.variant)[1]:
+        identity["revisions_version"] = VERSION
     if request.source is not None:
         if not request.source.exists():
             raise DataError("no such file or directory", file=str(request.source))
@@ -116,6 +119,26 @@ def content_identity(name: str, request: LoadRequest) -> dict[str, Any]:
 
 def _source_files(source: Path) -> list[Path]:
     return [source] if source.is_file() else sorted(p for p in source.rglob("*") if p.is_file())
+
+
+def prepared_variant(base: Path, variant: str, seed: int, out_root: Path) -> Path:
+    """A prepared folder as a sweep asks for it: `base` itself, or its `revisions=N` variant
+    (the only one a prepared base takes), written once under `out_root` in a folder named by
+    the base's tables' content, the variant, the seed and the injection's version."""
+    prepared = read_prepared(base)  # fails clearly when it is not one
+    rest, condition = split_condition(variant)
+    if rest != "base":
+        raise DataError(f"variant {variant!r}: a prepared benchmark takes only revisions=N "
+                        f"(prepare the other variants from its source)", file=str(base))
+    if not condition:
+        return base
+    identity = {"base_sha256": sha256_of([base / MESSAGES_FILE, base / QUESTIONS_FILE]),
+                "variant": variant, "seed": seed, "revisions_version": VERSION}
+    digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:8]
+    target = out_root / f"{prepared.name}-{base.name}-{digest}"
+    if not (target / MANIFEST_FILE).exists():
+        write_prepared(with_revisions(prepared, condition, seed), target)
+    return target
 
 
 def prepare(name: str, request: LoadRequest, out_root: Path = DEFAULT_OUT,

@@ -1,18 +1,23 @@
 """Exp-5 (paper §5.6, A.5): revision chains injected into an otherwise identical copy of a
 prepared benchmark.
 
-For each Knowledge Update question whose original state is known (its gold evidence), up to
-`condition` revisions (their number drawn uniformly from 1 to `condition`, one message each)
-then one rollback to the original state are injected after the state's last evidence message
-and before the question is asked: conditions 1, 2 and 3 average 2.0, 2.5 and 3.0 injected
-messages per question. Every base message is kept field by field except `seq`, renumbered to
-make room (the base's order unchanged). An injected message has an id of its own (`m<n>`, past
-the base's numbering), the channel, topic, phase and session of the state's last evidence
-message, an author of the conversation with that author's role, no reply link and no meta.
-Which message is a revision and which the rollback is written only into the question's
-evaluation-only `gold_meta` (`revision_chain`), for scoring, and the revised values, which the
-rollback supersedes, join its superseded values (`superseded_answers`, latest last), which
-judge calibration's `superseded` control reads; the manifest's `revision_chains` records the
+For each Knowledge Update question whose original state is known (its gold evidence), one to
+`condition` revisions (one message each) then one rollback to the original state are injected
+after the state's last evidence message and before the question is asked. The number of
+revisions is assigned, not drawn: the questions' counts are the quantiles of the uniform
+distribution on 1..condition (`chain_lengths`), dealt to the questions in a seeded order, so
+conditions 1, 2 and 3 give exactly 2.0, 2.5 and 3.0 injected messages per question (2.5 needs
+an even number of questions: with an odd one, condition 2 gives 2.5 + 0.5/n). Revised values
+are of the same kind as the original and never a question's answer (`_revised_values.py`); a
+question with no such value gets no chain and is listed (`no_value`). Every base message is
+kept field by field except `seq`, renumbered to make room (the base's order unchanged). An
+injected message has an id of its own (`m<n>`, past the base's numbering), the channel, topic,
+phase and session of the state's last evidence message, an author of the conversation with
+that author's role, no reply link and no meta. Which message is a revision and which the
+rollback, and the revised values, are written only into the question's evaluation-only
+`gold_meta` (`revision_chain`), for scoring; the revised values, which the rollback
+supersedes, also join its superseded values (`superseded_answers`, latest last), which judge
+calibration's `superseded` control reads; the manifest's `revision_chains` records the
 condition, the writer, the counts and the mean per question.
 
 Texts come from templates (the default), or are written by a backbone (the paper's were
@@ -25,14 +30,20 @@ import dataclasses
 import json
 import random
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import pyarrow as pa
 
-from tmem_core.benchmarks._synthetic import alternative_values
+from tmem_core.benchmarks._revised_values import (
+    Answers,
+    Vocabulary,
+    revision_candidates,
+    superseded_values,
+)
+from tmem_core.benchmarks._synthetic_vocabulary import slot_values
 from tmem_core.evaluation import SUPERSEDED_KEY
 from tmem_core.llm import ChatRequest, ChatResponse, object_schema
 from tmem_core.prompts import load_prompt
@@ -50,6 +61,7 @@ from tmem_core.schema import (
 )
 
 CONDITIONS = (1, 2, 3)
+VERSION = 2  # of the injection: a prepared variant made by another is made again
 KNOWLEDGE_UPDATE = "knowledge_update"  # LongMemEval's "knowledge-update" too (`is_update`)
 CHAIN_KEY = "revision_chain"  # in a question's gold_meta
 MANIFEST_KEY = "revision_chains"
@@ -185,9 +197,6 @@ def _parsed_texts(response: ChatResponse, revisions: int) -> Texts | None:
     return Texts(tuple(t.strip() for t in texts), rollback.strip())
 
 
-Alternatives = Callable[[Question, str], Sequence[str]]  # other values a state could take
-
-
 @dataclass(frozen=True)
 class Injected:
     """The benchmark's tables with the chains, and the manifest's `revision_chains`."""
@@ -219,9 +228,8 @@ def inject_revisions(name: str, messages_table: pa.Table, questions_table: pa.Ta
     messages = messages_from_table(messages_table)
     questions = questions_from_table(questions_table)
     gold = gold_from_table(questions_table)
-    alternatives = alternative_values if name == "synthetic" else _other_answers(questions, gold)
-    chains, skipped = plan_chains(name, messages, questions, gold, condition, seed,
-                                  alternatives)
+    vocabulary = _vocabulary(name)
+    chains, skipped = plan_chains(name, messages, questions, gold, condition, seed, vocabulary)
     writer = writer or TemplateWriter(seed)
     injected, labels = _injected(messages, chains, writer.write(chains), seed)
     revised = {c.question.qid: c.values for c in chains}
@@ -233,45 +241,66 @@ def inject_revisions(name: str, messages_table: pa.Table, questions_table: pa.Ta
     return Injected(table, question_table, {
         "condition": condition, "seed": seed, "writer": writer.name, "questions": len(chains),
         "injected": len(injected), "mean_injected_per_question": len(injected) / len(chains),
-        "skipped": skipped, "writer_stats": writer.stats()})
+        "revision_counts": {str(n): sum(c.revisions == n for c in chains)
+                            for n in range(1, condition + 1)},
+        **skipped, "writer_stats": writer.stats()})
 
 
 def plan_chains(name: str, messages: Sequence[Message], questions: Sequence[Question],
-                gold: dict[str, Gold], condition: int, seed: int, alternatives: Alternatives
-                ) -> tuple[list[Chain], list[str]]:
+                gold: dict[str, Gold], condition: int, seed: int, vocabulary: Vocabulary
+                ) -> tuple[list[Chain], dict[str, list[str]]]:
     """Each Knowledge Update question's chain (number of revisions and their values); the
-    questions whose original state is unknown (no gold evidence) are skipped."""
+    questions whose original state is unknown (no gold evidence, `skipped`) or that have no
+    value to be revised to (`no_value`) get none."""
     by_id = {m.msg_id: m for m in messages}
     updates = [q for q in questions if is_update(q)]
     if not updates:
         raise DataError(f"{name}: no {KNOWLEDGE_UPDATE} questions; Exp-5 injects revision "
                         f"chains into Knowledge Update questions (synthetic, GroupMemBench)")
-    chains, skipped = [], []
+    answers = Answers.of(gold.values())
+    skipped: dict[str, list[str]] = {"skipped": [], "no_value": []}
+    eligible = []
     for q in updates:
         g = gold[q.qid]
-        if not g.evidence_ids or not g.answer:
-            skipped.append(q.qid)
-            continue
-        rng = random.Random(f"{seed}:{condition}:{q.qid}")
-        count = rng.randint(1, condition)
-        pool = [v for v in dict.fromkeys(alternatives(q, g.answer)) if v != g.answer]
-        if not pool:
-            raise DataError(f"{name}: no other value to revise {q.qid}'s state to",
-                            record=q.qid)
-        state = tuple(sorted((by_id[e] for e in g.evidence_ids),
-                             key=lambda m: (m.timestamp, m.seq)))
-        chains.append(Chain(q, g.answer, state, count, _revised_values(rng, count, g.answer,
-                                                                       pool)))
-    if not chains:
-        raise DataError(f"{name}: no {KNOWLEDGE_UPDATE} question has gold evidence, so no "
-                        f"original state is known; annotate the benchmark first "
-                        f"(python -m jobs.annotate) and inject into the annotated variant")
+        known = bool(g.evidence_ids and g.answer)
+        pool = revision_candidates(g, vocabulary, answers) if known else []
+        if g.answer and pool:
+            eligible.append((q, g.answer, g.evidence_ids, pool))
+        else:
+            skipped["no_value" if known else "skipped"].append(q.qid)
+    if not eligible:
+        raise DataError(f"{name}: no {KNOWLEDGE_UPDATE} question has gold evidence and a value "
+                        f"to be revised to, so no chain can be built; annotate the benchmark "
+                        f"first (python -m jobs.annotate) and inject into the annotated variant")
+    dealt = random.Random(f"{seed}:{condition}:order").sample(eligible, len(eligible))
+    lengths = dict(zip((q.qid for q, *_ in dealt), chain_lengths(len(dealt), condition),
+                       strict=True))
+    chains = []
+    for q, answer, evidence, pool in eligible:  # in the benchmark's order
+        rng, count = random.Random(f"{seed}:{condition}:{q.qid}"), lengths[q.qid]
+        state = tuple(sorted((by_id[e] for e in evidence), key=lambda m: (m.timestamp, m.seq)))
+        chains.append(Chain(q, answer, state, count, _revised_values(rng, count, answer, pool)))
     return chains, skipped
+
+
+def chain_lengths(questions: int, condition: int) -> list[int]:
+    """Revisions per question, ascending: the midpoint quantiles of the uniform distribution
+    on 1..condition. Symmetric about (1 + condition) / 2, so their mean is exactly that (for
+    condition 2 and an odd count, the middle question's 2 adds 0.5 / questions)."""
+    return [1 + condition * (2 * k + 1) // (2 * questions) for k in range(questions)]
 
 
 def is_update(question: Question) -> bool:
     """A Knowledge Update question, whatever its benchmark's spelling of the category."""
     return question.category.lower().replace("-", "_") == KNOWLEDGE_UPDATE
+
+
+def _vocabulary(name: str) -> Vocabulary:
+    """The benchmark's slot vocabulary: the synthetic set's attribute values, and for every
+    benchmark the values a question's gold says its state held before."""
+    if name != "synthetic":
+        return superseded_values
+    return lambda gold: [*slot_values(gold.answer or ""), *superseded_values(gold)]
 
 
 def _revised_values(rng: random.Random, count: int, answer: str, pool: Sequence[str]
@@ -283,17 +312,6 @@ def _revised_values(rng: random.Random, count: int, answer: str, pool: Sequence[
         previous = rng.choice([v for v in pool if v != previous] or list(pool))
         values.append(previous)
     return tuple(values)
-
-
-def _other_answers(questions: Sequence[Question], gold: dict[str, Gold]) -> Alternatives:
-    """By default a state can take the answers of the conversation's other Knowledge Update
-    questions (of the benchmark's, where the conversation has none)."""
-    def alternatives(question: Question, _answer: str) -> list[str]:
-        answers = [(q.conv_id, gold[q.qid].answer) for q in questions
-                   if is_update(q) and q.qid != question.qid]
-        own = [a for c, a in answers if c == question.conv_id and a]
-        return own or [a for _, a in answers if a]
-    return alternatives
 
 
 def _injected(messages: Sequence[Message], chains: Sequence[Chain], texts: Sequence[Texts],
@@ -317,7 +335,8 @@ def _injected(messages: Sequence[Message], chains: Sequence[Chain], texts: Seque
             out.append(Message(last.conv_id, msg_id, -1, when, body, last.session_id, author,
                                role, last.channel, last.topic, last.phase))
         labels[chain.question.qid] = {"revisions": ids[:-1], "rollback": ids[-1],
-                                      "original": [m.msg_id for m in chain.state]}
+                                      "original": [m.msg_id for m in chain.state],
+                                      "values": list(chain.values)}
     return out, labels
 
 
@@ -369,7 +388,8 @@ def _merged(base: Sequence[Message], injected: Sequence[Message]) -> list[Messag
 
 
 def chain_of(gold: Gold) -> dict[str, Any] | None:
-    """A question's chain labels (`revisions`, `rollback`, `original` ids), if it has one."""
+    """A question's chain labels (`revisions`, `rollback`, `original` ids, the revised
+    `values`), if it has one."""
     meta = json.loads(gold.gold_meta) if gold.gold_meta else {}
     chain = meta.get(CHAIN_KEY) if isinstance(meta, dict) else None
     return chain if isinstance(chain, dict) else None

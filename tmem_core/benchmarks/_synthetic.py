@@ -5,7 +5,8 @@ attribute within a project, e.g. "Atlas checkout retry limit") recur in dense ep
 separated by long gaps; decisions are proposed, elaborated (EXPAND), updated (UPDATE) and
 sometimes rolled back. Decisive updates are often phrased without the topic's words: only
 their episode ties them to the question. Distractors share words with the questions. Six
-question kinds (GroupMemBench's) carry gold answers and gold evidence ids.
+question kinds (GroupMemBench's) carry gold answers and gold evidence ids. The words and the
+phrasing of the messages are `_synthetic_vocabulary.py`'s; this module generates with them.
 
 Variants (`--variant`, joined with '+'): `native-revisions` generates 1-3 revision episodes
 then a rollback in every topic (a project variant: it changes the random draws, so the whole
@@ -27,9 +28,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from tmem_core.benchmarks import _synthetic_vocabulary as words
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
 from tmem_core.evaluation import SUPERSEDED_KEY, Protocol, one_judge
 from tmem_core.schema import DataError, Gold, Message, Question
+
+ABSTAIN = "No information available."  # the gold answer of an abstention question
 
 VARIANT_FLAGS = ("base", "native-revisions", "no-metadata", "interleaved")
 INTERLEAVE_DEFAULT, INTERLEAVE_MAX = 4, 6  # channels active at once in a busy window
@@ -40,29 +44,6 @@ MESSAGES_PER_CONVERSATION = 30_000  # a GroupMemBench domain
 MIN_SIZE, MAX_SIZE = 200, 200_000
 TOPIC_SHARE_MAX = 0.8  # at most this share of a workspace is topic discussion
 
-PROJECTS = ("Atlas", "Borealis", "Cedar", "Dynamo", "Ember", "Falcon", "Granite", "Harbor",
-            "Iris", "Juniper", "Kestrel", "Lumen", "Meridian", "Nimbus", "Orchid", "Pioneer")
-SYSTEMS = ("checkout", "upload", "billing", "search", "onboarding", "notification",
-           "reporting", "login", "export", "inventory")
-ATTRIBUTES: dict[str, tuple[str, ...]] = {
-    "retry limit": ("3 attempts", "5 attempts", "7 attempts", "2 attempts", "10 attempts"),
-    "rollout region": ("EU first", "US first", "APAC first", "Canada first", "all regions"),
-    "review cadence": ("weekly", "biweekly", "monthly", "daily", "quarterly"),
-    "timeout": ("30 seconds", "60 seconds", "90 seconds", "2 minutes", "15 seconds"),
-    "storage backend": ("Postgres", "S3", "Redis", "BigQuery", "DynamoDB"),
-    "approval rule": ("two approvers", "one approver plus QA", "a Legal sign-off",
-                      "the PM alone", "three approvers"),
-    "budget cap": ("$40k", "$55k", "$70k", "$25k", "$90k"),
-    "batch size": ("500 rows", "1,000 rows", "2,500 rows", "100 rows", "5,000 rows"),
-}
-SCOPES = ("card payments only", "enterprise accounts only", "mobile clients only",
-          "new customers only", "the public API only", "internal tools only")
-CHANNELS = ("#eng", "#product", "#ops", "#design", "#launch", "#qa")
-ROLES = ("PM", "backend engineer", "frontend engineer", "designer", "QA lead", "SRE",
-         "legal counsel", "data analyst")
-PHASES = ("planning", "design", "implementation", "testing", "launch")
-NOISE_TOPICS = ("social", "logistics", "tooling")
-ABSTAIN = "No information available."
 
 
 @dataclass
@@ -108,7 +89,7 @@ class _Topic:
 
 
 SYNTHETIC = Protocol(one_judge("judge/synthetic"), ("judge/synthetic",),
-                     abstention_phrase="No information available.",
+                     abstention_phrase=ABSTAIN,
                      temporal_categories=frozenset({"temporal"}),
                      judge_notes=("the project's own benchmark, judged by its own prompt",))
 
@@ -131,12 +112,6 @@ def load_synthetic(request: LoadRequest) -> LoadedBenchmark:
     if interleave:
         out.details["interleave"] = interleave
     return out
-
-
-def alternative_values(_question: Question, value: str) -> tuple[str, ...]:
-    """The other values of the attribute `value` belongs to (what a revision may set)."""
-    return next((tuple(v for v in values if v != value) for values in ATTRIBUTES.values()
-                 if value in values), ())
 
 
 def _parse_variant(variant: str) -> tuple[set[str], int]:
@@ -173,7 +148,7 @@ class _Conversation:
         self.interleave = interleave
         self.windows: dict[int, list[_Window]] = {}  # episode day -> its busy windows
         self.authors = [f"User_{i}" for i in range(1, 5 + min(20, size // 1500) + 1)]
-        self.roles = {a: ROLES[i % len(ROLES)] for i, a in enumerate(self.authors)}
+        self.roles = {a: words.ROLES[i % len(words.ROLES)] for i, a in enumerate(self.authors)}
         self.start = datetime(2025, 1, 6, 9, 0, tzinfo=UTC) + timedelta(days=rng.randrange(60))
         self.days = max(60, size // 100)
         self.events: list[_Event] = []
@@ -195,16 +170,17 @@ class _Conversation:
     def _topics(self) -> list[_Topic]:
         n_topics = max(6, round(self.size * 0.45 / 22))
         # ~12 topics per project: some share an attribute (term ambiguity needs such pairs)
-        projects = PROJECTS[: max(1, min(len(PROJECTS), n_topics // 12))]
-        combos = [(p, s, a) for p in projects for s in SYSTEMS for a in ATTRIBUTES]
+        projects = words.PROJECTS[: max(1, min(len(words.PROJECTS), n_topics // 12))]
+        combos = [(p, s, a) for p in projects for s in words.SYSTEMS for a in words.ATTRIBUTES]
         self.rng.shuffle(combos)
         chosen = combos[: min(n_topics, len(combos))]
         topics = []
         for project, system, attribute in chosen:
-            values = list(ATTRIBUTES[attribute])
+            values = list(words.ATTRIBUTES[attribute])
             self.rng.shuffle(values)
-            topics.append(_Topic(project, system, attribute, self.rng.choice(CHANNELS),
-                                  self.rng.choice(self.authors), values, self.rng.choice(SCOPES)))
+            topics.append(_Topic(project, system, attribute, self.rng.choice(words.CHANNELS),
+                                 self.rng.choice(self.authors), values,
+                                 self.rng.choice(words.SCOPES)))
         return topics
 
     def _episode_slots(self, topic: _Topic, count: int) -> list[tuple[datetime, str]]:
@@ -226,7 +202,7 @@ class _Conversation:
         if not windows or len(windows[-1].channels) >= self.interleave:
             windows.append(_Window(self._day_start(day)))
         window = windows[-1]
-        channel = self.rng.choice([c for c in CHANNELS if c not in window.channels])
+        channel = self.rng.choice([c for c in words.CHANNELS if c not in window.channels])
         window.channels.append(channel)
         return window.start + timedelta(minutes=self.rng.randrange(WINDOW_JOIN_MINUTES)), channel
 
@@ -240,7 +216,7 @@ class _Conversation:
     def _phase_at(self, when: datetime) -> str:
         """Project phases follow the timeline: planning first, launch last."""
         share = (when - self.start).total_seconds() / (self.days * 86400)
-        return PHASES[min(len(PHASES) - 1, int(share * len(PHASES)))]
+        return words.PHASES[min(len(words.PHASES) - 1, int(share * len(words.PHASES)))]
 
     def _episodes(self, topic: _Topic) -> None:
         n_updates = self.rng.choice((1, 1, 2))
@@ -283,7 +259,7 @@ class _Conversation:
         t, ph, v0 = self._ticks(start), phase_of[i], topic.values[0]
         topic.proposer = self.rng.choice(self.authors)
         kickoff = self._say(topic, t[0], ph, f"Kicking off the {topic.name} discussion: we "
-                            f"need to settle it before {PHASES[-1]}.")
+                            f"need to settle it before {words.PHASES[-1]}.")
         root = self._say(topic, t[1], ph, f"For the {topic.system} {topic.attribute} I propose "
                          f"{v0}; it is the safest option we have.", topic.proposer, kickoff)
         topic.chain.append((root, v0))
@@ -294,7 +270,7 @@ class _Conversation:
         self._say(topic, t[4], ph, f"I will own the {topic.system} {topic.attribute} work "
                   f"for {topic.project}.", topic.owner)
         for k in range(self.rng.randint(2, 5)):
-            self._say(topic, t[5 + k], ph, self.rng.choice(_EPISODE_FILLER).format(t=topic))
+            self._say(topic, t[5 + k], ph, self.rng.choice(words.EPISODE_FILLER).format(t=topic))
 
     def _update_episode(self, topic: _Topic, i: int, start: datetime, phase_of: dict[int, str],
                         value: str, brief: bool = False) -> None:
@@ -303,7 +279,7 @@ class _Conversation:
                            f"{topic.attribute} question after the {ph} review.")
         # the decisive message shares almost no words with the question: only its episode
         # ties it to the topic.
-        update = self._say(topic, t[1], ph, self.rng.choice(_UPDATE_TEMPLATES).format(v=value),
+        update = self._say(topic, t[1], ph, self.rng.choice(words.UPDATE_TEMPLATES).format(v=value),
                            reply_to=opener)
         topic.chain.append((update, value))
         topic.update_event = topic.update_event or update
@@ -311,7 +287,7 @@ class _Conversation:
             return
         self._say(topic, t[2], ph, f"Confirmed, {value} from the next release.", reply_to=update)
         for k in range(self.rng.randint(1, 4)):
-            self._say(topic, t[3 + k], ph, self.rng.choice(_EPISODE_FILLER).format(t=topic))
+            self._say(topic, t[3 + k], ph, self.rng.choice(words.EPISODE_FILLER).format(t=topic))
 
     def _rollback_episode(self, topic: _Topic, i: int, start: datetime,
                           phase_of: dict[int, str]) -> None:
@@ -328,7 +304,8 @@ class _Conversation:
                          phase_of: dict[int, str]) -> None:
         t = self._ticks(start)
         for k in range(self.rng.randint(3, 6)):
-            self._say(topic, t[k], phase_of[i], self.rng.choice(_EPISODE_FILLER).format(t=topic))
+            text = self.rng.choice(words.EPISODE_FILLER).format(t=topic)
+            self._say(topic, t[k], phase_of[i], text)
 
     # -- noise ---------------------------------------------------------------------------
     def _noise(self, topics: list[_Topic], count: int) -> None:
@@ -337,11 +314,12 @@ class _Conversation:
             when = self._noise_time(windows)
             if self.rng.random() < 0.25 and topics:
                 t = self.rng.choice(topics)
-                text = self.rng.choice(_DISTRACTORS).format(t=t, v=self.rng.choice(t.values))
-                topic, channel = t.name, self.rng.choice(CHANNELS)
+                text = self.rng.choice(words.DISTRACTORS).format(t=t, v=self.rng.choice(t.values))
+                topic, channel = t.name, self.rng.choice(words.CHANNELS)
             else:
-                text = self.rng.choice(_SMALL_TALK).format(s=self.rng.choice(SYSTEMS))
-                topic, channel = self.rng.choice(NOISE_TOPICS), self.rng.choice(CHANNELS)
+                text = self.rng.choice(words.SMALL_TALK).format(s=self.rng.choice(words.SYSTEMS))
+                topic = self.rng.choice(words.NOISE_TOPICS)
+                channel = self.rng.choice(words.CHANNELS)
             self.events.append(_Event(when, self.rng.choice(self.authors), channel, text, topic,
                                       self._phase_at(when)))
 
@@ -449,7 +427,7 @@ def _q_term(t: _Topic, by_attr: dict[tuple[str, str], list[_Topic]], *_: object)
 
 def _q_abstention(t: _Topic, _: object, topics: list[_Topic]) -> _Made | None:
     taken = {(x.project, x.system, x.attribute) for x in topics}
-    missing = next((a for a in ATTRIBUTES if (t.project, t.system, a) not in taken), None)
+    missing = next((a for a in words.ATTRIBUTES if (t.project, t.system, a) not in taken), None)
     if missing is None:
         return None
     return (f"What is the {missing} for {t.project} {t.system}?", ABSTAIN, [], None,
@@ -465,36 +443,3 @@ _QUESTION_MAKERS: dict[str, Callable[[_Topic, dict[tuple[str, str], list[_Topic]
     "term_ambiguity": _q_term,
     "abstention": _q_abstention,
 }
-
-_UPDATE_TEMPLATES = (
-    "After the load test we are switching to {v} instead.",
-    "New plan: {v}, effective immediately.",
-    "Numbers are in, going with {v} from now on.",
-    "Leadership signed off on {v}, please adjust.",
-)
-_EPISODE_FILLER = (
-    "Can someone link the {t.system} dashboard for this?",
-    "I'll update the {t.project} tracker once this is settled.",
-    "Do we need sign-off from the {t.system} on-call first?",
-    "Adding the {t.system} folks to this thread.",
-    "Sounds good, no objections from my side.",
-    "Let's capture this in the {t.project} decision log.",
-    "Any risk for the {t.system} migration?",
-)
-_DISTRACTORS = (
-    "Reminder: the {t.system} {t.attribute} is on the agenda for a future sync.",
-    "Does anyone remember where the {t.attribute} doc for {t.project} lives?",
-    "Unrelated, but {v} came up in the vendor call today.",
-    "The {t.system} {t.attribute} wiki page is out of date again.",
-    "Is {t.project} still blocked on the {t.attribute} question?",
-)
-_SMALL_TALK = (
-    "Anyone up for lunch at the new ramen place?",
-    "The {s} dashboard was slow this morning, anyone else?",
-    "Happy Friday everyone!",
-    "I had to retry the build three times today.",
-    "Coffee machine on floor 3 is broken again.",
-    "Who has the meeting room booking for tomorrow?",
-    "Nice work on the {s} demo yesterday.",
-    "Heads up: VPN maintenance tonight.",
-)

@@ -9,7 +9,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tmem_core._typed import ConfigError
 from tmem_core.benchmarks import LoadRequest, content_identity, prepare, read_prepared
+from tmem_core.benchmarks._prepare import prepared_variant
 from tmem_core.pipeline._config import BenchmarkConfig
 
 
@@ -17,9 +19,8 @@ def prepare_benchmark(bench: BenchmarkConfig, data_root: Path) -> Path:
     """The prepared folder of a benchmark: given, or prepared once under the sweep, named by
     what it is made from (`content_identity`: the source's content, not its path, and the
     adapter's version), so that a changed source is prepared again."""
-    if bench.prepared:
-        read_prepared(Path(bench.prepared))  # fails clearly when it is not one
-        return Path(bench.prepared)
+    if bench.prepared:  # as it is, or its revisions=N variant, made once
+        return prepared_variant(Path(bench.prepared), bench.variant, bench.seed, data_root)
     request = LoadRequest(source=Path(bench.source) if bench.source else None,
                           size=bench.size, seed=bench.seed, variant=bench.variant)
     identity = content_identity(bench.name, request)
@@ -32,11 +33,16 @@ def prepare_benchmark(bench: BenchmarkConfig, data_root: Path) -> Path:
 
 
 def select_questions(bench_dir: Path, bench: BenchmarkConfig) -> list[tuple[str, str]]:
-    """(qid, conv_id) of the run: category filter, then the first `limit` round-robin over
+    """(qid, conv_id) of the run: category filter (a category the benchmark does not have
+    is refused), then the first `limit` round-robin over
     categories (so a small limit still covers every category), or with `spread =
     "conversation"` round-robin over conversations, each in that order."""
     table = read_prepared(bench_dir).questions.select(["qid", "conv_id", "category"])
     rows = sorted(table.to_pylist(), key=lambda r: r["qid"])
+    known = {r["category"] for r in rows}
+    if unknown := sorted(set(bench.categories) - known):
+        raise ConfigError("benchmarks.categories", f"{bench.name} has no question of type "
+                          f"{', '.join(unknown)}; its types: {', '.join(sorted(known))}")
     if bench.categories:
         rows = [r for r in rows if r["category"] in bench.categories]
     ordered = _round_robin(rows, "category")

@@ -26,7 +26,7 @@ from tmem_core.pipeline._engine import EngineProxy
 from tmem_core.pipeline._memory_quality import score_memory
 from tmem_core.pipeline._run import Run
 from tmem_core.pipeline._stage import GoldStage, Output, Row, StageResult
-from tmem_core.prompts import Prompt, load_prompt
+from tmem_core.prompts import load_prompt
 from tmem_core.results import (
     CALIBRATION_STAGE,
     MEMORY_QUALITY_STAGE,

@@ -385,7 +385,9 @@ class Report:
     def chains(self) -> list[str]:
         if self.summary.revision_chains.is_empty():
             return ["No run's questions carry injected revision chains."]
-        return ["Over the questions with an injected revision chain and a context: the share "
+        return ["Per run, with its condition (at most that many revisions, then a rollback) "
+                "and the messages injected per question: over the questions with an injected "
+                "revision chain and a context, the share "
                 "whose context holds the whole trajectory (original state, every revision, the "
                 "rollback), and the share holding a revision but not the rollback.", "",
                 *markdown_table(self._with_run(self.summary.revision_chains))]
@@ -404,8 +406,10 @@ class Report:
             shown.append("inside_interval")
         return ["Our figure beside the paper's where the run's benchmark, method, answer model, "
                 "Top-k and budget match the figure's setting (`loose`: the paper summary does "
-                "not state part of it); accuracy and recall in percent, margins and losses in "
-                "points. A figure on accuracy stands only beside runs judged as the paper judged "
+                "not state part of it; a margin is `exact` only against the paper's whole "
+                "comparator set, else `loose: compared against` the methods it was measured "
+                "against); accuracy and recall in percent, margins and losses in points. A "
+                "figure on accuracy stands only beside runs judged as the paper judged "
                 "(`judged by` = `self`: the answer model judging its own answers, §C.3).", "",
                 *markdown_table(self._with_run(table.select(shown)))]
 

@@ -3,7 +3,6 @@ whose header documents the match key) and the runs of a sweep that match each fi
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -14,6 +13,7 @@ from typing import Any, Literal, get_args
 
 import polars as pl
 
+from tmem_core.reports._chains import chain_facts
 from tmem_core.results import SELF, judged_by
 
 
@@ -32,7 +32,6 @@ ANY_BENCHMARK = "*"  # the summary does not name the benchmark: any matches, loo
 METRICS: tuple[str, ...] = get_args(Metric)
 RELATIVE = ("gain", "loss")  # against the run of the figure's `reference` method
 SETTING = ("dataset", "backbone", "top_k", "budget")  # what "the same setting" shares
-CHAIN_CONDITION = ("revision_chains", "condition")  # where a manifest names Exp-5's condition
 PAPER_JUDGE = SELF
 """Who judged the bundled figures' answers: the answer model itself, in separate calls (T-MEM
 §C.3). A figure on accuracy (`JUDGED`) is set only beside a run judged so, and compares it
@@ -65,6 +64,7 @@ class PaperFigure:
     budget: int | None = None
     condition: int | None = None
     reference: str | None = None
+    categories: tuple[str, ...] = ()  # the question types the run keeps (empty: any)
 
     def match(self, run: Mapping[str, Any], condition: int | None) -> str | None:
         """"exact", "loose" (a key field the summary leaves out) or None."""
@@ -74,10 +74,15 @@ class PaperFigure:
         given = [(self.answer_model, _model(run["backbone"])), (self.top_k, run["top_k"]),
                  (self.budget, run["budget"]), (self.condition, condition)]
         if any(want is not None and (_model(want) if isinstance(want, str) else want) != have
-               for want, have in given):
+               for want, have in given) or not self._same_types(run.get("categories")):
             return None
         unstated = self.benchmark == ANY_BENCHMARK or any(want is None for want, _ in given[:3])
         return "loose" if unstated else "exact"
+
+    def _same_types(self, kept: str | None) -> bool:
+        """The run keeps exactly the figure's question types (any, when it names none)."""
+        types = {c.lower().replace("-", "_") for c in (kept or "").split(",") if c}
+        return not self.categories or types == set(self.categories)
 
 
 def _model(name: str) -> str:
@@ -94,7 +99,9 @@ def paper_figures(path: Path = FIGURES_FILE) -> tuple[PaperFigure, ...]:
         if set(row) - known or row["metric"] not in METRICS or (
                 (row["metric"] in RELATIVE) != ("reference" in row)):
             raise ValueError(f"{path.name}: figure {row.get('id')!r} is malformed")
-        figures.append(PaperFigure(**row))
+        fields_: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                                   for k, v in row.items()}
+        figures.append(PaperFigure(**fields_))
     if len({f.id for f in figures}) != len(figures):
         raise ValueError(f"{path.name}: figure ids repeat")
     return tuple(figures)
@@ -115,7 +122,8 @@ def paper_table(runs: pl.DataFrame, interval: Interval | None = None) -> pl.Data
             kind = figure.match(run, conditions[run["run_id"]])
             if kind is None:
                 continue
-            ours = _ours(figure, run, pool)
+            ours, kind = (_margin(run, pool, kind) if figure.metric == "margin"
+                          else (_ours(figure, run, pool), kind))
             bounds = interval(run["run_id"], figure.metric) if interval else None
             inside = None if bounds is None else bounds[0] <= figure.value <= bounds[1]
             out.append({
@@ -148,19 +156,44 @@ def _ours(figure: PaperFigure, run: Mapping[str, Any], runs: list[dict[str, Any]
         return None if run.get("tokens") is None else run["tokens"] / 1e6
     if figure.metric == "cost_usd":
         return run.get("method_cost_usd")
-    same = [r for r in runs if all(r[k] == run[k] for k in SETTING) and r is not run]
+    same = _same_setting(run, runs)
     accuracy = _percent(run["accuracy"])
     if accuracy is None:
         return None
-    if figure.metric == "margin":  # over the best other method that is no T-MEM variant
-        others = [a for r in same if not r["method"].startswith("tmem")
-                  and (a := _percent(r["accuracy"])) is not None]
-        return accuracy - max(others) if others else None
     reference = [a for r in same if r["method"] == figure.reference
                  and (a := _percent(r["accuracy"])) is not None]
     if not reference:
         return None
     return accuracy - reference[0] if figure.metric == "gain" else reference[0] - accuracy
+
+
+def _same_setting(run: Mapping[str, Any], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in runs if all(r[k] == run[k] for k in SETTING) and r is not run]
+
+
+@cache
+def paper_comparators(path: Path = FIGURES_FILE) -> dict[str, str]:
+    """The paper's comparator set for margins: each baseline and our method implementing it
+    ("": none does yet), the table's `[comparators]`."""
+    return {name: str(method) for name, method in
+            tomllib.loads(path.read_text()).get("comparators", {}).items()}
+
+
+def _margin(run: Mapping[str, Any], runs: list[dict[str, Any]], kind: str
+            ) -> tuple[float | None, str]:
+    """T-MEM's margin over the best of the paper's comparators in the run's setting, with its
+    match: `kind` only when the sweep ran all of them; else over those it ran (none: over every
+    other method but T-MEM's variants), "loose: compared against <methods>"."""
+    accuracy = {r["method"]: a for r in _same_setting(run, runs)
+                if (a := _percent(r["accuracy"])) is not None}
+    wanted = paper_comparators()
+    ran = sorted({m for m in wanted.values() if m in accuracy})
+    against = ran or sorted(m for m in accuracy if not m.startswith("tmem"))
+    ours = _percent(run["accuracy"])
+    value = None if ours is None or not against else ours - max(accuracy[m] for m in against)
+    if all(m in accuracy for m in wanted.values()):  # "" (none of ours) never is
+        return value, kind
+    return value, f"loose: compared against {', '.join(against) or 'no other method'}"
 
 
 def _percent(value: float | None) -> float | None:
@@ -169,10 +202,5 @@ def _percent(value: float | None) -> float | None:
 
 def _condition(data_dir: str | None) -> int | None:
     """Exp-5's revision condition of a prepared benchmark, from its manifest."""
-    manifest = Path(data_dir or "") / "manifest.json"
-    if not data_dir or not manifest.is_file():
-        return None
-    value: Any = json.loads(manifest.read_text())
-    for key in CHAIN_CONDITION:
-        value = value.get(key) if isinstance(value, dict) else None
+    value = chain_facts(data_dir).get("condition")
     return value if isinstance(value, int) else None

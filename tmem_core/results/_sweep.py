@@ -43,7 +43,7 @@ QUESTION_SCHEMA = pl.Schema({"run_id": pl.String, "qid": pl.String, "conv_id": p
                              "separate": pl.Boolean})
 RUN_SCHEMA = pl.Schema({
     "run_id": pl.String, "benchmark": pl.String, "dataset": pl.String,
-    "question_set": pl.String, "method": pl.String, "addition": pl.Boolean,
+    "question_set": pl.String, "categories": pl.String, "method": pl.String, "addition": pl.Boolean,
     "params": pl.String,
     "backbone": pl.String, "construct_backbone": pl.String, "judges": pl.String,
     "top_k": pl.Int64, "budget": pl.Int64,
@@ -229,6 +229,7 @@ def _run_row(run: _Run) -> dict[str, Any]:
         "run_id": c["run_id"], "benchmark": config["benchmark"]["name"],
         "dataset": dataset_label(config["benchmark"]),
         "question_set": question_set(config["benchmark"]),
+        "categories": ",".join(config["benchmark"].get("categories") or ()),
         "method": config["method"], "addition": bool(c.get("method", {}).get("addition")),
         "params": json.dumps(config["params"], sort_keys=True),
         "backbone": config["backbone"], "construct_backbone": config.get("construct_backbone"),
