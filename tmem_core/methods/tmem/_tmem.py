@@ -107,7 +107,7 @@ class TMemConfig:
     select_batch: int = 20
     min_coverage: float = 0.5
     link_batch: int = 12
-    link_context: int = 8
+    link_context_tokens: int = 2048  # earlier messages of the topic shown to structuring
 
     def __post_init__(self) -> None:
         check_withheld(self.discovery_withheld, "TMemConfig.discovery_withheld")
@@ -213,7 +213,7 @@ class TMem:
         by_id = {c.id: conversation.messages[conversation.position[c.id]] for c in candidates}
         admitted = admit([by_id[i] for i in selection.ranked], terms, self.budget, count_tokens,
                          self._rendering())
-        structured = self._structure(question, admitted, llm, conversation)
+        structured = self._structure(question, admitted, llm, conversation, count_tokens)
         marks.append(time.perf_counter())
         rank = {i: k for k, i in enumerate(selection.ranked)}
         rendered = fit(structured.forest, by_id, rank, terms, self.budget, count_tokens,
@@ -255,10 +255,11 @@ class TMem:
         return selector.label(question, candidates, intervals)
 
     def _structure(self, question: Question, admitted: Sequence[Message], llm: LLM | None,
-                   conversation: Conversation) -> Structured:
+                   conversation: Conversation, count_tokens: TokenCounter) -> Structured:
         if not self.config.structuring:
             return Structured(flat_forest(admitted), Proposals({}))  # admitted: rank order
-        structurer = Structurer(_need(llm), self.config.link_batch, self.config.link_context)
+        structurer = Structurer(_need(llm), count_tokens, self.config.link_batch,
+                                self.config.link_context_tokens)
         seen = withheld(admitted, self.config.structuring_withheld)
         proposals = structurer.propose(question, seen)
         constraints = phase_constraints(conversation, self.config.structuring_withheld,
@@ -290,7 +291,7 @@ class TMem:
 
 @method("tmem", config=TMemConfig, show=describe, evidence=Found, context=Built,
         checks={"forest_structure": forest_structure}, view=View("forest", forest_view),
-        version=3, prompts=(SELECT_PROMPT, STRUCTURE_PROMPT),
+        version=4, prompts=(SELECT_PROMPT, STRUCTURE_PROMPT),
         additions=("tmem_global_forest", "tmem_heuristic_forest"), variants={
     # Table 2 (Exp-4): each removes its module only
     "tmem_wo_discovery": {"discovery": False},
@@ -356,6 +357,8 @@ def _degradation(selection: Selection, admitted: Sequence[Message], structured: 
     repairs = structured.repairs
     return {
         "selection_fallback_batches": len(selection.failures),
+        "selection_fallback": sum(label == "FALLBACK" for label in selection.labels.values()),
+        "selection_labelled_total": len(selection.labels),
         "selection_batches_total": selection.stats.calls,
         "structure_failed_batches": len(structured.proposals.failures),
         "edges_repaired": sum(r.parent is not None for r in repairs),
