@@ -7,16 +7,21 @@
     python -m jobs.annotate --benchmark locomo --source PATH --coverage  # no filter, no files
 
 For each non-abstention question: reverse retrieval from its gold answer ("<question> <answer>",
-the first `--depth` messages), the backbone's filter labels each candidate ANSWER (answer-
-bearing unit), BRIDGE (anchor unit) or NONE, and a confidence per unit decides whether it is
-accepted, audited or rejected (`tmem_core/annotation/_units.py`). The folder gets
+the first `--depth` messages of `--retrieval`, by default BM25's and the dense retriever's
+rankings pooled in turn), the backbone's filter labels each candidate ANSWER (answer-bearing
+unit), BRIDGE (anchor unit) or NONE, and a confidence per unit decides whether it is
+accepted, audited or rejected (`tmem_core/annotation/_units.py`). Units of one question that
+establish the same claim form one group of interchangeable alternatives, at most
+`--max-groups` groups required per question (`tmem_core/annotation/_groups.py`); the audit
+page decides units or whole groups. The folder gets
 `units.jsonl`, `low_confidence.jsonl` (what a person audits), `annotation.json` (settings, LLM
 calls and tokens, and, when the base has evidence of its own, the coverage of reverse retrieval
 at depths 10/20/50/100 and the precision and recall of the accepted units against it) and
 `prepared/`, the new prepared variant (the base is never changed). `--apply` rewrites
-`prepared/` with the audit's decisions, without calling the backbone again. `--coverage` only
-prints the coverage of reverse retrieval against the base's own evidence at each depth (per
-conversation and overall), calling no backbone and writing nothing.
+`prepared/` with the audit's decisions (per unit and per group), without calling the backbone
+again. `--coverage` only prints the coverage of reverse retrieval (`--retrieval`, or `all` of
+them) against the base's own evidence at each depth (per conversation and overall), calling
+no backbone and writing nothing.
 """
 
 from __future__ import annotations
@@ -38,8 +43,10 @@ from tmem_core.annotation import (
     AUDIT_FILE,
     COVERAGE_DEPTHS,
     PREPARED_DIR,
+    RETRIEVERS,
     SETTINGS_FILE,
     AnnotateConfig,
+    Retriever,
     annotatable,
     annotate,
     annotated_variant,
@@ -72,7 +79,8 @@ def main() -> int:
     base_request = _base_request(args)
     base = _read_base(base_request)
     if args.coverage:
-        return print_coverage(base, args.conversations)
+        kinds = RETRIEVERS if args.retrieval == "all" else (args.retrieval,)
+        return max(print_coverage(base, args.conversations, kind) for kind in kinds)
     if args.out is None:
         raise DataError("annotating needs --out FOLDER")
     if args.prepared is not None and args.out.resolve() == args.prepared.resolve():
@@ -87,7 +95,9 @@ def main() -> int:
     started = time.perf_counter()
     backbone = backbone_of(args)
     with open_client(backbone) as llm:
-        done = annotate(store, questions, gold, llm, AnnotateConfig(args.depth, args.batch))
+        done = annotate(store, questions, gold, llm, AnnotateConfig(
+            args.depth, args.batch, "pooled" if args.retrieval == "all" else args.retrieval,
+            args.max_groups))
     args.out.mkdir(parents=True, exist_ok=True)
     write_units(args.out, done.units)
     settings = {**done.stats, "backbone": backbone.name, "model": backbone.model,
@@ -95,7 +105,8 @@ def main() -> int:
                 "base_sha256": tables_sha256(base.messages, base.questions),
                 "wall_s": round(time.perf_counter() - started, 1)}
     if any(gold[q.qid].evidence_ids for q in questions):
-        settings["reference"] = {"coverage": coverage(store, questions, gold)}
+        settings["reference"] = {"coverage": coverage(store, questions, gold,
+                                                      kind=done.stats["retrieval"])}
     (args.out / SETTINGS_FILE).write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
     return apply_audit(args.out)
 
@@ -123,7 +134,8 @@ def apply_audit(folder: Path) -> int:
     return 0
 
 
-def print_coverage(base: PreparedBenchmark, conversations: list[str] | None) -> int:
+def print_coverage(base: PreparedBenchmark, conversations: list[str] | None,
+                   kind: Retriever) -> int:
     """Reverse retrieval's coverage of the base's own evidence, per conversation and in all."""
     gold = gold_from_table(base.questions)
     questions = [q for q in annotatable(questions_from_table(base.questions), gold)
@@ -133,9 +145,10 @@ def print_coverage(base: PreparedBenchmark, conversations: list[str] | None) -> 
     store = IndexStore(conversations_from_table(base.messages))
     groups = {c: [q for q in questions if q.conv_id == c]
               for c in dict.fromkeys(q.conv_id for q in questions)}
-    print(f"reverse-retrieval coverage of the base's evidence ({len(questions)} questions)")
+    print(f"{kind} reverse-retrieval coverage of the base's evidence ({len(questions)} "
+          f"questions)")
     for name, group in [*groups.items(), ("all", questions)]:
-        shares = coverage(store, group, gold)
+        shares = coverage(store, group, gold, kind=kind)
         print(f"  {name:<12} {len(group):>5} questions  " + "  ".join(
             f"@{d} {shares[str(d)]:.3f}" for d in COVERAGE_DEPTHS))
     return 0
@@ -153,6 +166,10 @@ def print_summary(folder: Path, variant: PreparedBenchmark, settings: dict[str, 
     print(f"  units: {units['accepted']} accepted, {units['audit']} to audit "
           f"({facts['audit']['decided']} decided in {AUDIT_FILE}), {units['rejected']} rejected;"
           f" {facts['questions_with_units']} questions with accepted units")
+    grouped = facts["groups"]
+    print(f"  groups: {grouped['required']} required ({grouped['required_units']} units, at "
+          f"most {grouped['max_groups']} a question), {grouped['capped']} capped; "
+          f"{facts['audit']['group_decisions']} group decisions")
     reference = settings.get("reference")
     if reference:
         print("  reference evidence (the base's own): reverse-retrieval coverage "
@@ -175,6 +192,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="reverse-retrieval candidates per question")
     parser.add_argument("--batch", type=int, default=AnnotateConfig.batch,
                         help="candidates per filter request")
+    parser.add_argument("--retrieval", choices=[*RETRIEVERS, "all"],
+                        default=AnnotateConfig.retrieval,
+                        help="reverse retriever (all: --coverage of each)")
+    parser.add_argument("--max-groups", type=int, default=AnnotateConfig.max_groups,
+                        help="evidence groups a question requires at most")
     parser.add_argument("--conversations", type=lambda t: [c for c in t.split(",") if c],
                         help="only these conversation ids")
     parser.add_argument("--limit", type=int, help="the first N questions only")

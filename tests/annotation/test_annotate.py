@@ -38,6 +38,7 @@ from tmem_core.benchmarks import (
     read_prepared,
     write_prepared,
 )
+from tmem_core.evaluation import evidence_groups
 from tmem_core.llm import ChatRequest, ChatResponse, Usage
 from tmem_core.retrieval import IndexStore, conversations_from_table
 from tmem_core.schema import DataError, Gold, gold_from_table, questions_from_table
@@ -141,11 +142,15 @@ def _check_variant(base: PreparedBenchmark, units: Sequence[Unit], folder: Path,
             continue
         accepted = [u.msg_id for u in units
                     if u.qid == qid and final_status(u, decisions) == "accepted"]
-        assert sorted(new[qid].evidence_ids) == sorted(accepted)
         meta = json.loads(new[qid].gold_meta or "{}")
+        groups, capped = meta["annotation"]["groups"], meta["annotation"]["capped"]
+        assert len(groups) <= 4 and (not capped or len(groups) == 4)
+        assert [gr["members"] for gr in groups] == [list(m) for m in evidence_groups(new[qid])]
+        assert sorted(new[qid].evidence_ids) == sorted(m for gr in groups for m in gr["members"])
+        assert sorted(m for gr in groups + capped for m in gr["members"]) == sorted(accepted)
         assert meta["base_evidence_ids"] == list(g.evidence_ids)
         assert sorted(meta["annotation"]["answer"] + meta["annotation"]["anchor"]) == sorted(
-            accepted)
+            new[qid].evidence_ids)
     facts = variant.manifest["annotation"]
     assert facts["base"]["benchmark"] == base.name and len(facts["base"]["sha256"]) == 64
     assert facts["audit"]["decided"] == len(decisions) and facts["depth"] == 20

@@ -119,10 +119,11 @@ def _context(locomo: Locomo, qid: str, size: str) -> str:
     return "\n".join(render_message(m) for m in around)
 
 
-# LoCoMo questions whose gold answer the answer instructions hold: inside a longer word ("sage"
-# in "messages", "Ned" in "mentioned") or as a word of their own ("the later one holds")
-INSIDE_WORDS = {"conv-43:q104": "sage", "conv-47:q79": "Ned"}
-AS_A_WORD = {"conv-44:q46": "one"}
+# LoCoMo questions whose gold answer the bare answer prompt holds: inside a longer word ("sage"
+# in "messages") or as a word of its own (the question "Does John live close to a beach or the
+# mountains?" holds its answer "beach")
+INSIDE_WORDS = {"conv-43:q104": "sage"}
+AS_A_WORD = {"conv-41:q41": "beach"}
 
 
 @pytest.mark.parametrize("size", ["empty", "short", "long"])
@@ -141,7 +142,7 @@ def test_a_gold_answer_planted_in_an_answer_prompt_is_found(locomo: Locomo, size
                 f"{qid}: gold answer {gold.answer!r} in prompt"], (qid, size)
 
 
-def test_the_planted_answers_are_words_the_instructions_hold(locomo: Locomo) -> None:
+def test_the_planted_answers_are_words_the_bare_prompt_holds(locomo: Locomo) -> None:
     for qid, answer in {**INSIDE_WORDS, **AS_A_WORD}.items():
         bare, _ = answer_prompt(locomo.questions[qid], "flat", "", get_protocol("locomo"))
         shown = f" {normalise(' '.join(m['content'] for m in bare))} "

@@ -6,6 +6,7 @@ import pytest
 
 from tmem_core.benchmarks import get_protocol
 from tmem_core.evaluation import answer_prompt, gold_leaks, parse_verdict
+from tmem_core.evaluation._answer import format_instruction
 from tmem_core.schema import Gold, Option, Question
 
 
@@ -39,7 +40,7 @@ def test_answer_prompt_formats() -> None:
     messages, prompt = answer_prompt(q("temporal", asking_user="User_2", question_time=when),
                                      "forest", "[1] ROOT ...", get_protocol("synthetic"))
     text = messages[-1]["content"]
-    assert prompt.name == "answer/forest@v1" and "UPDATE" in messages[0]["content"]
+    assert prompt.name == "answer/forest@v2" and "UPDATE" in messages[0]["content"]
     assert "Asked by: User_2" in text and "01 May 2024, 09:30" in text
     assert "give the date" in text and "No information available." in text
     options = (Option("A", "June 3"), Option("B", "June 10"))
@@ -51,6 +52,22 @@ def test_answer_prompt_formats() -> None:
         assert ("give the date" in messages[-1]["content"]) is dated
     with pytest.raises(ValueError, match="unknown context kind"):
         answer_prompt(q("x"), "graph", "ctx", get_protocol("locomo"))
+
+
+def test_abstention_phrase_only_where_the_benchmark_protocol_offers_it() -> None:
+    """LoCoMo offers "Not mentioned" to its adversarial category alone; LongMemEval's answer
+    prompt offers no abstention (its `_abs` id is gold); GroupMemBench asks every question."""
+    def instruction(benchmark: str, category: str, qid: str = "q1") -> str:
+        return format_instruction(q(category, qid), get_protocol(benchmark), None)
+
+    assert "Not mentioned in the conversation." in instruction("locomo", "adversarial")
+    for category in ("multi-hop", "temporal", "open-domain", "single-hop"):
+        assert "Not mentioned" not in instruction("locomo", category)
+        assert "reply exactly" not in instruction("locomo", category)
+    for qid in ("e47be7e1", "e47be7e1_abs"):
+        text = instruction("longmemeval", "temporal-reasoning", qid)
+        assert "cannot answer" not in text and "reply exactly" not in text
+    assert "No information available." in instruction("groupmembench", "single_hop")
 
 
 @pytest.mark.parametrize(("text", "verdict"), [

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tmem_core.evaluation import RecallTable, evidence_recall, recall_scorable
-from tmem_core.schema import Gold
+from tmem_core.evaluation import RecallTable, evidence_groups, evidence_recall, recall_scorable
+from tmem_core.schema import DataError, Gold
 
 
 def test_recall_is_the_share_of_gold_ids_selected() -> None:
@@ -15,6 +17,35 @@ def test_recall_is_the_share_of_gold_ids_selected() -> None:
     assert evidence_recall([], gold) == 0.0
     with pytest.raises(ValueError):
         evidence_recall(["m1"], Gold("q", "a"))
+
+
+def test_recall_reads_groups_any_member_recalls_its_group() -> None:
+    groups = [["m1", "m4"], ["m2"]]  # m1 and m4 establish the same claim
+    gold = Gold("q", "a", evidence_ids=("m1", "m2", "m4"),
+                gold_meta=json.dumps({"evidence_groups": groups, "other": 1}))
+    assert evidence_groups(gold) == (("m1", "m4"), ("m2",))
+    assert evidence_recall(["m4"], gold) == evidence_recall(["m1"], gold) == 0.5
+    assert evidence_recall(["m1", "m4"], gold) == 0.5  # one claim, however many restatements
+    assert evidence_recall(["m4", "m2"], gold) == 1.0
+
+
+def test_evidence_without_groups_counts_each_id_as_its_own_group() -> None:
+    """Stored gold in the flat format (annotated before groups existed) still loads."""
+    flat = Gold("q", "a", evidence_ids=("m1", "m2"),
+                gold_meta=json.dumps({"annotation": {"answer": ["m1", "m2"], "anchor": []}}))
+    assert evidence_groups(flat) == (("m1",), ("m2",))
+    assert evidence_recall(["m2"], flat) == 0.5
+
+
+@pytest.mark.parametrize(("groups", "message"), [
+    ([["m1"]], "exactly the evidence ids"), ([["m1"], []], "non-empty lists"),
+    ("m1 m2", "non-empty lists"), ([["m1", "m2", "m9"]], "exactly the evidence ids")])
+def test_malformed_groups_fail_with_the_field_named(groups: object, message: str) -> None:
+    gold = Gold("q7", "a", evidence_ids=("m1", "m2"),
+                gold_meta=json.dumps({"evidence_groups": groups}))
+    with pytest.raises(DataError, match=message) as caught:
+        evidence_recall(["m1"], gold)
+    assert "record q7" in str(caught.value) and "gold_meta.evidence_groups" in str(caught.value)
 
 
 def test_only_questions_with_evidence_and_no_abstention_are_scored() -> None:

@@ -11,7 +11,7 @@ from tmem_core.prompts._prompt import PromptError
 
 def test_every_bundled_prompt_parses_with_a_stable_hash() -> None:
     names = prompt_names()
-    assert "judge/locomo@v1" in names and "answer/forest@v1" in names
+    assert "judge/locomo@v1" in names and "answer/forest@v2" in names
     for name in names:
         prompt = load_prompt(name)
         assert prompt.user and len(prompt.sha256) == 64
@@ -51,3 +51,18 @@ def test_judge_prompts_declare_their_labels() -> None:
         else:
             assert prompt.verdict_schema() is None
     assert load_prompt("judge/groupmembench").labels == ("Correct", "Incorrect")
+
+
+def test_flat_and_forest_answer_prompts_differ_only_in_the_forests_own_part() -> None:
+    """One instruction block shared by both (paper §I): the forest adds its reading
+    instructions after it, and the user turn differs only in the context's heading."""
+    flat, forest = load_prompt("answer/flat"), load_prompt("answer/forest")
+    shared, _, reading = forest.system.partition("\n")
+    assert flat.system == shared
+    assert reading.startswith("The evidence is a forest") and "UPDATE" in reading
+    assert "UPDATE" not in flat.system and "later" not in flat.system
+    values = {"context": "CTX", "question_block": "Q", "format_instruction": "F"}
+    flat_user = flat.render(**values)[-1]["content"]
+    forest_user = forest.render(**values)[-1]["content"]
+    assert flat_user.replace("Evidence messages, most relevant first:", "H") == \
+        forest_user.replace("Evidence forest:", "H")

@@ -1,7 +1,7 @@
 """The evidence audit page (`jobs.view --audit`) in headless Chromium: a person accepts one
-low-confidence unit and rejects another, the audit file holds exactly those decisions, the
-page shows them again after a reload, and `jobs.annotate --apply` writes them into the
-prepared variant."""
+low-confidence unit, rejects another and accepts a third one's whole evidence group, the audit
+file holds exactly those decisions, the page shows them again after a reload, and
+`jobs.annotate --apply` writes them into the prepared variant."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from tmem_core.annotation import (
     PREPARED_DIR,
     SETTINGS_FILE,
     annotatable,
+    candidate_groups,
     judged,
     read_units,
     write_units,
@@ -75,14 +76,21 @@ def test_accept_and_reject_write_the_audit_file_and_the_variant(
         rows.nth(1).locator("button.reject").click()
         page.wait_for_selector(f'tr.unit[data-key="{low[1].key}"] .decision.wrong')
         assert "4 low-confidence units, 2 decided" in page.locator(".summary").inner_text()
+        group = next(g for g in candidate_groups(read_units(folder))
+                     if low[2].key in {u.key for u in g.units})
+        inherits = [u.key for u in low[2:] if u.key in {m.key for m in group.units}]
+        rows.nth(2).locator("button.accept-group").click()
+        page.wait_for_selector(f'tr.unit[data-key="{low[2].key}"] .decision.correct')
         page.screenshot(path=str(artefacts / "audit.png"), full_page=True)
         decisions = json.loads((folder / AUDIT_FILE).read_text())
         assert {k: v["decision"] for k, v in decisions.items()} == {
-            low[0].key: "accept", low[1].key: "reject"}
+            low[0].key: "accept", low[1].key: "reject", group.key: "accept"}
         page.reload()
         page.wait_for_selector("table.units tbody tr.unit")
         shown = page.locator("tr.unit .decision").all_inner_texts()
-        assert shown == ["accept", "reject", "undecided", "undecided"]
+        assert shown[:2] == ["accept", "reject"]
+        assert shown[2:] == ["accept (group)" if u.key in inherits else "undecided"
+                             for u in low[2:]]
         page.close()
     assert not errors
     monkeypatch.setattr(sys, "argv", ["annotate", "--apply", str(folder)])
@@ -90,5 +98,6 @@ def test_accept_and_reject_write_the_audit_file_and_the_variant(
     gold = gold_from_table(read_prepared(folder / PREPARED_DIR).questions)
     assert low[0].msg_id in gold[low[0].qid].evidence_ids
     assert low[1].msg_id not in gold[low[1].qid].evidence_ids
+    assert low[2].msg_id in gold[low[2].qid].evidence_ids  # accepted with its group
     accepted = [u for u in read_units(folder) if u.status == "accepted"]
     assert all(u.msg_id in gold[u.qid].evidence_ids for u in accepted)

@@ -1,18 +1,30 @@
 """Exp-2's evidence annotation (paper A.4), evaluation side: reverse retrieval from each
 non-abstention question's gold answer, an LLM filter for direct support, a confidence per
-unit, low-confidence units audited by a person (`jobs.view --audit`), and the accepted units
-written as a new prepared variant of the benchmark. It reads gold answers by design and
-feeds no method: nothing under `methods/` or `pipeline/` imports it.
+unit, units that establish the same claim grouped as interchangeable alternatives,
+low-confidence units (or their groups) audited by a person (`jobs.view --audit`), and the
+required groups written as a new prepared variant of the benchmark. It reads gold answers by
+design and feeds no method: nothing under `methods/` or `pipeline/` imports it.
 """
 
 from tmem_core.annotation._annotate import (
+    RETRIEVERS,
     AnnotateConfig,
     Annotation,
+    Retriever,
     annotatable,
     annotate,
     content_overlap,
     reverse_query,
     reverse_retrieval,
+)
+from tmem_core.annotation._groups import (
+    MAX_GROUPS,
+    Group,
+    candidate_groups,
+    expand_decisions,
+    record_decision,
+    required,
+    same_claim,
 )
 from tmem_core.annotation._units import (
     AUDIT_FILE,
@@ -25,7 +37,6 @@ from tmem_core.annotation._units import (
     judged,
     read_audit,
     read_units,
-    record_decision,
     write_units,
 )
 from tmem_core.annotation._variant import (
@@ -39,24 +50,32 @@ __all__ = [
     "AUDIT_FILE",
     "COVERAGE_DEPTHS",
     "LOW_CONFIDENCE_FILE",
+    "MAX_GROUPS",
     "PREPARED_DIR",
+    "RETRIEVERS",
     "SETTINGS_FILE",
     "UNITS_FILE",
     "AnnotateConfig",
     "Annotation",
+    "Group",
+    "Retriever",
     "Unit",
     "annotatable",
     "annotate",
     "annotated_variant",
+    "candidate_groups",
     "content_overlap",
     "coverage",
+    "expand_decisions",
     "final_status",
     "judged",
     "precision_recall",
     "read_audit",
     "read_units",
     "record_decision",
+    "required",
     "reverse_query",
     "reverse_retrieval",
+    "same_claim",
     "write_units",
 ]

@@ -2,8 +2,12 @@
 question's gold answer, then an LLM filter for direct support.
 
 Reverse retrieval ranks the conversation's messages for the query "<question> <gold answer>"
-(hybrid BM25 + MiniLM, no metadata) and keeps the first `depth` (20 by default: on the LoCoMo
-development file that depth already holds 82% of LoCoMo's own evidence, README). The filter
+(no metadata) and keeps the first `depth` (20 by default). Its retriever is "pooled" by
+default: BM25's and the dense retriever's rankings taken in turn (the first of each, then the
+second of each, ...; a message once), as TREC pools runs, so the candidates are not any
+compared method's own ranking (T-MEM's anchors come from their rank fusion, `hybrid`, which
+stays selectable, as do `bm25` and `dense`; `jobs.annotate --coverage --retrieval` measures
+each against a benchmark's own evidence). The filter
 labels each candidate ANSWER, BRIDGE or NONE for the known answer, `batch` candidates per
 request, all requests in one batch; a request whose output is unusable leaves its candidates
 FAILED (low confidence, audited). This reads gold answers by design: it is evaluation-side
@@ -13,31 +17,38 @@ and feeds no method.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
 from tmem_core.annotation._units import Label, Unit, judged
 from tmem_core.llm import ChatRequest, ChatResponse, object_schema
 from tmem_core.prompts import load_prompt
-from tmem_core.retrieval import IndexStore, Kind, lexical_tokens
+from tmem_core.retrieval import ConversationIndex, IndexStore, lexical_tokens
 from tmem_core.schema import Gold, Message, Question
 
 SUPPORT_PROMPT = "annotate/support"
 LABELS: tuple[Label, ...] = ("ANSWER", "BRIDGE", "NONE")
 MAX_ERRORS = 5  # distinct error messages kept in the settings
+Retriever = Literal["pooled", "hybrid", "bm25", "dense"]
+RETRIEVERS: tuple[Retriever, ...] = ("pooled", "hybrid", "bm25", "dense")
 
 
 @dataclass(frozen=True)
 class AnnotateConfig:
     depth: int = 20
     batch: int = 10
-    retrieval: Kind = "hybrid"
+    retrieval: Retriever = "pooled"
+    max_groups: int = 4  # evidence groups a question requires at most (`_groups.py`)
 
     def __post_init__(self) -> None:
-        if self.depth < 1 or self.batch < 1:
-            raise ValueError(f"depth and batch must be positive, got {self.depth}, "
-                             f"{self.batch}")
+        if self.depth < 1 or self.batch < 1 or self.max_groups < 1:
+            raise ValueError(f"depth, batch and max_groups must be positive, got "
+                             f"{self.depth}, {self.batch}, {self.max_groups}")
+        if self.retrieval not in RETRIEVERS:
+            raise ValueError(f"unknown reverse retriever {self.retrieval!r}; known: "
+                             f"{', '.join(RETRIEVERS)}")
 
 
 class Generator(Protocol):
@@ -70,11 +81,20 @@ def reverse_query(question: Question, answer: str) -> str:
 
 
 def reverse_retrieval(store: IndexStore, question: Question, answer: str, depth: int,
-                      kind: Kind = "hybrid") -> list[Message]:
+                      kind: Retriever = "pooled") -> list[Message]:
     """The `depth` messages ranked first for the question and its gold answer."""
     index = store.index(question.conv_id, False)
     return [index.conversation.messages[p]
-            for p in index.ranking(reverse_query(question, answer), kind, depth)]
+            for p in _ranking(index, reverse_query(question, answer), kind, depth)]
+
+
+def _ranking(index: ConversationIndex, query: str, kind: Retriever, depth: int) -> list[int]:
+    if kind != "pooled":
+        return index.ranking(query, kind, depth)
+    runs = [index.ranking(query, "bm25", depth), index.ranking(query, "dense", depth)]
+    pooled = dict.fromkeys(p for pair in itertools.zip_longest(*runs) for p in pair
+                           if p is not None)
+    return list(pooled)[:depth]
 
 
 def annotate(store: IndexStore, questions: Sequence[Question], gold: dict[str, Gold],

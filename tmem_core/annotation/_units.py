@@ -17,7 +17,6 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,7 +24,6 @@ from tmem_core.schema import DataError
 
 Label = Literal["ANSWER", "BRIDGE", "NONE", "FAILED"]
 Status = Literal["accepted", "audit", "rejected"]
-Decision = Literal["accept", "reject"]
 KIND = {"ANSWER": "answer", "BRIDGE": "anchor"}  # the paper's answer-bearing / anchor units
 TOP_VOTE = 10
 HIGH = 2 / 3
@@ -99,24 +97,11 @@ def read_units(directory: Path, name: str = UNITS_FILE) -> list[Unit]:
 
 
 def read_audit(directory: Path) -> dict[str, dict[str, str]]:
-    """Decisions by unit key: {"decision": "accept" | "reject", "at": ISO time}."""
+    """Decisions by unit or group key: {"decision": "accept" | "reject", "at": ISO time}."""
     path = directory / AUDIT_FILE
     if not path.is_file():
         return {}
     decisions: dict[str, dict[str, str]] = json.loads(path.read_text())
-    return decisions
-
-
-def record_decision(directory: Path, key: str, decision: Decision) -> dict[str, dict[str, str]]:
-    """Write one decision on a low-confidence unit into the audit file (atomically)."""
-    audited = {u.key for u in read_units(directory, LOW_CONFIDENCE_FILE)}
-    if key not in audited:
-        raise DataError(f"no low-confidence unit {key!r}", file=str(directory))
-    decisions = read_audit(directory)
-    decisions[key] = {"decision": decision, "at": datetime.now(UTC).isoformat()}
-    tmp = directory / f".{AUDIT_FILE}.tmp"
-    tmp.write_text(json.dumps(decisions, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, directory / AUDIT_FILE)
     return decisions
 
 
@@ -127,6 +112,12 @@ def final_status(unit: Unit, decisions: Mapping[str, Mapping[str, str]]) -> Stat
     decision = decisions.get(unit.key, {}).get("decision")
     return "accepted" if decision == "accept" else "rejected" if decision == "reject" \
         else "audit"
+
+
+def write_audit(directory: Path, decisions: Mapping[str, Mapping[str, str]]) -> None:
+    tmp = directory / f".{AUDIT_FILE}.tmp"
+    tmp.write_text(json.dumps(decisions, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, directory / AUDIT_FILE)
 
 
 def _write_lines(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -25,8 +25,13 @@ def _locomo_judge(q: Question, _gold: Gold) -> str | None:
     return None if q.category == "adversarial" else "judge/locomo"
 
 
+# Upstream's answer protocol (task_eval/gpt_utils.py) offers "Not mentioned in the
+# conversation" to category 5 (adversarial) alone, as one of two options beside the data's
+# adversarial answer; that answer is stored with the gold here and stays out of prompts, so
+# the phrase comes as an instruction instead, to adversarial questions only.
 LOCOMO = Protocol(_locomo_judge, ("judge/locomo",),
                   abstention_phrase="Not mentioned in the conversation.",
+                  abstention_categories=frozenset({"adversarial"}),
                   reports_separately=frozenset({"adversarial"}),
                   temporal_categories=frozenset({"temporal"}), token_f1=locomo_f1,
                   date_tolerance_days=1, judge_notes=(

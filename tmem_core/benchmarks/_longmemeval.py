@@ -27,11 +27,11 @@ def _longmemeval_judge(q: Question, g: Gold) -> str | None:
     return _LME_TYPES.get(q.category, "judge/longmemeval_default")
 
 
+# Upstream's answer prompt (src/generation/run_generation.py) asks no question to abstain:
+# an `_abs` question is told apart by its id, part of the gold, and only its judge knows.
 LONGMEMEVAL = Protocol(
     _longmemeval_judge,
     ("judge/longmemeval_abstention", "judge/longmemeval_default", *_LME_TYPES.values()),
-    abstention_instruction="If the answer is not in the evidence, say that you cannot answer "
-                           "from what you know.",
     temporal_categories=frozenset({"temporal-reasoning"}), date_tolerance_days=1,
     judge_notes=("a question whose id ends in _abs is judged by the abstention template, "
                  "every other by its question type's, as src/evaluation/evaluate_qa.py does",))

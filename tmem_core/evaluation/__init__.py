@@ -12,11 +12,18 @@ from tmem_core.evaluation._metrics import (
     stemmer,
 )
 from tmem_core.evaluation._protocols import Protocol, one_judge
-from tmem_core.evaluation._recall import RecallTable, evidence_recall, recall_scorable
+from tmem_core.evaluation._recall import (
+    GROUPS_KEY,
+    RecallTable,
+    evidence_groups,
+    evidence_recall,
+    recall_scorable,
+)
 from tmem_core.evaluation._verdict import READERS, JudgeCall, parse_verdict
 
 __all__ = [
     "CONTEXT_PROMPTS",
+    "GROUPS_KEY",
     "GUARDED_STAGES",
     "KINDS",
     "READERS",
@@ -29,6 +36,7 @@ __all__ = [
     "Rules",
     "answer_prompt",
     "choice_correct",
+    "evidence_groups",
     "evidence_recall",
     "exact_match",
     "gold_leaks",

@@ -20,7 +20,8 @@ def question_block(question: Question) -> str:
 
 def format_instruction(question: Question, protocol: Protocol,
                        options: tuple[Option, ...] | None) -> str:
-    """The benchmark-specific answer format: letters, dates, the abstention phrase."""
+    """The benchmark-specific answer format: letters, dates, the abstention phrase where the
+    benchmark's protocol asks for it (by the question's category, never by its gold)."""
     if options:
         listed = "\n".join(f"{o.label}. {o.text}" for o in options)
         return f"Options:\n{listed}\nReply with the letter of the one correct option only."
@@ -28,11 +29,10 @@ def format_instruction(question: Question, protocol: Protocol,
     if question.category in protocol.temporal_categories:
         parts.append("If the question asks when, give the date as day, month name and year, "
                      "worked out from the message timestamps.")
-    if protocol.abstention_phrase:
+    if protocol.abstention_phrase and (protocol.abstention_categories is None
+                                       or question.category in protocol.abstention_categories):
         parts.append(f"If the evidence does not contain the answer, reply exactly: "
                      f"{protocol.abstention_phrase}")
-    elif protocol.abstention_instruction:
-        parts.append(protocol.abstention_instruction)
     return " ".join(parts)
 
 

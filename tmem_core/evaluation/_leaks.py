@@ -87,10 +87,10 @@ def gold_leaks(prompt_messages: list[dict[str, str]], context: str, shown_anyway
                gold: Gold) -> list[str]:
     """Gold values a prompt shows outside its evidence context more often than
     `shown_anyway` does: the text the harness shows for this question whatever its gold (the
-    question, and the instructions: "the later one holds" does not leak the gold answer
-    "one", a second "one" does). Both are compared as whole words of the normalised text
-    ("sage" is not in "message"); the context (none when empty) is taken out once, so a
-    copy of it elsewhere in the prompt still counts."""
+    question, and the instructions: a question that names its answer "beach" among two
+    places does not leak it, a second "beach" does). Both are compared as whole words of the
+    normalised text ("sage" is not in "message"); the context (none when empty) is taken
+    out once, so a copy of it elsewhere in the prompt still counts."""
     text = " ".join(m["content"] for m in prompt_messages)
     outside = normalise(text.replace(context, " ", 1) if context else text)
     anyway = normalise(shown_anyway)

@@ -1,13 +1,25 @@
-"""Evidence recall@k (the papers' Exp-2): the share of a question's gold evidence selected."""
+"""Evidence recall@k (the papers' Exp-2): the share of a question's gold evidence selected.
+
+Gold evidence is a list of groups of interchangeable messages (paper A.4: alternatives that
+independently establish the same claim; finding one suffices): a group is recalled when any
+of its members is selected. A benchmark's gold carries its groups in `gold_meta`
+(`evidence_groups`, a list of lists of evidence ids: the annotated variants of
+`jobs.annotate`); evidence without groups counts each id as a group of its own.
+"""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from statistics import fmean
 
-from tmem_core.schema import Gold
+from tmem_core.schema import DataError, Gold
+
+GROUPS_KEY = "evidence_groups"
+Groups = tuple[tuple[str, ...], ...]
 
 
 def recall_scorable(gold: Gold) -> bool:
@@ -16,11 +28,33 @@ def recall_scorable(gold: Gold) -> bool:
 
 
 def evidence_recall(selected: Iterable[str], gold: Gold) -> float:
-    """Fraction of the gold evidence ids found among `selected`."""
-    wanted = set(gold.evidence_ids)
-    if not wanted:
+    """Fraction of the gold evidence groups with a member among `selected`."""
+    groups = evidence_groups(gold)
+    if not groups:
         raise ValueError(f"question {gold.qid} has no gold evidence")
-    return len(wanted & set(selected)) / len(wanted)
+    chosen = set(selected)
+    return sum(not chosen.isdisjoint(g) for g in groups) / len(groups)
+
+
+def evidence_groups(gold: Gold) -> Groups:
+    """The question's evidence groups: its `gold_meta` groups, else one per evidence id."""
+    return _groups(gold.qid, gold.gold_meta, gold.evidence_ids)
+
+
+@lru_cache(maxsize=65536)
+def _groups(qid: str, meta: str | None, ids: tuple[str, ...]) -> Groups:
+    given = json.loads(meta).get(GROUPS_KEY) if meta else None
+    if given is None:
+        return tuple((i,) for i in ids)
+    if not (isinstance(given, list) and all(
+            isinstance(g, list) and g and all(isinstance(i, str) for i in g) for g in given)):
+        raise DataError("evidence groups must be a list of non-empty lists of message ids",
+                        record=qid, field=f"gold_meta.{GROUPS_KEY}")
+    groups = tuple(tuple(g) for g in given)
+    if {i for g in groups for i in g} != set(ids):
+        raise DataError("evidence groups must hold exactly the evidence ids", record=qid,
+                        field=f"gold_meta.{GROUPS_KEY}")
+    return groups
 
 
 @dataclass

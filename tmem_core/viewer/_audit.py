@@ -1,6 +1,8 @@
 """The audit page of an annotation folder (`jobs.annotate`): its low-confidence units, each
-accepted or rejected by a person; every decision is written at once into the folder's audit
-file (`annotation/_units.py`), which `jobs.annotate --apply` turns into the prepared variant.
+shown in its evidence group (units that establish the same claim, `annotation/_groups.py`),
+accepted or rejected by a person one by one or a whole group at once; every decision is
+written at once into the folder's audit file, which `jobs.annotate --apply` turns into the
+prepared variant.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from starlette.routing import Route
 from tmem_core.annotation import (
     AUDIT_FILE,
     LOW_CONFIDENCE_FILE,
+    Group,
+    candidate_groups,
     read_audit,
     read_units,
     record_decision,
@@ -27,7 +31,8 @@ DECISIONS = ("accept", "reject")
 
 def audit_routes(folder: Path) -> list[Route]:
     """`/audit` (the page), `/api/audit` (the units and decisions) and
-    `POST /api/audit/decision` ({"key", "decision"}) on the annotation folder `folder`."""
+    `POST /api/audit/decision` ({"key", "decision"}: a unit's key or a group's) on the
+    annotation folder `folder`."""
     read_units(folder, LOW_CONFIDENCE_FILE)  # a folder that is no annotation fails here
 
     def page(_: Request) -> Response:
@@ -53,7 +58,21 @@ def audit_routes(folder: Path) -> list[Route]:
 
 
 def audit_view(folder: Path) -> dict[str, Any]:
+    """The low-confidence units (with their group's key) and every group holding one."""
     decisions = read_audit(folder)
+    low = read_units(folder, LOW_CONFIDENCE_FILE)
+    audited = {u.key for u in low}
+    groups = [g for g in candidate_groups(read_units(folder))
+              if any(u.key in audited for u in g.units)]
+    group_of = {u.key: g.key for g in groups for u in g.units}
     return {"folder": str(folder), "audit_file": AUDIT_FILE,
-            "units": [{**u.to_json(), "decision": decisions.get(u.key, {}).get("decision")}
-                      for u in read_units(folder, LOW_CONFIDENCE_FILE)]}
+            "units": [{**u.to_json(), "group": group_of[u.key],
+                       "decision": decisions.get(u.key, {}).get("decision")} for u in low],
+            "groups": [_group(g, decisions) for g in groups]}
+
+
+def _group(group: Group, decisions: dict[str, dict[str, str]]) -> dict[str, Any]:
+    return {"key": group.key, "kind": group.kind, "claim": list(group.claim),
+            "decision": decisions.get(group.key, {}).get("decision"),
+            "members": [{"key": u.key, "msg_id": u.msg_id, "status": u.status}
+                        for u in group.units]}

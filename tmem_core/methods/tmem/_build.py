@@ -3,9 +3,11 @@ forest's edges and the repair rule that build it from them.
 
 Proposals: a parent and a relation per message. Messages are grouped by topic (one group when
 there are none), in time order, and chunked to `batch_size` per request; each request also
-shows up to `context` earlier messages of the group as possible parents. All requests go out
-in one `generate` call. A failed request leaves its messages without proposals: the repair
-rule places them.
+shows the group's earlier messages as possible parents, newest first back to the first, as many
+as fit `context_tokens` (as `message_line` renders them): any earlier candidate of the topic can
+be a parent, so long-range UPDATE chains (paper G.2: Msg_3433 -> 5244 -> 6194) are not cut by a
+message window. All requests go out in one `generate` call. A failed request leaves its
+messages without proposals: the repair rule places them.
 
 Edges. Constraints on an edge child -> parent: the parent is an earlier selected message (by
 time, then conversation order), in the same topic when both have one, and not in a later
@@ -25,9 +27,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tmem_core.evaluation import question_block
-from tmem_core.llm import ChatRequest, object_schema
+from tmem_core.llm import ChatRequest, TokenCounter, object_schema
 from tmem_core.methods._context import LLM
 from tmem_core.methods.tmem._forest import PROPOSABLE, Forest, Node, Proposal, Relation, Repair
+from tmem_core.methods.tmem._linearise import message_line
 from tmem_core.methods.tmem._steps import (
     StepStats,
     entries,
@@ -175,12 +178,13 @@ class Structurer:
     """Proposes each message's parent and relation, per topic, in one `generate` call."""
 
     llm: LLM
+    count: TokenCounter
     batch_size: int = 12
-    context: int = 8
+    context_tokens: int = 2048
 
     def propose(self, question: Question, messages: Sequence[Message]) -> Proposals:
         ids = local_ids(messages)
-        chunks = topic_chunks(messages, self.batch_size, self.context)
+        chunks = topic_chunks(messages, self.batch_size, self.context_tokens, self.count)
         responses, stats = generate(self.llm, [self._request(question, c, ids) for c in chunks])
         back = {local: msg_id for msg_id, local in ids.items()}
         edges: dict[str, Proposal] = {}
@@ -212,13 +216,27 @@ class Structurer:
                        TOKENS_PER_LINK * len(links) + 16, "tmem.structure", question.qid)
 
 
-def topic_chunks(messages: Sequence[Message], size: int, context: int) -> list[Chunk]:
-    """Per topic, in time order: chunks of `size` with up to `context` earlier messages."""
+def topic_chunks(messages: Sequence[Message], size: int, context_tokens: int,
+                 count: TokenCounter) -> list[Chunk]:
+    """Per topic, in time order: chunks of `size`, each with the topic's earlier messages
+    that fit `context_tokens` (the latest ones kept)."""
     groups: dict[str | None, list[Message]] = {}
     for m in sorted(messages, key=chronological):
         groups.setdefault(m.topic, []).append(m)
-    return [Chunk(tuple(members[max(0, k - context):k]), tuple(members[k:k + size]))
+    return [Chunk(earlier_within(members[:k], context_tokens, count), tuple(members[k:k + size]))
             for members in groups.values() for k in range(0, len(members), size)]
+
+
+def earlier_within(earlier: Sequence[Message], tokens: int,
+                   count: TokenCounter) -> tuple[Message, ...]:
+    """The latest of `earlier` (in time order) whose lines fit `tokens` together."""
+    kept: list[Message] = []
+    for m in reversed(earlier):
+        tokens -= count(message_line(m)) + 1
+        if tokens < 0:
+            break
+        kept.append(m)
+    return tuple(reversed(kept))
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ class TMemDegradation(Degradation):
     """What fell back or was repaired on the way (`*_total`: the counts they are out of)."""
 
     selection_fallback_batches: int = 0
+    selection_fallback: int = 0  # messages a failed selection batch kept as FALLBACK
+    selection_labelled_total: int = 0
     selection_batches_total: int = 0
     structure_failed_batches: int = 0
     edges_repaired: int = 0

@@ -94,7 +94,7 @@ class TMemConfig:
     select_batch: int = 20
     min_coverage: float = 0.5
     link_batch: int = 12
-    link_context: int = 8
+    link_context_tokens: int = 2048  # earlier messages of the topic shown to structuring
 
     def __post_init__(self) -> None:
         check_withheld(self.discovery_withheld, "TMemConfig.discovery_withheld")
@@ -191,7 +191,7 @@ class TMem:
                  for c in _found(evidence).candidates}
         admitted = admit([by_id[i] for i in selection.ranked], question, self.budget, count_tokens,
                          self._rendering())
-        structured = self._structure(question, admitted, llm, conversation)
+        structured = self._structure(question, admitted, llm, conversation, count_tokens)
         rank = {i: k for k, i in enumerate(selection.ranked)}
         rendered = fit(structured.forest, by_id, rank, question, self.budget, count_tokens,
                        self._rendering())
@@ -223,10 +223,11 @@ class TMem:
         return selector.label(question, candidates, intervals)
 
     def _structure(self, question: Question, admitted: Sequence[Message], llm: LLM | None,
-                   conversation: Conversation) -> Structured:
+                   conversation: Conversation, count_tokens: TokenCounter) -> Structured:
         if not self.config.structuring:
             return Structured(flat_forest(admitted), Proposals({}))  # admitted: rank order
-        structurer = Structurer(_need(llm), self.config.link_batch, self.config.link_context)
+        structurer = Structurer(_need(llm), count_tokens, self.config.link_batch,
+                                self.config.link_context_tokens)
         seen_conversation, constraints = self._seen_by_structuring(conversation)
         seen = [seen_conversation.messages[conversation.position[m.msg_id]] for m in admitted]
         return structure(question, seen, structurer, constraints, self.config.typed_relations)
@@ -274,7 +275,7 @@ class TMem:
 
 @method("tmem", config=TMemConfig, show=describe, evidence=Found, record=Built,
         checks={"forest_structure": forest_structure}, view=View("forest", forest_view),
-        version=3, prompts=(SELECT_PROMPT, STRUCTURE_PROMPT),
+        version=4, prompts=(SELECT_PROMPT, STRUCTURE_PROMPT),
         additions=("tmem_global_forest", "tmem_heuristic_forest"), variants={
     # Table 2 (Exp-4): each removes its module only
     "tmem_wo_discovery": {"discovery": False},
@@ -308,6 +309,8 @@ def _degradation(selection: Selection, admitted: Sequence[Message], structured: 
     repairs = structured.repairs
     return TMemDegradation(
         selection_fallback_batches=len(selection.failures),
+        selection_fallback=sum(label == "FALLBACK" for label in selection.labels.values()),
+        selection_labelled_total=len(selection.labels),
         selection_batches_total=selection.stats.calls,
         structure_failed_batches=len(structured.proposals.failures),
         edges_repaired=sum(r.parent is not None for r in repairs),
