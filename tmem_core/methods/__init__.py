@@ -19,7 +19,13 @@ from tmem_core.methods._context import (
     step_record_json,
 )
 from tmem_core.methods._flat import ranked
-from tmem_core.methods._reasoning import ReasoningBudget, final_answer, reasoning_budget
+from tmem_core.methods._reasoning import (
+    CHAIN,
+    ReasoningBudget,
+    boxed_answer,
+    final_answer,
+    reasoning_budget,
+)
 from tmem_core.methods._recall import evidence_recall_at_k
 from tmem_core.methods._registry import (
     Check,
@@ -36,6 +42,7 @@ from tmem_core.methods._registry import (
 )
 
 __all__ = [
+    "CHAIN",
     "LLM",
     "MESSAGE_ID",
     "Check",
@@ -51,6 +58,7 @@ __all__ = [
     "SelectsEvidence",
     "Show",
     "View",
+    "boxed_answer",
     "check_params",
     "evidence",
     "evidence_recall_at_k",

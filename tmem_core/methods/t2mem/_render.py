@@ -21,11 +21,11 @@ def render_trace(context: Context) -> str:
     lines = [
         f"{context.method} {context.qid}: {trace['question']}",
         f"  config: units={config['units']} read_raw={config['read_raw']} "
-        f"rollout={config['rollout']} k={config['k_initial']}/{config['k_search']} "
+        f"rollout={config['rollout']} k={config['top_k']}/{config['search_top_k']} "
         f"Tmax={config['max_steps']} episodes={trace['episode_mode']}",
         f"  memory of {meta['episodes']} episodes, {meta['entries']} entries "
         f"(extracted by {', '.join([meta['backbone'], *flags])})",
-        f"initial SearchMeta (k={config['k_initial']}):",
+        f"initial SearchMeta (k={config['top_k']}):",
         *_entries(trace["initial"]),
     ]
     for step in trace["steps"]:
