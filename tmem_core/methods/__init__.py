@@ -39,6 +39,7 @@ from tmem_core.methods._registry import (
     method,
     method_label,
     method_names,
+    refuse_renamed,
 )
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "method",
     "method_label",
     "method_names",
+    "refuse_renamed",
     "ranked",
     "reasoning_budget",
     "render_message",

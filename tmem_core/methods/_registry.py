@@ -188,8 +188,21 @@ def method_label(name: str) -> str:
     return f"{name} (project addition)" if addition else name
 
 
+RENAMED = {"full_context": "recent_context"}
+"""Old method names -> the names they are registered under now (refused, naming the new)."""
+
+
+def refuse_renamed(names: Sequence[str], key: str) -> None:
+    """A `ConfigError` at `key` for a method named by its old name, telling the new one."""
+    for name in names:
+        if name in RENAMED:
+            raise ConfigError(key, f"method {name!r} is now {RENAMED[name]!r} (named for what "
+                                   f"it does); use {RENAMED[name]!r}")
+
+
 def get_method(name: str, key: str = "") -> MethodSpec[Any]:
     """The method registered as `name` (`key`: where a config named it)."""
+    refuse_renamed([name], key)
     return METHODS.get(name, key)
 
 
