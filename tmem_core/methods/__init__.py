@@ -68,9 +68,9 @@ __all__ = [
     "method",
     "method_label",
     "method_names",
-    "refuse_renamed",
     "ranked",
     "reasoning_budget",
+    "refuse_renamed",
     "render_message",
     "step_record_json",
 ]
