@@ -24,6 +24,7 @@ def test_messages_shown_as_they_are() -> None:
 def test_what_a_method_wrote_after_reading() -> None:
     assert evidence_basis("memory", json.dumps({"steps": [], "stop": "answer"})) == (READ, [])
     assert evidence_basis("memory", None) == (READ, [])
+    assert evidence_basis("chain", json.dumps({"queries": ["q"]})) == (READ, [])  # Search-o1
     both = _recalled((True, ["m1"]), (False, ["m2", "m3"]), (False, ["m3"]))
     assert evidence_basis("memory", both) == (READ, ["m2", "m3"])
 

@@ -19,13 +19,14 @@ import pyarrow as pa
 
 SHOWN, READ, UNTRACEABLE = "shown", "read", "untraceable"
 MEMORY_KIND = "memory"
+READ_KINDS = frozenset({MEMORY_KIND, "chain"})  # what the method read and wrote (a chain too)
 _RECALLED = '"recalled"'  # only an external system's trace lists what it recalled
 BASIS_COLUMNS = ("evidence_basis", "linked_ids")
 
 
 def evidence_basis(kind: str, trace: str | None) -> tuple[str, list[str]]:
     """A context's basis and the messages it is traced to beyond its `context_ids`."""
-    if kind != MEMORY_KIND:
+    if kind not in READ_KINDS:
         return SHOWN, []
     if not trace or _RECALLED not in trace:  # cheap: most memory traces are not parsed
         return READ, []
