@@ -23,6 +23,7 @@ from tmem_core.llm import (
     parse_backbones,
     request_hash,
 )
+from tmem_core.llm._accounting_server import chat_request
 from tmem_core.llm._vllm import chat_prompt, sampling_params
 
 FAST = HttpConfig(timeout_s=5.0, max_attempts=1)
@@ -116,3 +117,10 @@ def test_the_embedded_server_stops_at_a_stop_string_and_continues_a_message(
     assert stopped.usage.completion_tokens < whole.usage.completion_tokens
     assert continued.text.lstrip().startswith("7")  # the same sequence, only what was added
     assert continued.usage.prompt_tokens > whole.usage.prompt_tokens  # the prefix is prompt
+
+
+def test_the_accounting_server_passes_a_clients_stop_strings_on() -> None:
+    body: dict[str, Any] = {"messages": [{"role": "user", "content": "Count."}]}
+    assert chat_request(body, Sampling()).stop == ()
+    assert chat_request({**body, "stop": "7"}, Sampling()).stop == ("7",)
+    assert chat_request({**body, "stop": ["7", "8"]}, Sampling()).stop == ("7", "8")
