@@ -8,16 +8,16 @@ from tmem_core import ConfigError
 from tmem_core.methods import MethodEnv, method_names
 from tmem_core.methods._registry import build_method
 from tmem_core.methods.baselines._naive_rag import NaiveRag, chunk_messages
-from tmem_core.methods.baselines._ranked import Bm25Expand, FullContext
+from tmem_core.methods.baselines._ranked import Bm25Expand, RecentContext
 from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
 from tmem_core.schema import Question
 
 STRAY_Q = Question("c", "q", "Is anyone still blocked?", "x")
 
 
-def test_full_context_is_most_recent_first_within_the_budget(store: IndexStore,
+def test_recent_context_is_most_recent_first_within_the_budget(store: IndexStore,
                                                               chat: Conversation) -> None:
-    ids = FullContext(store, budget=40)(STRAY_Q, top_k=1).ids  # Top-k does not apply
+    ids = RecentContext(store, budget=40)(STRAY_Q, top_k=1).ids  # Top-k does not apply
     assert ids[:3] == ("c:39", "c:38", "c:37")
     newest_first = chat.messages[::-1]
     used = [cl100k_tokens(m.text) for m in newest_first]

@@ -31,6 +31,7 @@ from tmem_core.methods.t2mem import LoopRecord, T2Mem, render_trace
 from tmem_core.methods.t2mem._config import T2MemConfig
 from tmem_core.methods.t2mem._extract import EXTRACT_STAGE, extraction_limit
 from tmem_core.methods.t2mem._loop import _UNREAD_DEPTH, STEP_STAGE, Loop, raw_budget
+from tmem_core.methods.t2mem._record import LoopSteps
 from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
 from tmem_core.schema import Message, Question
 
@@ -356,10 +357,19 @@ def test_no_raw_access_never_offers_read(store: IndexStore, tmp_path: Path) -> N
 def test_variants_by_name(store: IndexStore) -> None:
     assert {n for n in method_names() if get_method(n).variant_of == "t2mem"} == {
         "t2mem_no_metadata", "t2mem_no_raw", "t2mem_no_rollout", "t2mem_summary", "t2mem_graph"}
-    no_raw = build_method("t2mem_no_raw", MethodEnv(store.conversations, 5, 500, store),
-                          {"k_initial": 3})
-    assert isinstance(no_raw, T2Mem)
-    assert no_raw.config == T2MemConfig(k_initial=3, read_raw=False)
+    env = MethodEnv(store.conversations, 3, 500, store)
+    no_raw = build_method("t2mem_no_raw", env, {"search_top_k": 2})
+    assert isinstance(no_raw, T2Mem) and no_raw.top_k == 3  # the grid's Top-k
+    assert no_raw.config == T2MemConfig(search_top_k=2, read_raw=False)
+    for name, key, why in (("t2mem_no_raw", "raw_tokens", "read_raw = False"),
+                           ("t2mem", "max_triples", "units = 'metadata'"),
+                           ("t2mem_graph", "max_entries", "units = 'graph'"),
+                           ("t2mem", "topic_gap_hours", "episodes = 'auto'")):
+        with pytest.raises(ConfigError, match=f"methods.{name}.{key}.*{why}"):
+            build_method(name, env, {key: 2})
+    for old in ("k_initial", "k_search", "reasoning_tokens"):
+        with pytest.raises(ConfigError, match=old):
+            build_method("t2mem", env, {old: 2})
     with pytest.raises(ConfigError, match="unknown method 't2mem_tree'"):
         build_method("t2mem_tree", MethodEnv(store.conversations, 5, 500, store))
 
@@ -465,3 +475,41 @@ def test_a_memory_build_is_gating_work(store: IndexStore, tmp_path: Path) -> Non
     assert seen == [1] and gating_threads() == 0
     method.prepare("c", Watching())  # built: nothing to wait for
     assert seen == [1]
+
+
+def test_paper_settings_bound_steps_and_entries_by_tokens_not_characters(
+        store: IndexStore, tmp_path: Path) -> None:
+    _, llm = run(store, tmp_path, [step("search", "retry"), step("answer")])
+    first = llm.steps()[0]
+    assert first.sampling is not None and first.sampling.max_tokens == 1024  # §A.3
+    assert first.schema is not None and "maxLength" not in json.dumps(first.schema)
+    extraction = llm.extractions()[0]
+    assert extraction.schema is not None
+    assert not {"maxLength", "maxItems"} & set(json.dumps(extraction.schema).replace(
+        '"', " ").split())
+    assert "Write the entries as JSON." in extraction.messages[-1].content
+    _, light = run(store, tmp_path / "light", [step("answer")], max_entries=3,
+                   reasoning_budget=96)
+    asked = light.extractions()[0]
+    assert asked.schema is not None and '"maxItems": 3' in json.dumps(asked.schema)
+    assert "Write at most 3 entries as JSON." in asked.messages[-1].content
+    budgeted = light.steps()[0]
+    assert budgeted.sampling is not None and budgeted.sampling.max_tokens == 96 + 64
+    fields = budgeted.schema["properties"] if budgeted.schema else {}
+    assert [fields[k]["maxLength"] for k in ("reasoning", "memory", "argument")] == [
+        123, 164, 192]  # 96 tokens' characters shared 3 to 4; the 64 tokens' allowance
+
+
+def test_a_step_prompt_shows_the_newest_notes_within_memory_tokens(
+        store: IndexStore, tmp_path: Path) -> None:
+    notes = [f"note {i}: " + "detail " * 12 for i in range(4)]
+    script = [step("search", f"q{i}", note) for i, note in enumerate(notes)] + [step("answer")]
+    context, llm = run(store, tmp_path, script, memory_tokens=40)
+    last = llm.steps()[-1].messages[-1].content
+    assert "note 3" in last and "note 0" not in last
+    assert "earlier notes left out ...)" in last
+    record = context.record.step_record
+    left_out = int(last.split("(... ")[1].split()[0])
+    assert isinstance(record, LoopSteps) and record.notes_left_out == left_out >= 2
+    assert sum(f"note {i}" in last for i in range(4)) == 4 - left_out
+    assert all(n.split(":")[0] in context.text for n in notes)  # the final memory keeps all

@@ -13,7 +13,8 @@ from tests.hashed_embedder import HashEmbedder
 from tmem_core.llm import ChatRequest, count_tokens
 from tmem_core.methods import MethodEnv
 from tmem_core.methods._registry import build_method
-from tmem_core.methods.tmem._steps import topic_chunks
+from tmem_core.methods.tmem._build import topic_chunks
+from tmem_core.methods.tmem._payload import Built
 from tmem_core.retrieval import Conversation, IndexStore
 from tmem_core.schema import Message, Question
 
@@ -46,12 +47,14 @@ def test_an_update_links_messages_more_than_eight_topic_messages_apart(tmp_path:
     method = build_method("tmem", MethodEnv(store.conversations, len(msgs), 8000, store))
     llm = ScriptedLLM(by_stage(select=label_all("KEY"), structure=_links))
     context = method.construct(question, method.retrieve(question), llm, COUNT)
-    nodes = {n["id"]: n for n in context.trace["forest"]}
+    built = context.record
+    assert isinstance(built, Built)
+    nodes = {n.id: n for n in built.forest}
     assert {"c:1", "c:20"} <= nodes.keys()
-    assert (nodes["c:20"]["parent"], nodes["c:20"]["relation"]) == ("c:1", "UPDATE")
+    assert (nodes["c:20"].parent, nodes["c:20"].relation) == ("c:1", "UPDATE")
     apart = [m.msg_id for m in msgs].index("c:20") - [m.msg_id for m in msgs].index("c:1")
     assert apart > 8
-    assert context.trace["degradation"]["selection_fallback"] == 0
+    assert built.degradation.selection_fallback == 0
 
 
 def test_earlier_messages_are_bounded_by_tokens_latest_first() -> None:
@@ -71,7 +74,8 @@ def test_a_failed_selection_batch_counts_its_candidates_as_fallback(tmp_path: Pa
     method = build_method("tmem", MethodEnv(store.conversations, len(msgs), 8000, store))
     llm = ScriptedLLM(by_stage(select=lambda r: "truncated", structure=_links))
     context = method.construct(question, method.retrieve(question), llm, COUNT)
-    counts = context.trace["degradation"]
-    labels = context.trace["selection"]["labels"]
-    assert counts["selection_fallback"] == len(labels) == counts["selection_labelled_total"]
-    assert counts["selection_fallback_batches"] == counts["selection_batches_total"] >= 1
+    built = context.record
+    assert isinstance(built, Built)
+    counts = built.degradation
+    assert counts.selection_fallback == len(built.labels) == counts.selection_labelled_total
+    assert counts.selection_fallback_batches == counts.selection_batches_total >= 1

@@ -154,12 +154,21 @@ def test_a_judge_prompt_file_that_cannot_judge_is_a_config_error(tmp_path: Path,
 
 def test_a_revised_method_carries_its_version_in_the_run_identity() -> None:
     runs = {r.method: r for r in parse_sweep({**GOOD, "grid": {
-        "methods": ["bm25", "bm25_meta", "full_context"], "backbones": ["smollm2"]}},
+        "methods": ["bm25", "bm25_meta", "recent_context"], "backbones": ["smollm2"]}},
         registered()).runs()}
     assert get_method("bm25").version == 2  # its query now names the asking user
     assert runs["bm25"].identity()["method_version"] == 2
     assert runs["bm25_meta"].identity()["method_version"] == 2  # a variant of the family
-    assert "method_version" not in runs["full_context"].identity()  # never revised: same id
+    assert "method_version" not in runs["recent_context"].identity()  # never revised
+
+
+def test_the_old_name_of_recent_context_is_refused_with_the_new_one() -> None:
+    grid = {"methods": ["bm25", "full_context"], "backbones": ["smollm2"]}
+    with pytest.raises(ConfigError, match="'full_context' is now 'recent_context'") as err:
+        parse_sweep({**GOOD, "grid": grid}, registered())
+    assert err.value.key == "grid.methods"
+    with pytest.raises(ConfigError, match="use 'recent_context'"):
+        get_method("full_context")
 
 
 CONSTRUCTED = {**GOOD, "grid": {"methods": ["tmem", "bm25"], "backbones": ["smollm2", "qwen"]}}

@@ -1,6 +1,7 @@
 """Search-o1 through the Ray pipeline on the embedded SmolLM2: a LoCoMo question (the shared
-file) and a synthetic one land in every stage, and its reasoning and Reason-in-Documents
-calls are in the calls table under stage construct, as many per question as its trace says."""
+file) and a synthetic one land in every stage, its reasoning and Reason-in-Documents calls are
+in the calls table under stage construct, as many per question as its trace says, and the
+prediction is the chain's last \\boxed{} without an answer call."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from tests.conftest import write_sweep
 from tests.ray_head import ONE_ACTOR, locomo_and_synthetic, run_sweep
 from tmem_core import from_json
+from tmem_core.methods import CHAIN, boxed_answer
 from tmem_core.methods.baselines._search_o1 import ChainRecord
 from tmem_core.pipeline import STAGES
 from tmem_core.results import calls_store, stage_store
@@ -22,9 +24,9 @@ pytestmark = pytest.mark.slow  # a few minutes on 2 busy cores
 def test_search_o1_runs_every_stage_on_smollm2(ray_address: str, tmp_path: Path,
                                                 locomo_path: Path) -> None:
     config = write_sweep(tmp_path, "so1", locomo_and_synthetic(locomo_path, 1),
-                         {"methods": ["search_o1"], "top_k": [8], "budget": [512]},
-                         methods={"search_o1": {"max_steps": 2, "k": 3, "step_max_tokens": 96,
-                                               "doc_max_tokens": 384}}, resources=ONE_ACTOR)
+                         {"methods": ["search_o1"], "top_k": [3], "budget": [512]},
+                         methods={"search_o1": {"max_steps": 2, "step_max_tokens": 96,
+                                                "doc_max_tokens": 384}}, resources=ONE_ACTOR)
     done = run_sweep(config, ray_address, timeout=1500)
     assert "sweep so1 done: 2 runs, 0 error records" in done.stdout
     sweep = tmp_path / "results" / "so1"
@@ -47,9 +49,12 @@ def test_search_o1_runs_every_stage_on_smollm2(ray_address: str, tmp_path: Path,
                 c["ok"] for c in mine)
             shown = {i for s in chain.calls for i in s.get("ids", [])}
             assert set(record["context_ids"]) == shown and shown
-            assert 0 < record["tokens"] <= 512 and record["kind"] == "memory"
+            assert 0 < record["tokens"] <= 512 and record["kind"] == CHAIN
+        answers = {r["qid"]: r for r in stage_store(run_dir, "answer").latest().to_pylist()}
+        assert all(answers[r["qid"]]["prediction"] == boxed_answer(r["context"])
+                   for r in contexts)
         stages = {c["stage"] for c in calls}
-        assert stages >= {"construct", "answer"} and "memory" not in stages
+        assert "construct" in stages and not {"memory", "answer"} & stages
         # a verdict by rule (LoCoMo's not-mentioned questions) or by letter calls no judge
         verdicts = stage_store(run_dir, "judge").latest().column("scored_by").to_pylist()
         assert ("judge" in stages) == ("llm" in verdicts)

@@ -176,7 +176,9 @@ def chat_request(body: dict[str, Any], default: Sampling) -> ChatRequest:
         temperature=float(_given(body.get("temperature"), default.temperature)),
         top_p=float(_given(body.get("top_p"), default.top_p)),
         max_tokens=int(max_tokens), seed=int(_given(body.get("seed"), default.seed)))
-    return ChatRequest(messages, sampling, _schema(body.get("response_format")))
+    stop = body.get("stop") or ()
+    return ChatRequest(messages, sampling, _schema(body.get("response_format")),
+                       stop=(stop,) if isinstance(stop, str) else tuple(map(str, stop)))
 
 
 def completion_body(model: str, response: ChatResponse) -> dict[str, Any]:

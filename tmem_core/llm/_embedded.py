@@ -182,7 +182,10 @@ class EmbeddedServer:
 
 
 class EmbeddedBackend(OpenAICompatBackend):
-    """SmolLM2 (or another GGUF) on a private llama.cpp server, spoken to over HTTP."""
+    """SmolLM2 (or another GGUF) on a private llama.cpp server, spoken to over HTTP (it
+    continues a final assistant message and returns it whole)."""
+
+    echoes_prefill = True
 
     def __init__(self, backbone: BackboneConfig, config: EmbeddedEngineConfig) -> None:
         self.server = EmbeddedServer(config)

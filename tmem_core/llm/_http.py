@@ -87,7 +87,12 @@ class StaticEndpoint:
 
 
 class OpenAICompatBackend:
-    """Chat completions over HTTP; JSON schemas go as `response_format` type `json_schema`."""
+    """Chat completions over HTTP; JSON schemas go as `response_format` type `json_schema`.
+
+    `echoes_prefill`: the server returns a continued assistant message whole (llama.cpp's
+    server does), so the text it held already is cut off the response."""
+
+    echoes_prefill = False
 
     def __init__(
         self,
@@ -179,17 +184,22 @@ class OpenAICompatBackend:
             max_completion_tokens=sampling.max_tokens,
             seed=sampling.seed,
             response_format=fmt,
+            stop=list(request.stop) if request.stop else openai.omit,
             timeout=self.config.request_timeout_s,
-            extra_body=self._body_extras(sampling),
+            extra_body=self._body_extras(sampling, request.continues),
         )
 
-    def _body_extras(self, sampling: Sampling) -> dict[str, Any] | None:
+    def _body_extras(self, sampling: Sampling, continues: bool) -> dict[str, Any] | None:
         """vLLM's extensions of the OpenAI body, sent only when set (a hosted API refuses
-        what it does not know): `top_k` and the backbone's chat-template arguments, beside
-        the engine's own `extra_body`."""
+        what it does not know): `top_k`, a continuation of the assistant's last message
+        (`continue_final_message`; llama.cpp's server continues a final assistant message by
+        itself) and the backbone's chat-template arguments, beside the engine's own
+        `extra_body`."""
         extras = dict(self._extra_body or {})
         if sampling.top_k:
             extras["top_k"] = sampling.top_k
+        if continues:
+            extras |= {"continue_final_message": True, "add_generation_prompt": False}
         if self.backbone.chat_template_kwargs:
             extras["chat_template_kwargs"] = self.backbone.chat_template_kwargs
         return extras or None
@@ -198,6 +208,8 @@ class OpenAICompatBackend:
         self, completion: ChatCompletion, request: ChatRequest, latency_s: float
     ) -> ChatResponse:
         text = (completion.choices[0].message.content if completion.choices else None) or ""
+        if request.continues and self.echoes_prefill:
+            text = text.removeprefix(request.messages[-1].content)
         if completion.usage is not None:
             usage = Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens)
         else:  # the server reports no usage: count with the backbone's tokenizer

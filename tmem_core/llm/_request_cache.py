@@ -49,8 +49,9 @@ _SAMPLING_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Sampling)}
 
 
 def request_hash(backbone: BackboneConfig, request: ChatRequest) -> str:
-    """sha256 of (backbone name, model and served weights, messages, sampling, schema, and the
-    backbone's chat-template arguments if it has any); stage and qid excluded.
+    """sha256 of (backbone name, model and served weights, messages, sampling, schema, the
+    stop strings if any, and the backbone's chat-template arguments if it has any); stage and
+    qid excluded.
 
     A request without sampling is hashed with the backbone's default sampling."""
     payload = {
@@ -62,6 +63,8 @@ def request_hash(backbone: BackboneConfig, request: ChatRequest) -> str:
         "sampling": _sampling_key(request.sampling or backbone.sampling),
         "schema": request.schema,
     }
+    if request.stop:  # hashed only when set: the keys of requests without one stay as they were
+        payload["stop"] = list(request.stop)
     if backbone.chat_template_kwargs:  # they change the prompt the engine sees
         payload["chat_template"] = backbone.chat_template_kwargs
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -28,6 +28,7 @@ from tmem_core.llm._types import (
     EngineDead,
     Usage,
     _background_loop,
+    before_stop,
     output_response,
     run_sync,
 )
@@ -134,7 +135,8 @@ def reply(request: ChatRequest, backbone: BackboneConfig, config: SimEngineConfi
     sampling = request.sampling or backbone.sampling
     top = max(config.min_output_tokens, min(config.max_output_tokens, sampling.max_tokens))
     count = max(1, rng.randint(config.min_output_tokens, top) * 3 // 4)
-    return " ".join(rng.choice(words) for _ in range(count)).capitalize() + ".", None
+    text = " ".join(rng.choice(words) for _ in range(count)).capitalize() + "."
+    return before_stop(text, request.stop), None
 
 
 def schema_instance(schema: dict[str, Any], rng: random.Random, words: Sequence[str]) -> Any:

@@ -79,6 +79,12 @@ def strip_reasoning(text: str) -> tuple[str, bool]:
     return text, False
 
 
+def before_stop(text: str, stop: Sequence[str]) -> str:
+    """`text` up to the first of the `stop` strings (exclusive), as an engine returns it."""
+    ends = [i for s in stop if (i := text.find(s)) >= 0]
+    return text[:min(ends)] if ends else text
+
+
 def object_schema(properties: Mapping[str, Any]) -> dict[str, Any]:
     """JSON schema of an object with exactly `properties`, every one required, in order."""
     return {"type": "object", "properties": dict(properties), "required": list(properties),
@@ -172,7 +178,13 @@ class ChatRequest:
     `priority`: lower goes first where requests wait (for a slot in the HTTP and embedded
     clients, in the queue of vLLM and the sim with their default "priority" scheduling;
     not part of the request's hash), `GATING_PRIORITY` for a call that other questions' calls
-    wait for. The pipeline adds each question's place among the sweep's questions."""
+    wait for. The pipeline adds each question's place among the sweep's questions.
+
+    `stop`: strings at which generation ends, each sent to the engine (the text returned
+    ends before the stop string, as OpenAI-compatible servers return it). A request whose
+    last message is the assistant's is a continuation: the engine extends that message
+    (its text is the start of the reply, a prefix the engine's cache holds) instead of
+    opening a new turn; the response's text is only what the engine added."""
 
     messages: Sequence[ChatMessage]
     sampling: Sampling | None = None
@@ -181,13 +193,24 @@ class ChatRequest:
     qid: str = ""
     conv_id: str = ""
     priority: int = 0
+    stop: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", tuple(self.messages))
+        object.__setattr__(self, "stop", tuple(self.stop))
         if not self.messages:
             raise ValueError("a chat request needs at least one message")
+        if any(not s for s in self.stop):
+            raise ValueError("a stop string must not be empty")
+        if self.continues and self.schema is not None:
+            raise ValueError("a continuation of the assistant's message is free text: no schema")
         if self.schema is not None:
             check_schema(self.schema)
+
+    @property
+    def continues(self) -> bool:
+        """The request extends the assistant's last message instead of opening a turn."""
+        return self.messages[-1].role == "assistant"
 
     @classmethod
     def from_prompt(

@@ -220,9 +220,10 @@ class VLLMBackend:
 
 def chat_prompt(tokenizer: Any, backbone: BackboneConfig, request: ChatRequest) -> str:
     """The chat in the model's template, with the backbone's template arguments (e.g. its
-    thinking switch)."""
+    thinking switch); a continuation leaves the assistant's last message open."""
     return str(tokenizer.apply_chat_template(
-        [m.to_dict() for m in request.messages], add_generation_prompt=True, tokenize=False,
+        [m.to_dict() for m in request.messages], add_generation_prompt=not request.continues,
+        continue_final_message=request.continues, tokenize=False,
         **backbone.chat_template_kwargs))
 
 
@@ -238,6 +239,7 @@ def sampling_params(vllm: Any, backbone: BackboneConfig, request: ChatRequest) -
         top_k=sampling.top_k,
         max_tokens=sampling.max_tokens,
         seed=sampling.seed,
+        stop=list(request.stop) or None,
         **structured,
     )
 

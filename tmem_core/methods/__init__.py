@@ -18,7 +18,13 @@ from tmem_core.methods._context import (
     render_message,
 )
 from tmem_core.methods._flat import ranked
-from tmem_core.methods._reasoning import ReasoningBudget, final_answer, reasoning_budget
+from tmem_core.methods._reasoning import (
+    CHAIN,
+    ReasoningBudget,
+    boxed_answer,
+    final_answer,
+    reasoning_budget,
+)
 from tmem_core.methods._recall import evidence_recall_at_k
 from tmem_core.methods._record import (
     READ,
@@ -43,9 +49,11 @@ from tmem_core.methods._registry import (
     method,
     method_label,
     method_names,
+    refuse_renamed,
 )
 
 __all__ = [
+    "CHAIN",
     "LLM",
     "MESSAGE_ID",
     "READ",
@@ -68,6 +76,7 @@ __all__ = [
     "Show",
     "Steps",
     "View",
+    "boxed_answer",
     "check_params",
     "evidence",
     "evidence_recall_at_k",
@@ -79,6 +88,7 @@ __all__ = [
     "ranked",
     "reasoning_budget",
     "record_columns",
+    "refuse_renamed",
     "render_message",
     "stored_basis",
 ]

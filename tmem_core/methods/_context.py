@@ -17,7 +17,7 @@ from tmem_core.methods._base import Evidence
 from tmem_core.methods._record import Record
 from tmem_core.schema import Message, Question
 
-ContextKind = Literal["flat", "forest", "memory"]
+ContextKind = Literal["flat", "forest", "memory", "chain"]  # chain: holds its own answer
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@
 
 `params` is the method's config dataclass, built from the sweep config's `[methods.<name>]`
 table and checked when the config loads (unknown keys, types, `Literal` choices and the
-dataclass's own checks, each reported with its key). `variants` registers ablations of the
+dataclass's own checks, each reported with its key, and a parameter its other settings leave
+unused: the dataclass's `ignored()`). `variants` registers ablations of the
 same factory as changes to its parameters (nested dataclasses as sub-mappings); a key a
 variant sets is refused in its table. The hooks:
 - `evidence`: the dataclass of what construction needs of retrieval, stored as JSON;
@@ -124,8 +125,9 @@ class MethodSpec(Generic[P]):
         the variant sets is refused: it would be dropped)."""
         where = where or f"methods.{self.name}"
         _refuse_overridden(raw, self.overrides, where, self)
-        params = build_config(self.params, raw, where)
-        return cast(P, _apply(params, self.overrides))
+        params = _apply(build_config(self.params, raw, where), self.overrides)
+        _refuse_ignored(raw, params, where)
+        return cast(P, params)
 
     def create(self, env: MethodEnv, raw: Mapping[str, Any] | None = None) -> ContextMethod:
         return self.build(env, self.parse(raw or {}), self.name)
@@ -191,8 +193,21 @@ def method_label(name: str) -> str:
     return f"{name} (project addition)" if addition else name
 
 
+RENAMED = {"full_context": "recent_context"}
+"""Old method names -> the names they are registered under now (refused, naming the new)."""
+
+
+def refuse_renamed(names: Sequence[str], key: str) -> None:
+    """A `ConfigError` at `key` for a method named by its old name, telling the new one."""
+    for name in names:
+        if name in RENAMED:
+            raise ConfigError(key, f"method {name!r} is now {RENAMED[name]!r} (named for what "
+                                   f"it does); use {RENAMED[name]!r}")
+
+
 def get_method(name: str, key: str = "") -> MethodSpec[Any]:
     """The method registered as `name` (`key`: where a config named it)."""
+    refuse_renamed([name], key)
     return METHODS.get(name, key)
 
 
@@ -228,6 +243,15 @@ def _apply(params: Any, changes: Mapping[str, Any]) -> Any:
         nested = dataclasses.is_dataclass(current) and isinstance(value, Mapping)
         updates[key] = _apply(current, value) if nested else value
     return dataclasses.replace(params, **updates) if updates else params
+
+
+def _refuse_ignored(raw: Mapping[str, Any], params: Any, where: str) -> None:
+    """A parameter given that the other settings leave unused (the dataclass's `ignored()`:
+    name -> the setting that makes it so) is refused, naming the key."""
+    ignored = getattr(params, "ignored", None)
+    for key, why in (ignored() if callable(ignored) else {}).items():
+        if key in raw:
+            raise ConfigError(f"{where}.{key}", f"not used when {why}; leave it out")
 
 
 def _refuse_overridden(raw: Mapping[str, Any], changes: Mapping[str, Any], where: str,

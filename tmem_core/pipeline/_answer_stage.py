@@ -2,7 +2,8 @@
 
 Under a run's reasoning budget N (`grid.reasoning_budget`) the prompt also asks for at most N
 reasoning tokens before an `Answer:` line, `max_tokens` is N + 64 (paper A.3), and the
-prediction is what follows the marker."""
+prediction is what follows the marker. A context of kind `CHAIN` (Search-o1's reasoning
+sequence) holds its own answer: the prediction is its last `\\boxed{}`, without a call."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 from tmem_core.benchmarks import get_protocol
 from tmem_core.evaluation import answer_prompt
 from tmem_core.llm import ChatRequest
-from tmem_core.methods import final_answer, reasoning_budget
+from tmem_core.methods import CHAIN, boxed_answer, final_answer, reasoning_budget
 from tmem_core.pipeline._stage import GoldStage, Output, Row
 from tmem_core.prompts import as_chat
 
@@ -24,6 +25,10 @@ class AnswerStage(GoldStage):
     writes = ("prediction",)
 
     def process(self, row: Row, stored: Mapping[str, Row]) -> Output:
+        if row["kind"] == CHAIN:  # the method's own answer: no answer call
+            return Output([self.record(row, prediction=boxed_answer(row["context"]),
+                                       prompt_name=CHAIN, prompt_sha256="", prompt="",
+                                       latency_s=0.0)], [])
         question = self.questions[row["qid"]]
         gold = self.gold[question.qid]
         messages, prompt = answer_prompt(

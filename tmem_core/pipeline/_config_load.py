@@ -14,7 +14,7 @@ from typing import Any
 from tmem_core._typed import ConfigError, build_config, read_config
 from tmem_core.benchmarks import benchmark_names, get_benchmark
 from tmem_core.llm import load_backbones
-from tmem_core.methods import check_params, get_method, method_names
+from tmem_core.methods import check_params, get_method, method_names, refuse_renamed
 from tmem_core.pipeline._config import AXES, BenchmarkConfig, SweepConfig
 from tmem_core.pipeline._paths import missing_source_hint, results_root
 from tmem_core.prompts import PromptError, judge_prompt
@@ -49,6 +49,7 @@ def parse_sweep(raw: Mapping[str, Any], allowed: Allowed | None = None,
     config = build_config(SweepConfig, {"name": default_name, **raw}, "")
     config = replace(config, results_dir=results_root(config.results_dir))
     allowed = allowed or registered()
+    refuse_renamed(config.grid.methods, "grid.methods")
     _known("grid.methods", config.grid.methods, allowed.methods)
     backbones = list(_backbones(allowed, config.backbones_file))
     _known("grid.backbones", (*config.grid.backbones, *config.judges), backbones)

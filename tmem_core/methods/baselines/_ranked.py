@@ -1,4 +1,4 @@
-"""Ranked retrieval baselines: full context, BM25, dense, hybrid (RRF), BM25 (Expand).
+"""Ranked retrieval baselines: recent context, BM25, dense, hybrid (RRF), BM25 (Expand).
 
 Version 2 of the ranked family (one factory, so its `*_meta` variants too, whose query
 already named the asker): the query carries the asking user, as every method's does
@@ -17,13 +17,15 @@ from tmem_core.schema import Question
 
 
 @dataclass(frozen=True)
-class FullContext:
+class RecentContext:
     """The most recent messages of the conversation, newest first, whose texts fit `budget`
-    tokens (Top-k does not apply)."""
+    tokens (Top-k does not apply). Named for what it keeps: a LoCoMo conversation is several
+    times a budget of 8,192 tokens, so it holds the newest 20 to 40% of one, not the whole
+    (the name `full_context` it had is refused with this one's)."""
 
     store: IndexStore
     budget: int
-    name: str = "full_context"
+    name: str = "recent_context"
 
     def __call__(self, question: Question, top_k: int) -> Evidence:
         messages = self.store.conversations[question.conv_id].messages
@@ -78,10 +80,10 @@ class Bm25Expand:
                         [index.conversation.messages[p].msg_id for p in list(order)[:top_k]])
 
 
-@method("full_context", llm_free=True,
+@method("recent_context", llm_free=True,
         description="the most recent messages up to the token budget")
-def _full_context(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
-    return ranked(FullContext(env.index_store, env.budget), env)
+def _recent_context(env: MethodEnv, _params: NoParams, _name: str) -> ContextMethod:
+    return ranked(RecentContext(env.index_store, env.budget), env)
 
 
 @dataclass(frozen=True)

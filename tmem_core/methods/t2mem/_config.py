@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from tmem_core.methods._reasoning import ReasoningBudget, reasoning_budget
+from tmem_core.methods._reasoning import ReasonedSteps
 
 EpisodeMode = Literal["auto", "session", "channel_day", "topic_window"]
 Units = Literal["metadata", "summary", "graph", "raw"]
@@ -13,8 +13,14 @@ Action = Literal["search", "read", "answer"]
 
 
 @dataclass(frozen=True)
-class T2MemConfig:
-    """Paper defaults: k = 5 for the first SearchMeta, k = 1 after it, at most 5 steps.
+class T2MemConfig(ReasonedSteps):
+    """Paper defaults (§4, §A.3): the first SearchMeta takes the grid's `top_k` entries (k = 5
+    in the paper; every method's initial retrieval depth), each later one `search_top_k`
+    (k = 1), at most `max_steps` steps (Tmax = 5), each step's output up to
+    `step_max_tokens` = 1,024 tokens (answers up to 1,024). A step's text fields and an
+    episode's extracted entries are bounded by the tokens of their call, not by characters;
+    `max_entries` (None: no limit) bounds the entries of an episode where a config asks for
+    lighter metadata (the CPU configs, whose 512-token extraction holds 3).
 
     Ablations: `units="raw"` (no metadata: SearchMeta searches raw messages), `units="summary"`
     (one summary per episode instead of structured metadata), `units="graph"` (an
@@ -31,47 +37,53 @@ class T2MemConfig:
     A ReadRaw page holds at most `raw_tokens` tokens of rendered messages (less where a step
     prompt leaves less of the backbone's context); a part longer than a page is read page by
     page, so with the default (`raw_tokens` = `episode_tokens`) one read shows a whole part
-    wherever the context allows.
+    wherever the context allows. A step prompt shows the memory notes written so far, the
+    newest first within `memory_tokens` (the room a prompt keeps for them; older notes stay
+    in the final memory and the step record counts those left out of a prompt).
 
-    `reasoning_tokens` N (the grid's `reasoning_budget`, paper A.3): each step's prompt asks
-    for at most N tokens of reasoning and memory note, its output is cut at N + 64 tokens
-    (instead of `step_max_tokens`), and the schema's reasoning and memory limits scale with
-    N (3 characters a token, shared as in the defaults, 3 to 4). None: no budget asked.
+    The grid's `reasoning_budget` N (paper A.3): each step's prompt asks for at most N
+    tokens of reasoning and memory note, its output is cut at N + 64 tokens, and the schema
+    bounds the reasoning and memory fields to N tokens' characters between them (the action
+    and argument to the 64 tokens' characters), so a step ends within its output.
+    A parameter the other settings leave unused is refused when given (`ignored`).
     """
 
     episodes: EpisodeMode = "auto"
     units: Units = "metadata"
     read_raw: bool = True
     rollout: bool = True
-    k_initial: int = 5
-    k_search: int = 1
+    search_top_k: int = 1
     max_steps: int = 5
     episode_tokens: int = 2048
     raw_tokens: int = 2048
+    memory_tokens: int = 640
     topic_gap_hours: float = 24.0
-    max_entries: int = 6  # metadata entries per episode
+    max_entries: int | None = None  # metadata entries per episode (None: no limit)
     max_triples: int = 12  # graph triples per episode
     extract_max_tokens: int = 1024
-    step_max_tokens: int = 512
-    reasoning_tokens: int | None = None
 
     def __post_init__(self) -> None:
-        reasoning_budget(self.reasoning_tokens)  # positive when given
-        for name in ("k_initial", "k_search", "max_steps", "episode_tokens", "raw_tokens",
-                     "max_entries", "max_triples", "extract_max_tokens", "step_max_tokens"):
+        super().__post_init__()
+        for name in ("search_top_k", "max_steps", "episode_tokens", "raw_tokens",
+                     "memory_tokens", "max_triples", "extract_max_tokens"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"T2MemConfig.{name} must be positive, got {getattr(self, name)}")
+        if self.max_entries is not None and self.max_entries <= 0:
+            raise ValueError(f"T2MemConfig.max_entries must be positive, got {self.max_entries}")
         if self.topic_gap_hours <= 0:
             raise ValueError("T2MemConfig.topic_gap_hours must be positive")
 
-    @property
-    def budget(self) -> ReasoningBudget | None:
-        return reasoning_budget(self.reasoning_tokens)
-
-    @property
-    def output_tokens(self) -> int:
-        """`max_tokens` of a step: N + 64 under a reasoning budget, else `step_max_tokens`."""
-        return self.step_max_tokens if self.budget is None else self.budget.max_tokens
+    def ignored(self) -> dict[str, str]:
+        """Parameters these settings leave unused, each with the setting that does."""
+        unused = [("topic_gap_hours", "episodes", self.episodes != "topic_window"),
+                  ("max_entries", "units", self.units != "metadata"),
+                  ("max_triples", "units", self.units != "graph"),
+                  ("extract_max_tokens", "units", self.units == "raw"),
+                  ("raw_tokens", "read_raw", not self.read_raw),
+                  *((name, "rollout", not self.rollout)
+                    for name in ("search_top_k", "max_steps", "memory_tokens", "raw_tokens"))]
+        return {name: f"{setting} = {getattr(self, setting)!r}"
+                for name, setting, unused_here in unused if unused_here}
 
     @property
     def steps(self) -> int:

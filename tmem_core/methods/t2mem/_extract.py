@@ -197,15 +197,15 @@ def extraction_schema(config: T2MemConfig) -> dict[str, Any]:
                           "time": {"type": "string", "maxLength": 24}})
         return object_schema({"triples": {"type": "array", "minItems": 1,
                                     "maxItems": config.max_triples, "items": triple}})
-    entry = object_schema({
+    entry = object_schema({  # bounded by the call's tokens, not by characters
         "kind": {"enum": ["event", "fact"]},
-        "text": {"type": "string", "minLength": 1, "maxLength": 150},
-        "entities": {"type": "array", "maxItems": 3,
-                     "items": {"type": "string", "maxLength": 24}},
-        "time": {"type": "string", "maxLength": 24},
+        "text": {"type": "string", "minLength": 1},
+        "entities": {"type": "array", "items": {"type": "string"}},
+        "time": {"type": "string"},
     })
-    return object_schema({"entries": {"type": "array", "minItems": 1,
-                                "maxItems": config.max_entries, "items": entry}})
+    limit = {} if config.max_entries is None else {"maxItems": config.max_entries}
+    return object_schema({"entries": {"type": "array", "minItems": 1, **limit,
+                                      "items": entry}})
 
 
 def _request(prompt: Prompt, episode: Episode, config: T2MemConfig, schema: dict[str, Any],
@@ -219,7 +219,9 @@ def _request(prompt: Prompt, episode: Episode, config: T2MemConfig, schema: dict
 
 
 def _values(prompt: Prompt, episode: str, messages: str, config: T2MemConfig) -> dict[str, str]:
-    values = {"episode": episode, "messages": messages, "max_entries": str(config.max_entries),
+    entries = "the entries" if config.max_entries is None else \
+        f"at most {config.max_entries} entries"
+    values = {"episode": episode, "messages": messages, "entries": entries,
               "max_triples": str(config.max_triples)}
     return {k: v for k, v in values.items() if k in prompt.placeholders}
 

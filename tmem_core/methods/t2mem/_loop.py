@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,7 @@ from tmem_core.llm import (
     object_schema,
 )
 from tmem_core.methods._context import LLM
+from tmem_core.methods._reasoning import ANSWER_ALLOWANCE, CHARS_PER_TOKEN
 from tmem_core.methods.t2mem._config import Action, T2MemConfig
 from tmem_core.methods.t2mem._episodes import Episode, fit_lines
 from tmem_core.methods.t2mem._extract import CONTEXT_MARGIN, Entry
@@ -49,41 +50,44 @@ _ALIASES = {"searchmeta": "search", "readraw": "read"}
 _PAGE = re.compile(r"^(?P<episode>.*?)[\s,:;/#(-]*(?:page|pg|p)\.?\s*(?P<page>\d+)\)?\s*$",
                    re.IGNORECASE)
 _UNREAD_DEPTH = 32  # unseen entries ranked at first when looking for an unread episode
-_LIMITS = {"reasoning": 300, "memory": 400, "argument": 100}  # characters
+_TEXT_FIELDS = ("reasoning", "memory", "argument")
+_NOTES_SHARE = {"reasoning": 3 / 7, "memory": 4 / 7}  # of a budget's reasoning tokens
 
 
 def limits(config: T2MemConfig) -> dict[str, int]:
-    """Characters of a step's text fields: the defaults, or under a reasoning budget N its
-    reasoning and memory sharing N tokens' characters as the defaults share theirs."""
-    budget = config.budget
+    """Characters of a step's text fields: none without a reasoning budget (the step's
+    `max_tokens` bounds them); under a budget N, reasoning and memory share N tokens'
+    characters (3 to 4) and the argument has the 64 tokens' allowance."""
+    budget = config.reasoning
     if budget is None:
-        return _LIMITS
-    shared = _LIMITS["reasoning"] + _LIMITS["memory"]
-    return {"reasoning": budget.chars(_LIMITS["reasoning"] / shared),
-            "memory": budget.chars(_LIMITS["memory"] / shared),
-            "argument": _LIMITS["argument"]}
+        return {}
+    return {**{k: budget.chars(share) for k, share in _NOTES_SHARE.items()},
+            "argument": ANSWER_ALLOWANCE * CHARS_PER_TOKEN}
 
 
 def raw_budget(config: T2MemConfig, backbone: BackboneConfig) -> int:
-    """Tokens of a ReadRaw excerpt such that a step prompt (instructions, question, a full
-    memory) and its output fit the backbone's context; at most `config.raw_tokens`."""
+    """Tokens of a ReadRaw excerpt such that a step prompt (instructions, question, the memory
+    notes it shows) and its output fit the backbone's context; at most `config.raw_tokens`."""
     prompt = load_prompt("t2mem/step")
     empty = dict.fromkeys(prompt.placeholders, "")
     overhead = count_chat_tokens(backbone, prompt.chat(**empty))
-    memory = config.steps * limits(config)["memory"] // 3  # three characters a token, at worst
     context = backbone.request_context
-    room = int((context - config.output_tokens) * CONTEXT_MARGIN) - overhead - memory
+    memory = config.memory_tokens if config.rollout else 0  # one step writes none before
+    room = int((context - config.step_tokens) * CONTEXT_MARGIN) - overhead - memory
     if room < 64:
         raise ValueError(f"backbone {backbone.name}: a context of {context} tokens leaves no "
-                         f"room for a T2Mem step of {config.steps} steps")
+                         f"room for a T2Mem step of {config.step_tokens} output tokens and "
+                         f"{config.memory_tokens} tokens of memory")
     return min(config.raw_tokens, room)
 
 
-def step_schema(allowed: Sequence[Action], lengths: dict[str, int] = _LIMITS
+def step_schema(allowed: Sequence[Action], lengths: Mapping[str, int] | None = None
                 ) -> dict[str, Any]:
     """Reasoning, memory update, action and argument, generated in this order, each text
-    within its `lengths` (characters)."""
-    text = {k: {"type": "string", "maxLength": n} for k, n in lengths.items()}
+    within its `lengths` (characters) where it has one."""
+    lengths = lengths or {}
+    text = {k: {"type": "string", **({"maxLength": lengths[k]} if k in lengths else {})}
+            for k in _TEXT_FIELDS}
     properties = {"reasoning": text["reasoning"], "memory": text["memory"],
                   "action": {"enum": list(allowed)}, "argument": text["argument"]}
     return object_schema(properties)
@@ -120,6 +124,7 @@ class Loop:
     stop: str = ""
     read_ids: list[str] = field(default_factory=list)  # messages whose lines ReadRaw showed
     pages_read: dict[str, set[int]] = field(default_factory=dict)
+    notes_left_out: int = 0  # most memory notes a step prompt left out
     _pages: dict[str, list[tuple[int, int]]] = field(default_factory=dict, repr=False)
 
     def run(self, initial: Sequence[Entry], llm: LLM) -> None:
@@ -173,6 +178,7 @@ class Loop:
                 "forced": self.forced, "tool_calls": searches + reads, "searches": searches,
                 "reads": reads, "parts_read": len(shown),
                 "parts_read_in_full": sum(f >= 1 for f in shown.values()),
+                "notes_left_out": self.notes_left_out,
                 "shown": {eid: round(f, 4) for eid, f in shown.items()}}
 
     def shown_ids(self) -> tuple[str, ...]:
@@ -186,18 +192,28 @@ class Loop:
         return list(dict.fromkeys([e.episode_id for e in self.seen.values()] + self.read))
 
     def _request(self, step: int, allowed: Sequence[Action], new: str, llm: LLM) -> ChatRequest:
-        memory = "\n".join(f"- {note}" for note in self.memory) or "(empty)"
+        memory = self._notes()
         messages = load_prompt("t2mem/step").chat(
             question=question_block(self.question), memory=memory, new=new or "(nothing new)",
             episodes=self._episode_list(allowed), allowed=", ".join(allowed),
             steps_left=str(self.config.steps - step + 1))
-        budget = self.config.budget
+        budget = self.config.reasoning
         if budget is not None:
             messages = budget.ask(messages)
         sampling = dataclasses.replace(llm.backbone.sampling,
-                                       max_tokens=self.config.output_tokens)
+                                       max_tokens=self.config.step_tokens)
         return ChatRequest(messages, sampling, step_schema(allowed, limits(self.config)),
                            stage=STEP_STAGE, qid=self.question.qid)
+
+    def _notes(self) -> str:
+        """The memory notes a step prompt shows: the newest within `memory_tokens`, after a
+        line saying how many older ones are left out (counted in `notes_left_out`)."""
+        shown = fit_lines([f"- {n}" for n in reversed(self.memory)], self.config.memory_tokens,
+                          self.count)[::-1]
+        left_out = len(self.memory) - len(shown)
+        self.notes_left_out = max(self.notes_left_out, left_out)
+        head = [f"(... {left_out} earlier notes left out ...)"] if left_out else []
+        return "\n".join(head + shown) or "(empty)"
 
     def _episode_list(self, allowed: Sequence[Action]) -> str:
         if "read" not in allowed:
@@ -236,7 +252,7 @@ class Loop:
         query = argument or self.question.question
         if not argument:
             record["repair"] = "empty query: searched the question"
-        found = self.index.search(query, self.config.k_search, self.seen)
+        found = self.index.search(query, self.config.search_top_k, self.seen)
         record["found"] = [e.to_json() for e in found]
         return self._show(found) or "No unseen entry matches that query."
 

@@ -55,7 +55,7 @@ class T2Mem:
     `prepare(conv_id, llm)` segments the conversation into episodes, extracts their metadata
     (cached on disk under `cache`) and indexes the entries; it must run, in each process,
     before `retrieve` or `construct` touch that conversation, and costs no LLM call once the
-    extraction cache holds the episodes. `retrieve` is the initial SearchMeta (k_initial, CPU
+    extraction cache holds the episodes. `retrieve` is the initial SearchMeta (`top_k`, CPU
     only); `construct` runs the loop and returns the memory as a `Context(kind="memory")`.
 
     A memory with episodes left unextracted or items dropped as invalid is counted in the
@@ -68,7 +68,10 @@ class T2Mem:
     share of each part read.
 
     Version 2: ReadRaw pages through a whole episode part (version 1 showed the part's first
-    `raw_tokens` only), the step record, the query rule of every method.
+    `raw_tokens` only), the step record, the query rule of every method. Version 3: the
+    paper's settings (steps of 1,024 output tokens; no character limits on a step's text
+    fields or on extracted entries; the first SearchMeta's k is the grid's `top_k`; a step
+    prompt shows the newest memory notes within `memory_tokens`).
     `Context.text` is the
     accumulated memory caches, cut to the budget; when the LLM wrote none (malformed first
     step, LLM error) it is the entries shown instead, and the record says `fallback`.
@@ -77,6 +80,7 @@ class T2Mem:
     store: IndexStore
     config: T2MemConfig = field(default_factory=T2MemConfig)
     name: str = "t2mem"
+    top_k: int = 5  # entries of the initial SearchMeta: the grid's Top-k
     budget: int = 8192  # tokens of the memory the answer reads
     cache: Path = field(default_factory=lambda: cache_root() / "t2mem")
     _memories: dict[str, _Memory] = field(default_factory=dict, repr=False)
@@ -112,10 +116,10 @@ class T2Mem:
         return memory, extraction
 
     def retrieve(self, question: Question) -> Evidence:
-        """The initial SearchMeta: the `k_initial` entries nearest to the question."""
+        """The initial SearchMeta: the `top_k` entries nearest to the question."""
         index = self._memory(question.conv_id).index
         query = query_text(question)
-        found = index.search(query, self.config.k_initial)
+        found = index.search(query, self.top_k)
         ids = index.linked_ids([e.episode_id for e in found])
         entries = [e.entry_id for e in found]
         return evidence(self.name, question, ids, Initial(tuple(entries)))
@@ -148,6 +152,7 @@ class T2Mem:
             initial=tuple(index.by_entry[i].to_json() for i in _initial_ids(evidence)),
             steps=tuple(loop.steps), stop=loop.stop, memory=tuple(loop.memory),
             fallback=not loop.memory, question=question.question, config=self.config,
+            top_k=self.top_k,
             episode_mode=memory.mode,
             metadata=MemoryStats(memory.backbone, len(index.episodes), len(index.entries),
                                  memory.complete, memory.dropped),
@@ -159,8 +164,8 @@ def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Me
 
 
 @method("t2mem", config=T2MemConfig, show=show_trace, evidence=Initial, record=LoopRecord,
-        view=View("timeline", timeline), version=2, memory=True,
-        axes={"reasoning_budget": "reasoning_tokens", "steps": "max_steps"},
+        view=View("timeline", timeline), version=3, memory=True,
+        axes={"reasoning_budget": "reasoning_budget", "steps": "max_steps"},
         prompts=("t2mem/extract", "t2mem/summarize", "t2mem/graph", "t2mem/step"),
         variant_axes={"t2mem_no_rollout": ("reasoning_budget",)}, variants={
     "t2mem_no_metadata": {"units": "raw"},
@@ -170,8 +175,8 @@ def show_trace(_evidence: Evidence, context: Context, _messages: Mapping[str, Me
     "t2mem_graph": {"units": "graph"},
 }, description="T2Mem: episode metadata offline, SearchMeta/ReadRaw/Answer loop at test time")
 def _t2mem(env: MethodEnv, config: T2MemConfig, name: str) -> ContextMethod:
-    """Its own k (5 then 1) and Tmax; the grid's Top-k does not apply."""
-    return T2Mem(env.index_store, config, name=name, budget=env.budget)
+    """The grid's Top-k for the first SearchMeta (the paper's k = 5), `search_top_k` after."""
+    return T2Mem(env.index_store, config, name=name, top_k=env.top_k, budget=env.budget)
 
 
 def _initial_ids(evidence: Evidence) -> tuple[str, ...]:

@@ -30,6 +30,7 @@ class LoopSteps(Steps):
     parts_read: int
     parts_read_in_full: int
     shown: dict[str, float]
+    notes_left_out: int = 0  # memory notes a step prompt left out for `memory_tokens`
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class LoopRecord(Record):
     fallback: bool
     question: str = ""
     config: T2MemConfig | None = None
+    top_k: int = 0  # the initial SearchMeta's k, the grid's Top-k (0: records written before)
     episode_mode: str = ""
     metadata: MemoryStats | None = None
     read: tuple[str, ...] = ()

@@ -42,7 +42,7 @@ def render_trace(context: Context) -> str:
 
 
 def _k(record: LoopRecord) -> int:
-    return record.config.k_initial if record.config else len(record.initial)
+    return record.top_k or len(record.initial)
 
 
 def _setting(record: LoopRecord) -> list[str]:
@@ -50,7 +50,7 @@ def _setting(record: LoopRecord) -> list[str]:
     config, meta = record.config, record.metadata
     lines = [] if config is None else [
         f"  config: units={config.units} read_raw={config.read_raw} "
-        f"rollout={config.rollout} k={config.k_initial}/{config.k_search} "
+        f"rollout={config.rollout} k={_k(record)}/{config.search_top_k} "
         f"Tmax={config.max_steps} episodes={record.episode_mode}"]
     if meta is not None:
         flags = ([] if meta.complete else ["incomplete"]) + (
