@@ -26,6 +26,7 @@ from tmem_core.llm import load_backbones
 from tmem_core.methods import check_params, get_method, method_names
 from tmem_core.pipeline._paths import missing_source_hint, results_root
 from tmem_core.prompts import PromptError, judge_prompt, load_prompt
+from tmem_core.retrieval import EmbedderConfig
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,7 @@ class RunSpec:
     steps: int | None = None
     memory_quality: bool = False
     construct_backbone: str | None = None  # the method's LLM steps' backbone, if not `backbone`
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
 
     @cached_property
     def run_id(self) -> str:
@@ -215,7 +217,7 @@ class RunSpec:
         """Everything that changes a run's results (and so its id): a method revised since
         its first definition adds its version (so the ids of unchanged methods stay as they
         were), a judge prompt file its content's hash, a construct backbone its name (only
-        when the sweep gives one)."""
+        when the sweep gives one), an embedder its model (only when not the default)."""
         return {"benchmark": self.benchmark.identity(), "method": self.method,
                 **method_version(self.method),
                 "params": dict(self.params), "backbone": self.backbone,
@@ -225,7 +227,8 @@ class RunSpec:
                                   for name, path in self.judge_prompts.items()},
                 **self.axes, **({"memory_quality": True} if self.memory_quality else {}),
                 **({"construct_backbone": self.construct_backbone}
-                   if self.construct_backbone is not None else {})}
+                   if self.construct_backbone is not None else {}),
+                **self.embedder.identity()}
 
 
 def method_version(name: str) -> dict[str, int]:
@@ -251,7 +254,9 @@ class SweepConfig:
 
     `on_changed`: what a re-run does with stored records whose dependencies (backbone
     definition, prompts, method version and parameters; `tmem_core.pipeline._deps`) changed
-    since they were written: "redo" them (saying which and why), or "refuse" to start."""
+    since they were written: "redo" them (saying which and why), or "refuse" to start.
+
+    `embedder`: the sentence embedder of every run's dense retrieval (`EmbedderConfig`)."""
 
     name: str
     benchmarks: tuple[BenchmarkConfig, ...]
@@ -264,6 +269,7 @@ class SweepConfig:
     construct_backbones: Mapping[str, str] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()
     on_changed: Literal["redo", "refuse"] = "redo"
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
 
     def __post_init__(self) -> None:
         if not self.benchmarks:
@@ -286,7 +292,8 @@ class SweepConfig:
             RunSpec(self.name, bench, method, dict(self.methods.get(method, {})),
                     backbone, self.judges, k, budget, grid.judge_repeats,
                     dict(self.judge_prompts), self.plugins, reasoning, steps,
-                    grid.memory_quality, self.construct_backbones.get(method))
+                    grid.memory_quality, self.construct_backbones.get(method),
+                    self.embedder)
             for bench, method, backbone, k, budget, reasoning, steps in itertools.product(
                 self.benchmarks, grid.methods, grid.backbones, grid.top_k, grid.budget,
                 grid.reasoning_budget or (None,), grid.steps or (None,))
