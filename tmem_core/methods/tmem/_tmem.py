@@ -290,7 +290,7 @@ class TMem:
 
 @method("tmem", config=TMemConfig, show=describe, evidence=Found, context=Built,
         checks={"forest_structure": forest_structure}, view=View("forest", forest_view),
-        version=3, prompts=(SELECT_PROMPT, STRUCTURE_PROMPT),
+        version=4, prompts=(SELECT_PROMPT, STRUCTURE_PROMPT),
         additions=("tmem_global_forest", "tmem_heuristic_forest"), variants={
     # Table 2 (Exp-4): each removes its module only
     "tmem_wo_discovery": {"discovery": False},
