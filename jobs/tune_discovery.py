@@ -4,8 +4,11 @@ report them on the rest (evaluation side: reads gold evidence).
     python -m jobs.tune_discovery --locomo ../shared/datasets/locomo/locomo10_dev.json \\
         [--out tune.json]
 
-Development: LoCoMo conv-26 and conv-30, the synthetic set (2,000 messages) with seeds 100 and
-101, base and interleaved. Reported: the other LoCoMo conversations, synthetic seeds 0-2. The
+Development (messages with their own times): the synthetic set (2,000 messages) with seeds
+100 and 101, base and interleaved, and the EverMemBench-Dynamic sample of tests/fixtures.
+Reported: synthetic seeds 0-2 and every LoCoMo conversation (session-level stamps, read in
+turn order on the message clock). Times are message-clock units (the conversation's median
+interval between messages), so the parameters carry across time scales. The
 episode rate is measured on the development split, the other parameters searched there
 (`tmem_core/methods/tmem/_development.py`); the figures of both splits are printed for the
 chosen parameters, per part and depth: the recall of the seeds alone, of the candidate pool
@@ -22,7 +25,6 @@ from pathlib import Path
 
 from jobs._cli import run_main
 from tmem_core.methods.tmem import DiscoveryConfig
-from tmem_core.methods.tmem._config import HOUR
 from tmem_core.methods.tmem._development import (
     DEPTHS,
     GRID,
@@ -38,20 +40,25 @@ from tmem_core.methods.tmem._development import (
 from tmem_core.schema import DataError
 
 SHOWN_POINTS = 10
+EVERMEMBENCH_SAMPLE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / \
+    "evermembench" / "dynamic"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m jobs.tune_discovery", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--locomo", type=Path, required=True, help="LoCoMo's locomo10 file")
+    parser.add_argument("--evermembench", type=Path, default=EVERMEMBENCH_SAMPLE,
+                        help="an EverMemBench-Dynamic folder for the development split")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = parser.parse_args()
-    if not args.locomo.is_file():
-        raise DataError("no such file", file=str(args.locomo))
-    development = seeded_questions(split("development", args.locomo))
+    for path in (args.locomo, args.evermembench):
+        if not path.exists():
+            raise DataError("no such file or folder", file=str(path))
+    development = seeded_questions(split("development", args.locomo, args.evermembench))
     chosen, points = choose(development)
     print_points(points)
-    print(f"chosen: {_setting(chosen)}; episode rate {chosen.episode_rate}/h at "
+    print(f"chosen: {_setting(chosen)}; episode rate {chosen.episode_rate}/unit at "
           f"{chosen.reference_anchors} anchors, exponent {chosen.episode_exponent}")
     figures = {"chosen": _changed(chosen), "grid": {k: list(v) for k, v in GRID.items()},
                "points": [{**_changed(p.config), "score": p.score} for p in points]}
@@ -70,7 +77,7 @@ def print_points(points: list[Point]) -> None:
     print(f"development grid: {len(points)} points, {len(admissible)} admissible (a lone seed "
           f"in a quiet group fails from {min(DEPTHS)} anchors up); best {SHOWN_POINTS}:")
     for p in admissible[:SHOWN_POINTS]:
-        print(f"  score {p.score:.4f}  {_setting(p.config)}  episode {p.config.episode_rate}/h "
+        print(f"  score {p.score:.4f}  {_setting(p.config)}  episode {p.config.episode_rate}/u "
               f"x (k/{p.config.reference_anchors})^{p.config.episode_exponent}")
 
 
@@ -96,9 +103,8 @@ def _metrics(m: Metrics) -> dict[str, float]:
 
 
 def _setting(config: DiscoveryConfig) -> str:
-    return (f"duration {config.min_duration_seconds / HOUR:g} h, gap "
-            f"{config.max_gap_seconds / HOUR:g} h, padding {config.padding}, position "
-            f"{config.threshold_position:g}")
+    return (f"duration {config.min_duration:g} u, gap {config.max_gap:g} u, padding "
+            f"{config.padding}, position {config.threshold_position:g}")
 
 
 def _changed(config: DiscoveryConfig) -> dict[str, float]:

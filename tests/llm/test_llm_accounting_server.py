@@ -101,7 +101,7 @@ def test_embeddings_are_minilm_vectors_and_counted(endpoint: AccountingEndpoint)
     texts = ["We moved to Lisbon in May.", "The cat is called Miso."]
     data = _client(endpoint).embeddings.create(model="any", input=texts).data
     vectors = np.array([d.embedding for d in data])
-    assert vectors.shape == (2, 384)
+    assert vectors.shape == (2, 384) and endpoint.dims == 384  # what Mem0 and Graphiti are told
     assert np.allclose(vectors, MiniLMEmbedder().encode(texts), atol=1e-5)
     assert endpoint.stats.embedding_tokens > before
     models = [m.id for m in _client(endpoint).models.list().data]

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tmem_core.benchmarks import LoadRequest, PreparedBenchmark, build
@@ -18,7 +19,6 @@ from tmem_core.evaluation import evidence_recall, recall_scorable
 from tmem_core.methods import MethodEnv
 from tmem_core.methods._registry import build_method
 from tmem_core.methods.tmem import DiscoveryConfig, TemporalDiscovery
-from tmem_core.methods.tmem._config import HOUR
 from tmem_core.methods.tmem._discovery import (
     Candidate,
     Discovery,
@@ -29,7 +29,10 @@ from tmem_core.methods.tmem._discovery import (
     discover,
     find_interval,
     group_anchors,
+    interval_duration,
     interval_rate,
+    message_clock,
+    on_message_clock,
     padded_members,
     temporal_clusters,
 )
@@ -50,16 +53,43 @@ def _interval(chat: Conversation, cluster: list[int], config: DiscoveryConfig = 
               group_seeds: int | None = None) -> Interval:
     """The cluster's test at the default depth (36 anchors seeded)."""
     seeds = Seeds(len(cluster) if group_seeds is None else group_seeds, DEPTH)
-    return find_interval(cluster, seeds, chat, Timeline.of(chat), config)
+    return find_interval(cluster, seeds, chat, clock(chat), config)
+
+
+def clock(chat: Conversation) -> Timeline:
+    return on_message_clock(Timeline.of(chat))
+
+
+# -- the message clock ----------------------------------------------------------------------
+
+def test_the_clock_counts_typical_intervals_whatever_the_time_scale() -> None:
+    gaps = [60.0, 60.0, 120.0, 60.0, 86400.0, 60.0]  # one night of silence
+    seconds = [0.0, *(sum(gaps[:i + 1]) for i in range(len(gaps)))]
+    ticks = message_clock(np.asarray(seconds))
+    assert list(ticks[:5]) == [0.0, 1.0, 2.0, 4.0, 5.0]  # the median gap is the unit
+    assert ticks[5] - ticks[4] == 1440.0  # the silence, in minutes' worth: no stretched unit
+    for scale in (1 / 60, 1000.0):  # messages seconds or weeks apart: the same clock
+        assert np.allclose(message_clock(np.asarray(seconds) * scale), ticks)
+
+
+def test_session_stamped_turns_follow_in_turn_order() -> None:
+    """LoCoMo: every turn of a session at the session's time."""
+    sessions = [(T0, 6), (T0 + timedelta(days=10), 6)]
+    msgs = [Message("c", f"c:{s}{k}", 6 * s + k, when, "hi", session_id=f"s{s}")
+            for s, (when, n) in enumerate(sessions) for k in range(n)]
+    timeline = clock(Conversation("c", tuple(msgs)))
+    assert list(timeline.seconds) == list(range(12))  # one unit per turn, one to the next
+    assert timeline.group_extent("session_id:s0") == 5.0  # a session has time of its own
 
 
 # -- the test itself, on the hand-built chat (conftest) -----------------------------------
 
-def test_rate_is_seeds_per_hour_of_at_least_the_minimum_duration() -> None:
-    assert CONFIG.min_duration_seconds == 2 * HOUR
-    assert interval_rate(3, 0.0, CONFIG) == 1.5  # a burst lasts the minimum duration
-    assert interval_rate(3, HOUR, CONFIG) == 1.5
-    assert interval_rate(3, 4 * HOUR, CONFIG) == 0.75  # the same seeds, spread: diluted
+def test_rate_is_seeds_per_unit_of_at_least_the_minimum_duration() -> None:
+    short = CONFIG.min_duration / 2
+    assert interval_rate(3, 0.0, CONFIG) == 3 / CONFIG.min_duration  # a burst lasts δ
+    assert interval_rate(3, short, CONFIG) == 3 / CONFIG.min_duration
+    assert interval_rate(3, 4 * CONFIG.min_duration, CONFIG) == pytest.approx(
+        interval_rate(3, 0.0, CONFIG) / 4)  # the same seeds, spread: diluted
 
 
 def test_the_threshold_lies_strictly_between_background_and_episode_rates() -> None:
@@ -68,41 +98,31 @@ def test_the_threshold_lies_strictly_between_background_and_episode_rates() -> N
     assert density_threshold(2.0, 2.0, 0.5) is None  # not separated: nothing can pass
     assert density_threshold(3.0, 2.0, 0.5) is None
     assert CONFIG.episode_rate_at(36) == CONFIG.episode_rate
-    assert CONFIG.episode_rate_at(9) == pytest.approx(CONFIG.episode_rate / 4 ** 0.53)
+    assert CONFIG.episode_rate_at(9) == pytest.approx(
+        CONFIG.episode_rate / 4 ** CONFIG.episode_exponent)
     for position in (0.0, 1.0):
         with pytest.raises(ValueError, match="strictly between 0 and 1"):
             DiscoveryConfig(threshold_position=position)
 
 
 def test_background_is_the_groups_rate_outside_the_interval(chat: Conversation) -> None:
-    timeline = Timeline.of(chat)
-    outside = timeline.group_extent(timeline.keys[10]) - 2 * HOUR  # the topic's other time
+    timeline = clock(chat)
+    duration = interval_duration(timeline.span(EPISODE[0], EPISODE[-1]), CONFIG)
+    outside = timeline.group_extent(timeline.keys[10]) - duration  # the topic's other time
     assert background_rate(EPISODE, Seeds(4, 36), timeline, CONFIG) == pytest.approx(
-        HOUR / outside)  # the stray seed, 19 days later
+        1 / outside)  # the stray seed, 19 days later
     assert background_rate(EPISODE, Seeds(3, 36), timeline, CONFIG) == 0.0
-
-
-def test_a_group_at_one_time_takes_the_conversations_background() -> None:
-    """LoCoMo's sessions: every turn of a session at its start time."""
-    sessions = [(T0, 6), (T0 + timedelta(days=10), 6)]
-    msgs = [Message("c", f"c:{s}{k}", 6 * s + k, when, "hi", session_id=f"s{s}")
-            for s, (when, n) in enumerate(sessions) for k in range(n)]
-    chat = Conversation("c", tuple(msgs))
-    timeline = Timeline.of(chat)
-    assert timeline.group_extent("session_id:s0") == 0.0
-    rate = background_rate([0, 1], Seeds(2, 5), timeline, CONFIG)
-    assert rate == pytest.approx(3 * HOUR / (10 * 86400 - 2 * HOUR))  # 3 seeds elsewhere
 
 
 def test_a_burst_is_kept_and_a_lone_seed_in_a_quiet_group_is_not(chat: Conversation) -> None:
     burst = _interval(chat, EPISODE)  # 3 seeds within 6 minutes, nothing else in the topic
     assert burst.background == 0.0 and burst.threshold is not None
-    assert burst.rate == 1.5 > burst.threshold and burst.kept
+    assert burst.rate == 3 / burst.duration > burst.threshold and burst.kept
     assert f"c:{CORRECTION}" in burst.members
     lone = _interval(chat, [STRAY], group_seeds=4)
-    assert lone.rate == 0.5 < lone.threshold  # type: ignore[operator]
+    assert lone.rate == 1 / CONFIG.min_duration < lone.threshold  # type: ignore[operator]
     assert not lone.kept and lone.members == ()  # it stays an anchor, unpadded
-    wide = replace(CONFIG, max_gap_seconds=30 * 86400)  # 10 and 34, 19 days apart, chain
+    wide = replace(CONFIG, max_gap=1e9)  # 10 and 34, 19 days apart, chain
     spread = _interval(chat, [10, STRAY], wide)
     assert spread.rate < 0.01 and not spread.kept and spread.members == ()
 
@@ -116,47 +136,53 @@ def test_lone_seeds_fail_in_quiet_groups_from_twelve_anchors_up() -> None:
             assert interval_rate(3, 0.0, CONFIG) > threshold
 
 
-def test_clusters_split_by_time_not_by_conversation_positions(chat: Conversation) -> None:
-    timeline = Timeline.of(chat)
+def test_clusters_split_by_clock_time_not_by_conversation_positions(chat: Conversation
+                                                                     ) -> None:
+    timeline = clock(chat)
     assert temporal_clusters([10, 11, 13, STRAY], timeline, CONFIG) == [EPISODE, [STRAY]]
-    tight = replace(CONFIG, max_gap_seconds=60)  # episode messages are 2 minutes apart
+    tight = replace(CONFIG, max_gap=1.0)  # episode messages are 2 minutes (units) apart
     assert temporal_clusters([10, 11], timeline, tight) == [[10], [11]]
-    crowded = _crowded(chat, between=3 * POSITION_GAP)
+    crowded = _crowded(chat, between=POSITION_GAP + 1)
     episode = [p for p, m in enumerate(crowded.messages) if m.topic == chat.messages[10].topic]
     assert min(b - a for a, b in pairwise(episode)) > POSITION_GAP
-    clusters = temporal_clusters(episode[:-1], Timeline.of(crowded), CONFIG)  # not the stray
+    assert CONFIG.max_gap >= POSITION_GAP + 2  # neighbours are that many minutes (units) apart
+    clusters = temporal_clusters(episode[:-1], clock(crowded), CONFIG)  # not the stray
     assert clusters == [episode[:-1]]
 
 
 def _crowded(chat: Conversation, between: int) -> Conversation:
-    """The chat with `between` messages of another channel after each episode message, in
-    the same minute: the episode's neighbours are far apart in the conversation."""
+    """The chat with `between` messages of another channel after each episode message, a
+    minute apart (the chat's own pace), the episode's messages `between` + 1 minutes apart:
+    the episode's neighbours are far apart in the conversation, near on its clock."""
     rows: list[Message] = []
     for m in chat.messages:
-        rows.append(m)
-        if m.topic == chat.messages[10].topic and m.seq < STRAY:
-            rows += [replace(m, msg_id=f"{m.msg_id}x{k}", text="Lunch at noon?", topic="social",
-                             channel="#random", timestamp=m.timestamp + timedelta(seconds=k))
-                     for k in range(between)]
+        if m.topic != chat.messages[10].topic or m.seq >= STRAY:
+            rows.append(m)
+            continue
+        start = chat.messages[10].timestamp + timedelta(minutes=(between + 1) * (m.seq - 10))
+        rows.append(replace(m, timestamp=start))
+        rows += [replace(m, msg_id=f"{m.msg_id}x{k}", text="Lunch at noon?", topic="social",
+                         channel="#random", timestamp=start + timedelta(minutes=k + 1))
+                 for k in range(between)]
     return Conversation("c", tuple(replace(m, seq=n) for n, m in enumerate(rows)))
 
 
 def test_padding_takes_in_the_correction_right_after_an_anchor(chat: Conversation) -> None:
-    members = padded_members([10, 11], Timeline.of(chat), CONFIG)
-    assert CORRECTION in members and 13 in members
+    members = padded_members([10, 11], clock(chat), CONFIG)
+    assert CORRECTION in members and members == [10, 11, *range(12, 12 + CONFIG.padding)]
     assert STRAY not in members  # the next group message is beyond the gap
-    assert padded_members([10, 11], Timeline.of(chat), replace(CONFIG, padding=0)) == [10, 11]
-    assert padded_members([STRAY], Timeline.of(chat), CONFIG) == [STRAY]  # none within 2 h
-    assert padded_members([10], Timeline.of(chat), CONFIG) == [10, 11, 12]
+    assert padded_members([10, 11], clock(chat), replace(CONFIG, padding=0)) == [10, 11]
+    assert padded_members([STRAY], clock(chat), CONFIG) == [STRAY]  # none within the gap
+    assert padded_members([10], clock(chat), CONFIG) == [10, *range(11, 11 + CONFIG.padding)]
 
 
 def test_bad_parameters_are_refused() -> None:
-    with pytest.raises(ValueError, match="min_duration_seconds must be positive"):
-        DiscoveryConfig(min_duration_seconds=0)
+    with pytest.raises(ValueError, match="min_duration must be positive"):
+        DiscoveryConfig(min_duration=0)
     with pytest.raises(ValueError, match="episode_rate must not be negative"):
         DiscoveryConfig(episode_rate=-1)
-    with pytest.raises(ValueError, match="max_gap_seconds must not be negative"):
-        DiscoveryConfig(max_gap_seconds=-1)
+    with pytest.raises(ValueError, match="max_gap must not be negative"):
+        DiscoveryConfig(max_gap=-1)
 
 
 def test_topic_falls_back_to_channel_session_and_conversation() -> None:
@@ -263,22 +289,22 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Bench]:
 
 def _check_density_test(found: Discovery, conversation: Conversation,
                         config: DiscoveryConfig) -> None:
-    """Every interval against the definition, recomputed from the messages' own times."""
+    """Every interval against the definition, recomputed from the messages' clock times."""
     timeline = Timeline.of(conversation)
+    ticks = message_clock(timeline.seconds)
     assert sorted(s for iv in found.intervals for s in iv.anchors) == sorted(found.anchors)
-    by_group: dict[str, list[list[datetime]]] = defaultdict(list)
+    by_group: dict[str, list[list[float]]] = defaultdict(list)
     seeded = len(found.anchors)
     for iv in found.intervals:
         seeds = [conversation.position[i] for i in iv.anchors]
         assert {timeline.keys[p] for p in seeds} == {iv.group}
-        times = [conversation.messages[p].timestamp for p in seeds]
-        assert all(0 <= (b - a).total_seconds() <= config.max_gap_seconds
-                   for a, b in pairwise(times))
-        span = (times[-1] - times[0]).total_seconds()
-        duration = max(span, config.min_duration_seconds)
-        assert (iv.span_seconds, iv.duration_seconds) == (span, duration)
-        assert iv.rate == pytest.approx(len(seeds) * HOUR / duration)
-        assert iv.background == pytest.approx(_background(iv, found, conversation, config))
+        times = [float(ticks[p]) for p in seeds]
+        assert all(0 <= b - a <= config.max_gap for a, b in pairwise(times))
+        span = times[-1] - times[0]
+        duration = max(span, config.min_duration)
+        assert (iv.span, iv.duration) == pytest.approx((span, duration))
+        assert iv.rate == pytest.approx(len(seeds) / duration)
+        assert iv.background == pytest.approx(_background(iv, found, ticks, timeline, config))
         episode = config.episode_rate * (seeded / config.reference_anchors) ** \
             config.episode_exponent
         assert iv.episode == pytest.approx(episode)
@@ -290,20 +316,19 @@ def _check_density_test(found: Discovery, conversation: Conversation,
             iv.members)
         by_group[iv.group].append(times)
     for clusters in by_group.values():  # one group's clusters: apart by more than the gap
-        assert all((b[0] - a[-1]).total_seconds() > config.max_gap_seconds
-                   for a, b in pairwise(clusters))
+        assert all(b[0] - a[-1] > config.max_gap for a, b in pairwise(clusters))
 
 
-def _background(iv: Interval, found: Discovery, conversation: Conversation,
+def _background(iv: Interval, found: Discovery, ticks: np.ndarray, timeline: Timeline,
                 config: DiscoveryConfig) -> float:
-    """Seeds per hour outside the interval: in its group, else in the conversation."""
-    group = [m for m in conversation.messages if group_key(m) == iv.group]
-    scopes = [(len(found.groups[iv.group]), group), (len(found.anchors), conversation.messages)]
-    for seeds, messages in scopes:
-        outside = (messages[-1].timestamp - messages[0].timestamp).total_seconds() \
-            - iv.duration_seconds
-        if outside >= config.min_duration_seconds:
-            return (seeds - len(iv.anchors)) * HOUR / outside
+    """Seeds per unit outside the interval: in its group, else in the conversation."""
+    group = timeline.members[iv.group]
+    scopes = [(len(found.groups[iv.group]), float(ticks[group[-1]] - ticks[group[0]])),
+              (len(found.anchors), float(ticks[-1] - ticks[0]))]
+    for seeds, extent in scopes:
+        outside = extent - iv.duration
+        if outside >= config.min_duration:
+            return (seeds - len(iv.anchors)) / outside
     return 0.0
 
 
@@ -313,7 +338,7 @@ def _quiet_lone_and_bursts(found: Discovery) -> tuple[list[Interval], list[Inter
     quiet = [iv for iv in found.intervals if iv.background < iv.episode / 10]
     return ([iv for iv in quiet if len(iv.anchors) == 1],
             [iv for iv in quiet if len(iv.anchors) >= 3
-             and iv.span_seconds <= found.config.min_duration_seconds])
+             and iv.span <= found.config.min_duration])
 
 
 def test_density_test_on_locomo_sessions(locomo: Bench) -> None:
@@ -322,10 +347,11 @@ def test_density_test_on_locomo_sessions(locomo: Bench) -> None:
     for q in locomo.questions[::3]:
         found = locomo.discover(q, 36)
         _check_density_test(found, conversation, CONFIG)
-        # a session's turns share its date: one cluster per session, a burst of span 0,
-        # whose background is the conversation's (the session has no time of its own)
-        assert len({iv.group for iv in found.intervals}) == len(found.intervals)
-        assert all(iv.span_seconds == 0 and iv.background > 0 for iv in found.intervals)
+        # a session's turns share its date, read in turn order: each cluster's span counts
+        # the turns from its first seed to its last
+        for iv in found.intervals:
+            first, last = (conversation.position[iv.anchors[i]] for i in (0, -1))
+            assert iv.span == pytest.approx(last - first)
         quiet_lone, quiet_bursts = _quiet_lone_and_bursts(found)
         assert all(not iv.kept and iv.members == () for iv in quiet_lone)
         assert all(iv.kept and len(iv.members) > len(iv.anchors) for iv in quiet_bursts)
@@ -369,6 +395,7 @@ def _out_of_position_reach(bench: Bench, depth: int) -> list[tuple[bool, bool, b
     a kept interval; selected) for each."""
     conversation = bench.store.conversations["syn-0-0"]
     timeline = Timeline.of(conversation)
+    clocked = on_message_clock(timeline)
     method = TemporalDiscovery(bench.store)
     out = []
     for q in bench.questions:
@@ -380,12 +407,12 @@ def _out_of_position_reach(bench: Bench, depth: int) -> list[tuple[bool, bool, b
             target = conversation.position[gold_id]
             members = [int(p) for p in timeline.members[timeline.keys[target]]]
             episode = [s for s in seeds if timeline.keys[s] == timeline.keys[target]
-                       and timeline.within(s, target, CONFIG.max_gap_seconds)]
+                       and clocked.within(s, target, CONFIG.max_gap)]
             if target in seeds or not episode:
                 continue
             if all(_steps_apart(members, s, target) > POSITION_GAP for s in episode):
                 padded = any(target in padded_members([conversation.position[a]
-                                                       for a in iv.anchors], timeline, CONFIG)
+                                                       for a in iv.anchors], clocked, CONFIG)
                              for iv in found.intervals)
                 out.append((padded, any(iv.kept and gold_id in iv.members
                                         for iv in found.intervals), gold_id in evidence.ids))

@@ -13,6 +13,7 @@ from test_tmem_fakes import ScriptedLLM, by_stage, label_all, link_all
 
 import jobs.inspect as inspect_job
 from tests.hashed_embedder import HashEmbedder
+from tmem_core.methods.tmem import DiscoveryConfig
 from tmem_core.retrieval import Conversation, IndexStore
 from tmem_core.schema import DataError
 
@@ -43,12 +44,15 @@ def test_inspect_shows_every_step_of_tmem(monkeypatch: pytest.MonkeyPatch, tmp_p
                  "== forest (", "ROOT m", "== context (forest, ", "== LLM select: ",
                  "== gold (for the reader"):
         assert part in out, part
-    assert ("clusters split at gaps over 2h; rate = seeds per hour of the interval (at least "
-            "2h); kept when above a threshold 0.5 of the way from the group's background rate "
-            "to the episode rate") in out
+    config = DiscoveryConfig()
+    assert (f"clusters split at gaps over {config.max_gap:g} u; rate = seeds per unit of the "
+            f"interval (at least {config.min_duration:g} u; u = the conversation's median "
+            f"interval between messages); kept when above a threshold "
+            f"{config.threshold_position:g} of the way from the group's background rate to the "
+            f"episode rate") in out
     clusters = re.findall(r"^  (kept|drop) topic:[^:]+: (\d+) seeds? (?:at|\S+ \S+ to) .*"
-                          r"rate (\d+\.\d\d)/h (>|<=) threshold (\d+\.\d\d)/h \(background "
-                          r"(\d+\.\d\d)/h, episode (\d+\.\d\d)/h\), padded to \d+ messages?$",
+                          r"rate (\d+\.\d+)/u (>|<=) threshold (\d+\.\d+)/u \(background "
+                          r"(\d+\.\d+)/u, episode (\d+\.\d+)/u\), padded to \d+ messages?$",
                           out, re.MULTILINE)
     assert clusters and any(v == "kept" for v, *_ in clusters)
     for verdict, seeds, rate, sign, threshold, background, episode in clusters:

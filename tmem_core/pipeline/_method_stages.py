@@ -31,7 +31,7 @@ from tmem_core.methods import (
 from tmem_core.pipeline._run import Run
 from tmem_core.pipeline._stage import Output, Row, Stage
 from tmem_core.results import MEMORY_STAGE, calls_store, conversation_of, memory_qid
-from tmem_core.retrieval import conversations_from_table, lexical_tokens
+from tmem_core.retrieval import IndexStore, conversations_from_table, lexical_tokens
 from tmem_core.schema import Question
 
 
@@ -103,8 +103,9 @@ class MethodStage(Stage):
     @cached_property
     def method(self) -> ContextMethod:
         run = self.job.spec
-        env = MethodEnv(conversations_from_table(self.prepared.messages), run.top_k,
-                        run.budget)
+        conversations = conversations_from_table(self.prepared.messages)
+        env = MethodEnv(conversations, run.top_k, run.budget,
+                        IndexStore(conversations, run.embedder.create()))
         method = self.spec.create(env, run.method_params)
         if hasattr(method, "prepare") and not self.spec.memory:
             # its retrieve records would be reused after its memory's backbone changed

@@ -26,6 +26,7 @@ from tmem_core.pipeline._config import SweepConfig
 from tmem_core.pipeline._data import prepare_benchmark, select_questions
 from tmem_core.pipeline._runner import run_sweep
 from tmem_core.results import calls_store, conversation_of
+from tmem_core.retrieval import EmbedderConfig
 
 INSTANT = SimEngineConfig(ttft_s=0.0, prefill_tokens_per_s=1e12, step_s=1e-9,
                           step_s_per_seq=0.0, step_s_per_ktok=0.0)
@@ -121,13 +122,17 @@ def _timing(backbone: BackboneConfig, timing: SimEngineConfig | None) -> SimEngi
 
 def _sample_calls(config: SweepConfig, backbones: dict[str, BackboneConfig], sample: int,
                   tmp: Path) -> dict[str, tuple[Sampled, list[tuple[str, str]]]]:
-    """Per run: the calls of its sampled questions, and all its (qid, conv_id)."""
+    """Per run: the calls of its sampled questions, and all its (qid, conv_id). The sample
+    embeds with the packaged stand-in: the configured embedder (BGE-M3, say) lives in the
+    workers' model cache, not necessarily here, and changes which messages fill a context,
+    not how many calls and tokens it takes."""
     twins = tmp / "backbones.yaml"
     twins.write_text(yaml.safe_dump({"backbones": {
         name: {**_fields(b), "backend": "sim", "engine": dataclasses.asdict(INSTANT)}
         for name, b in backbones.items()}}))
     small = dataclasses.replace(
         config, results_dir=str(tmp / "results"), backbones_file=str(twins),
+        embedder=EmbedderConfig(),
         benchmarks=tuple(dataclasses.replace(b, limit=min(b.limit or sample, sample))
                          for b in config.benchmarks))
     run_sweep(small, log=lambda _: None, local=True)

@@ -1,7 +1,8 @@
 """Retrieval: per-conversation BM25 and dense (faiss) indexes, cached on disk, and budgets.
 
 Indexes are keyed by content hash, model and parameters, built once per cache and shared by
-every method and run; embeddings are cached per text. `IndexStore` is the entry point.
+every method and run; embeddings are cached per text. `IndexStore` is the entry point;
+`EmbedderConfig` says which sentence embedder it uses.
 """
 
 from tmem_core._cache_dir import CACHE_ENV, cache_root
@@ -10,6 +11,7 @@ from tmem_core.retrieval._budget import within_tokens
 from tmem_core.retrieval._conversation import Conversation, conversations_from_table
 from tmem_core.retrieval._dense import DenseIndex
 from tmem_core.retrieval._embed import EmbeddingStore, MiniLMEmbedder
+from tmem_core.retrieval._embedders import EmbedderConfig, SentenceEmbedder
 from tmem_core.retrieval._index import ConversationIndex, IndexStore, Kind
 from tmem_core.retrieval._index_keys import content_key
 from tmem_core.retrieval._text import document_text, lexical_tokens, query_text
@@ -21,10 +23,12 @@ __all__ = [
     "Conversation",
     "ConversationIndex",
     "DenseIndex",
+    "EmbedderConfig",
     "EmbeddingStore",
     "IndexStore",
     "Kind",
     "MiniLMEmbedder",
+    "SentenceEmbedder",
     "cache_root",
     "cl100k_tokens",
     "content_key",

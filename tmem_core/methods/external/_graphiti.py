@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from graphiti_core.edges import EntityEdge
 
 T = TypeVar("T")
-_EMBEDDING_DIM = 384  # the endpoint's MiniLM
 _EPISODES = "episodes.json"  # episode uuid -> its messages' ids and time
 
 
@@ -181,7 +180,7 @@ def open_graphiti(endpoint: AccountingEndpoint, directory: Path, params: Graphit
                     small_model="backbone")
     embedder = OpenAIEmbedder(OpenAIEmbedderConfig(
         api_key=endpoint.api_key, base_url=endpoint.base_url,
-        embedding_model=endpoint.embedder_id, embedding_dim=_EMBEDDING_DIM))
+        embedding_model=endpoint.embedder_id, embedding_dim=endpoint.dims))
     graphiti = Graphiti(graph_driver=driver, embedder=embedder,
                         llm_client=OpenAIGenericClient(llm, max_tokens=params.max_tokens),
                         cross_encoder=OpenAIRerankerClient(llm))  # unused: search is RRF

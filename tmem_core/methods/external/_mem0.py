@@ -30,7 +30,6 @@ from tmem_core.retrieval import cache_root
 from tmem_core.schema import Message
 
 SCOPE = "conversation"  # Mem0 scopes memories by user id: one directory is one conversation
-_DIMS = 384
 
 
 @dataclass(frozen=True)
@@ -116,10 +115,10 @@ def _config(endpoint: AccountingEndpoint, directory: Path, params: Mem0Params
                 "config": {**served, "model": "bound", "max_tokens": params.max_tokens}},
         "embedder": {"provider": "openai",
                      "config": {**served, "model": endpoint.embedder_id,
-                                "embedding_dims": _DIMS}},
+                                "embedding_dims": endpoint.dims}},
         "vector_store": {"provider": "faiss",
                          "config": {"path": str(directory / "faiss"), "collection_name": "mem0",
-                                    "embedding_model_dims": _DIMS,
+                                    "embedding_model_dims": endpoint.dims,
                                     "distance_strategy": "cosine"}},
         "history_db_path": str(directory / "history.db"),
     }

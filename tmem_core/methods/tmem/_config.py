@@ -6,7 +6,6 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 Scope = Literal["interval", "global"]
-HOUR = 3600.0
 
 
 @dataclass(frozen=True)
@@ -14,18 +13,22 @@ class DiscoveryConfig:
     """Paper defaults (§C.1): at most 100 candidates (the 36 anchors and 8,192 evidence tokens
     are the grid's `top_k` and `budget`, the anchors seeded and the context's tokens).
 
-    The density test (§4.2, appendix F.1). Seeds (the seed-retrieval anchors) are grouped by
-    topic (else channel, session, conversation); each group's seeds, on the group's own
-    timeline, split into clusters wherever consecutive seeds are more than `max_gap_seconds`
-    apart. A cluster's interval lasts from its first seed to its last, and at least
-    `min_duration_seconds` (the minimum duration δ of F.1: an interval observed for less is
-    taken as lasting δ); its rate is seeds per hour of that duration. It is kept when its rate
-    exceeds a threshold strictly between two anchor rates:
+    The density test (§4.2, appendix F.1). Time is read on the conversation's message clock
+    (`_discovery.message_clock`): one unit is the conversation's median interval between
+    consecutive messages, and a turn stamped with its session's time (LoCoMo) comes one unit
+    after the turn before it; so the parameters below are in messages' worth of time, the
+    same for a chat of messages seconds apart and one of messages days apart. Seeds (the
+    seed-retrieval anchors) are grouped by topic (else channel, session, conversation); each
+    group's seeds, on the group's own timeline, split into clusters wherever consecutive
+    seeds are more than `max_gap` apart. A cluster's interval lasts from its first seed to
+    its last, and at least `min_duration` (the minimum duration δ of F.1: an interval
+    observed for less is taken as lasting δ); its rate is seeds per unit of that duration.
+    It is kept when its rate exceeds a threshold strictly between two anchor rates:
     - the background rate, estimated per group from the data: the group's seeds outside the
-      interval per hour of the group's time outside it (first to last message of the group);
-      a group with less than δ of time outside the interval (a LoCoMo session, whose turns
-      share one time) has no background of its own, and the conversation's is used alike;
-    - the relevant-episode rate: `episode_rate` seeds per hour when `reference_anchors` are
+      interval per unit of the group's time outside it (first to last message of the
+      group); a group with less than δ of time outside the interval has no background of
+      its own, and the conversation's is used alike;
+    - the relevant-episode rate: `episode_rate` seeds per unit when `reference_anchors` are
       seeded, scaled by (anchors seeded / reference_anchors) ** `episode_exponent` (an
       episode holds few messages, so its seeds grow more slowly than the anchors);
     - the threshold lies `threshold_position` of the way from the background rate to the
@@ -33,11 +36,11 @@ class DiscoveryConfig:
       below the episode rate, no threshold lies between them and no interval of the group
       is kept.
     A lone seed passes only when one seed per δ exceeds the threshold; in a quiet group
-    (background near zero) that needs position x episode rate x δ < 1 (δ in hours), which the
+    (background near zero) that needs position x episode rate x δ < 1, which the
     defaults rule out from 12 anchors up: a lone seed stays an anchor, unpadded.
 
     A kept interval spans its group's messages from the first to the last seed, padded by
-    `padding` group messages on either side (each within `max_gap_seconds` of the previous
+    `padding` group messages on either side (each within `max_gap` of the previous
     one), to take in confirmations, corrections and updates next to its seeds. Candidates
     (anchors and interval members) are cut to `max_candidates` by relevance.
 
@@ -49,23 +52,23 @@ class DiscoveryConfig:
     max_candidates: int = 100
     metadata: bool = True  # metadata-expanded message indexes (every query names the asker)
     scope: Scope = "interval"  # "global": whole anchor groups instead of intervals (ablation)
-    max_gap_seconds: float = 2 * HOUR
-    min_duration_seconds: float = 2 * HOUR
-    episode_rate: float = 2.0  # seeds per hour in a relevant episode, at reference_anchors
+    max_gap: float = 30.0  # clock units (the conversation's typical message intervals)
+    min_duration: float = 10.0  # clock units
+    episode_rate: float = 0.3  # seeds per clock unit in a relevant episode, at reference_anchors
     reference_anchors: int = 36
-    episode_exponent: float = 0.53
+    episode_exponent: float = 0.34
     threshold_position: float = 0.5
-    padding: int = 2
+    padding: int = 1
     lexical_weight: float = 1.0  # relevance = cosine + lexical_weight * BM25 / max BM25
     support_window: int = 2  # group neighbours on either side that lend support
     support_decay: float = 0.6  # weight of a neighbour at distance d: decay ** (d - 1)
 
     def __post_init__(self) -> None:
-        for name in ("min_duration_seconds", "reference_anchors"):
+        for name in ("min_duration", "reference_anchors"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"DiscoveryConfig.{name} must be positive, got "
                                  f"{getattr(self, name)}")
-        for name in ("max_gap_seconds", "episode_rate", "episode_exponent", "padding"):
+        for name in ("max_gap", "episode_rate", "episode_exponent", "padding"):
             if getattr(self, name) < 0:
                 raise ValueError(f"DiscoveryConfig.{name} must not be negative, got "
                                  f"{getattr(self, name)}")
@@ -75,7 +78,7 @@ class DiscoveryConfig:
                              f"and 1, got {self.threshold_position}")
 
     def episode_rate_at(self, seeded: int) -> float:
-        """The relevant-episode rate (seeds per hour) when `seeded` anchors are seeded."""
+        """The relevant-episode rate (seeds per clock unit) when `seeded` anchors are seeded."""
         return float(self.episode_rate * (seeded / self.reference_anchors)
                      ** self.episode_exponent)
 

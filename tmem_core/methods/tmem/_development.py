@@ -1,10 +1,14 @@
 """The development split that chose Temporal Evidence Discovery's defaults, and the figures
 that chose them (evaluation side: gold evidence is read here, never by a method).
 
-- Development: LoCoMo conversations conv-26 and conv-30 of the development file; the
-  synthetic set (2,000 messages) with seeds 100 and 101, base and interleaved.
-- Reported: the other LoCoMo conversations (conv-41, -42, -43, -44, -47); synthetic seeds 0, 1
-  and 2, base and interleaved (seed 0 is the set the tests and `make run` use).
+- Development: messages with their own times only. The synthetic set (2,000 messages, group
+  chats of GroupMemBench's shape) with seeds 100 and 101, base and interleaved, and the
+  EverMemBench-Dynamic sample the project ships (`tests/fixtures/evermembench/dynamic`, when
+  given). The GroupMemBench sample has no evidence ids, so nothing of it can be scored.
+- Reported: synthetic seeds 0, 1 and 2, base and interleaved (seed 0 is the set the tests and
+  `make run` use), and every LoCoMo conversation of the file. LoCoMo stamps each turn with its
+  session's time; on the message clock (`_discovery.message_clock`) a session's turns follow
+  each other in turn order, one unit apart, so it is read, but it chooses nothing.
 
 The relevant-episode rate is measured, not searched: the median rate of the clusters that hold
 gold evidence (at the reference depth, with the candidate minimum duration, gap and padding),
@@ -27,12 +31,13 @@ from pathlib import Path
 
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.evaluation import recall_scorable
-from tmem_core.methods.tmem._config import HOUR, DiscoveryConfig
+from tmem_core.methods.tmem._config import DiscoveryConfig
 from tmem_core.methods.tmem._discovery import (
     Seeding,
     density_threshold,
     group_anchors,
     interval_rate,
+    on_message_clock,
     padded_members,
     search,
     seed,
@@ -44,14 +49,12 @@ from tmem_core.retrieval import Conversation, IndexStore, conversations_from_tab
 from tmem_core.schema import Question, gold_from_table, questions_from_table
 
 DEPTHS = (12, 24, 36, 48)
-LOCOMO_DEVELOPMENT = ("conv-26", "conv-30")
-LOCOMO_REPORTED = ("conv-41", "conv-42", "conv-43", "conv-44", "conv-47")
 SYNTHETIC_DEVELOPMENT, SYNTHETIC_REPORTED = (100, 101), (0, 1, 2)
 SYNTHETIC_VARIANTS = ("base", "interleaved")
 SYNTHETIC_SIZE = 2000
-GRID = {"min_duration_seconds": (0.25 * HOUR, 0.5 * HOUR, HOUR, 2 * HOUR),
-        "max_gap_seconds": (HOUR, 2 * HOUR, 4 * HOUR), "padding": (1, 2, 3),
-        "threshold_position": (0.25, 0.5, 0.75)}
+GRID = {"min_duration": (5.0, 10.0, 20.0, 40.0), "max_gap": (10.0, 30.0, 90.0),
+        "padding": (1, 2, 3), "threshold_position": (0.25, 0.5, 0.75)}
+"""In message-clock units (the conversation's typical interval between messages)."""
 
 
 @dataclass(frozen=True)
@@ -64,14 +67,18 @@ class Part:
     conversations: tuple[str, ...] = ()  # empty: all
 
 
-def split(which: str, locomo: Path) -> list[Part]:
-    """The parts of the "development" or the "reported" split."""
-    convs, seeds = ((LOCOMO_DEVELOPMENT, SYNTHETIC_DEVELOPMENT) if which == "development"
-                    else (LOCOMO_REPORTED, SYNTHETIC_REPORTED))
-    return [Part(f"locomo {','.join(convs)}", "locomo", LoadRequest(source=locomo), convs),
-            *(Part(f"synthetic {variant} seed {s}", "synthetic",
-                   LoadRequest(size=SYNTHETIC_SIZE, seed=s, variant=variant))
-              for variant in SYNTHETIC_VARIANTS for s in seeds)]
+def split(which: str, locomo: Path, evermembench: Path | None = None) -> list[Part]:
+    """The parts of the "development" split (the EverMemBench sample when given) or of the
+    "reported" one (LoCoMo's file)."""
+    development = which == "development"
+    synthetic = [Part(f"synthetic {variant} seed {s}", "synthetic",
+                      LoadRequest(size=SYNTHETIC_SIZE, seed=s, variant=variant))
+                 for variant in SYNTHETIC_VARIANTS
+                 for s in (SYNTHETIC_DEVELOPMENT if development else SYNTHETIC_REPORTED)]
+    if not development:
+        return [*synthetic, Part("locomo (session stamps)", "locomo", LoadRequest(source=locomo))]
+    sample = [Part("evermembench sample", "evermembench", LoadRequest(source=evermembench))]
+    return [*synthetic, *(sample if evermembench else [])]
 
 
 @dataclass(frozen=True)
@@ -113,13 +120,15 @@ def seeded_questions(parts: Iterable[Part], store_root: Path | None = None,
 
 def relevant_rates(questions: Sequence[Seeded], config: DiscoveryConfig, depth: int
                    ) -> list[float]:
-    """The rate of every cluster whose padded interval holds gold evidence."""
+    """The rate of every cluster whose padded interval holds gold evidence (on the message
+    clock, as `search` reads it)."""
     rates = []
     for q in questions:
-        for positions in group_anchors(q.seeding.top(depth).anchors, q.timeline).values():
-            for c in temporal_clusters(positions, q.timeline, config):
-                if q.evidence & set(padded_members(c, q.timeline, config)):
-                    rates.append(interval_rate(len(c), q.timeline.span(c[0], c[-1]), config))
+        timeline = on_message_clock(q.timeline)
+        for positions in group_anchors(q.seeding.top(depth).anchors, timeline).values():
+            for c in temporal_clusters(positions, timeline, config):
+                if q.evidence & set(padded_members(c, timeline, config)):
+                    rates.append(interval_rate(len(c), timeline.span(c[0], c[-1]), config))
     return rates
 
 
@@ -209,7 +218,7 @@ def lone_seed_fails(config: DiscoveryConfig, depth: int = min(DEPTHS)) -> bool:
 def grid(config: DiscoveryConfig) -> Iterator[DiscoveryConfig]:
     for values in itertools.product(*GRID.values()):
         duration, gap, padding, position = values
-        yield replace(config, min_duration_seconds=duration, max_gap_seconds=gap,
+        yield replace(config, min_duration=duration, max_gap=gap,
                       padding=int(padding), threshold_position=position)
 
 

@@ -1,14 +1,18 @@
-"""Temporal Evidence Discovery (paper §4.2): anchors -> groups -> dense intervals -> candidates."""
+"""Temporal Evidence Discovery (paper §4.2): anchors -> groups -> dense intervals -> candidates.
+
+The density test reads time on the conversation's own message clock (`message_clock`), so
+that its parameters hold across conversations whose messages come seconds or days apart.
+"""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tmem_core.methods.tmem._config import HOUR, DiscoveryConfig
+from tmem_core.methods.tmem._config import DiscoveryConfig
 from tmem_core.methods.tmem._timeline import Timeline
 from tmem_core.retrieval import Conversation, ConversationIndex, query_text
 from tmem_core.schema import Message, Question
@@ -21,12 +25,12 @@ class Interval:
 
     group: str
     anchors: tuple[str, ...]  # its seeds, in time order
-    span_seconds: float  # from the first seed to the last
-    duration_seconds: float  # the span, at least the minimum duration
+    span: float  # from the first seed to the last, in clock units (`message_clock`)
+    duration: float  # the span, at least the minimum duration
     size: int  # group messages in the padded interval
-    rate: float  # seeds per hour of the duration
-    background: float  # the group's background rate (seeds per hour)
-    episode: float  # the relevant-episode rate at this many anchors (seeds per hour)
+    rate: float  # seeds per clock unit of the duration
+    background: float  # the group's background rate (seeds per clock unit)
+    episode: float  # the relevant-episode rate at this many anchors (seeds per clock unit)
     threshold: float | None  # between background and episode; None: they are not separated
     kept: bool
     members: tuple[str, ...]
@@ -85,8 +89,10 @@ def discover(question: Question, index: ConversationIndex, timeline: Timeline,
 
 def search(seeding: Seeding, conversation: Conversation, timeline: Timeline,
            config: DiscoveryConfig) -> Discovery:
-    """The seeds' groups, clusters and density tests, then the candidate pool."""
+    """The seeds' groups, clusters and density tests (on `timeline` read on the message
+    clock), then the candidate pool."""
     anchors, relevance = seeding.anchors, seeding.relevance
+    timeline = on_message_clock(timeline)
     groups = group_anchors(anchors, timeline)
     if config.scope == "global":
         intervals: list[Interval] = []
@@ -107,6 +113,29 @@ def search(seeding: Seeding, conversation: Conversation, timeline: Timeline,
                      tuple(intervals), config, candidates)
 
 
+def message_clock(seconds: np.ndarray) -> np.ndarray:
+    """Each message's time (in conversation order) in units of the conversation's typical
+    interval between messages: the median of its positive gaps between consecutive messages.
+    A message stamped no later than the one before it (LoCoMo stamps every turn of a session
+    with the session's time) comes one unit after it: turn order within a session.
+
+    The median, not the mean, so that silences (nights, LoCoMo's days between sessions) do
+    not stretch the unit; positions alone would count a busy parallel channel's messages as
+    time between one topic's messages."""
+    if len(seconds) < 2:
+        return np.zeros(len(seconds))
+    gaps = np.diff(seconds)
+    positive = gaps[gaps > 0]
+    unit = float(np.median(positive)) if len(positive) else 1.0
+    steps = np.where(gaps > 0, gaps / unit, 1.0)
+    return np.concatenate([[0.0], np.cumsum(steps)])
+
+
+def on_message_clock(timeline: Timeline) -> Timeline:
+    """`timeline` with its times in message-clock units (`message_clock`)."""
+    return replace(timeline, seconds=message_clock(timeline.seconds))
+
+
 def query_relevance(dense: np.ndarray, lexical: np.ndarray, lexical_weight: float) -> np.ndarray:
     """Cosine similarity plus `lexical_weight` times BM25 scaled to [0, 1], per message."""
     top = float(lexical.max()) if len(lexical) else 0.0
@@ -124,11 +153,11 @@ def group_anchors(anchors: Sequence[int], timeline: Timeline) -> dict[str, list[
 
 def temporal_clusters(positions: Sequence[int], timeline: Timeline,
                       config: DiscoveryConfig) -> list[list[int]]:
-    """Split a group's seeds (ascending) wherever consecutive ones are more than
-    `max_gap_seconds` apart."""
+    """Split a group's seeds (ascending) wherever consecutive ones are more than `max_gap`
+    apart."""
     clusters: list[list[int]] = []
     for p in positions:
-        if clusters and timeline.within(clusters[-1][-1], p, config.max_gap_seconds):
+        if clusters and timeline.within(clusters[-1][-1], p, config.max_gap):
             clusters[-1].append(p)
         else:
             clusters.append([p])
@@ -143,25 +172,25 @@ class Seeds:
     seeded: int
 
 
-def interval_duration(span_seconds: float, config: DiscoveryConfig) -> float:
-    return max(span_seconds, config.min_duration_seconds)
+def interval_duration(span: float, config: DiscoveryConfig) -> float:
+    return max(span, config.min_duration)
 
 
-def interval_rate(seeds: int, span_seconds: float, config: DiscoveryConfig) -> float:
-    """Seeds per hour of the interval's duration (its span, at least the minimum duration)."""
-    return seeds * HOUR / interval_duration(span_seconds, config)
+def interval_rate(seeds: int, span: float, config: DiscoveryConfig) -> float:
+    """Seeds per clock unit of the interval's duration (its span, at least the minimum)."""
+    return seeds / interval_duration(span, config)
 
 
 def background_rate(cluster: Sequence[int], seeds: Seeds, timeline: Timeline,
                     config: DiscoveryConfig) -> float:
-    """Seeds per hour outside the interval: the group's, else (with less than the minimum
-    duration of the group's time outside it) the conversation's; zero with neither."""
+    """Seeds per clock unit outside the interval: the group's, else (with less than the
+    minimum duration of the group's time outside it) the conversation's; zero with neither."""
     duration = interval_duration(timeline.span(cluster[0], cluster[-1]), config)
     for count, extent in ((seeds.group, timeline.group_extent(timeline.keys[cluster[0]])),
                           (seeds.seeded, timeline.extent())):
         outside = extent - duration
-        if outside >= config.min_duration_seconds:
-            return (count - len(cluster)) * HOUR / outside
+        if outside >= config.min_duration:
+            return (count - len(cluster)) / outside
     return 0.0
 
 
@@ -175,7 +204,7 @@ def density_threshold(background: float, episode: float, position: float) -> flo
 def padded_members(cluster: Sequence[int], timeline: Timeline,
                    config: DiscoveryConfig) -> list[int]:
     """The group's messages from the first to the last seed, plus `padding` on either side
-    (each within `max_gap_seconds` of its neighbour towards the interval)."""
+    (each within `max_gap` of its neighbour towards the interval)."""
     first, last = cluster[0], cluster[-1]
     members = timeline.members[timeline.keys[first]]
     lo, hi = int(timeline.ordinal[first]), int(timeline.ordinal[last])
@@ -205,19 +234,19 @@ def find_interval(cluster: Sequence[int], seeds: Seeds, conversation: Conversati
 
 def support(position: int, relevance: np.ndarray, timeline: Timeline,
             config: DiscoveryConfig) -> float:
-    """Decayed relevance of the nearest group neighbours within `max_gap_seconds`."""
+    """Decayed relevance of the nearest group neighbours within `max_gap`."""
     members = timeline.members[timeline.keys[position]]
     own = int(timeline.ordinal[position])
     total = 0.0
     for distance in range(1, config.support_window + 1):
         for o in (own - distance, own + distance):
             if (0 <= o < len(members)
-                    and timeline.within(int(members[o]), position, config.max_gap_seconds)):
+                    and timeline.within(int(members[o]), position, config.max_gap)):
                 total += config.support_decay ** (distance - 1) * float(relevance[members[o]])
     return total
 
 
 def _chained(timeline: Timeline, positions: Sequence[int], config: DiscoveryConfig) -> bool:
-    """Whether each consecutive pair of `positions` is within `max_gap_seconds`."""
-    return all(timeline.within(a, b, config.max_gap_seconds)
+    """Whether each consecutive pair of `positions` is within `max_gap`."""
+    return all(timeline.within(a, b, config.max_gap)
                for a, b in itertools.pairwise(positions))

@@ -42,7 +42,7 @@ class TemporalDiscovery:
         return self._timelines[conv_id]
 
 
-@method("tmem_heuristic", config=DiscoveryConfig, ranked=True, version=3, additions=(
+@method("tmem_heuristic", config=DiscoveryConfig, ranked=True, version=4, additions=(
     "tmem_heuristic", "tmem_heuristic_global", "tmem_heuristic_no_metadata"), variants={
     "tmem_heuristic_global": {"scope": "global"},
     "tmem_heuristic_no_metadata": {"metadata": False},
@@ -52,7 +52,7 @@ def _temporal_discovery(env: MethodEnv, config: DiscoveryConfig, name: str) -> C
     return ranked(TemporalDiscovery(env.index_store, config, name=name), env)
 
 
-@method("tmem_candidates", config=DiscoveryConfig, ranked=True,
+@method("tmem_candidates", config=DiscoveryConfig, ranked=True, version=2,
         description="T-MEM's candidate pool as discovery hands it to selection, ranked by its "
                     "similarity filter, Top-k messages (recall reference; no selection)")
 def _candidates(env: MethodEnv, config: DiscoveryConfig, name: str) -> ContextMethod:

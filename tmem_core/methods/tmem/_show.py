@@ -62,40 +62,24 @@ def _intervals(intervals: Sequence[Interval], config: DiscoveryConfig,
     and the threshold between that and the episode rate, and the verdict."""
     kept = sum(iv.kept for iv in intervals)
     return [f"-- intervals ({kept} kept of {len(intervals)}): clusters split at gaps over "
-            f"{_duration(config.max_gap_seconds)}; rate = seeds per hour of the interval "
-            f"(at least {_duration(config.min_duration_seconds)}); kept when above a "
-            f"threshold {config.threshold_position:g} of the way from the group's "
-            f"background rate to the episode rate",
+            f"{config.max_gap:g} u; rate = seeds per unit of the interval (at least "
+            f"{config.min_duration:g} u; u = the conversation's median interval between "
+            f"messages); kept when above a threshold {config.threshold_position:g} of the way "
+            f"from the group's background rate to the episode rate",
             *(f"  {'kept' if iv.kept else 'drop'} {iv.group}: "
               f"{_count(len(iv.anchors), 'seed')} "
               f"{_when(messages[iv.anchors[0]], messages[iv.anchors[-1]])} "
-              f"({_duration(iv.span_seconds)}), {_test(iv)}, padded to "
-              f"{_count(iv.size, 'message')}"
+              f"({iv.span:.1f} u), {_test(iv)}, padded to {_count(iv.size, 'message')}"
               for iv in intervals)]
 
 
 def _test(interval: Interval) -> str:
-    """`rate 1.50/h > threshold 1.02/h (background 0.03/h, episode 2.00/h)`."""
-    rates = (f"background {interval.background:.2f}/h, episode "
-             f"{interval.episode:.2f}/h")
+    """`rate 0.300/u > threshold 0.102/u (background 0.003/u, episode 0.200/u)`."""
+    rates = f"background {interval.background:.3f}/u, episode {interval.episode:.3f}/u"
     if interval.threshold is None:
-        return f"rate {interval.rate:.2f}/h, no threshold ({rates}: not separated)"
+        return f"rate {interval.rate:.3f}/u, no threshold ({rates}: not separated)"
     sign = ">" if interval.kept else "<="
-    return f"rate {interval.rate:.2f}/h {sign} threshold {interval.threshold:.2f}/h ({rates})"
-
-
-def _duration(seconds: float) -> str:
-    """A time span for a reader: 0s, 42m, 6h10m, 3d2h."""
-    minutes = round(seconds / 60)
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    if minutes < 60:
-        return f"{minutes}m"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h{minutes:02d}m" if minutes else f"{hours}h"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours}h" if hours else f"{days}d"
+    return f"rate {interval.rate:.3f}/u {sign} threshold {interval.threshold:.3f}/u ({rates})"
 
 
 def _count(n: int, word: str) -> str:
