@@ -77,9 +77,9 @@ def _reply(prompt: str) -> tuple[str, str]:
             "should_evolve": False, "actions": [], "suggested_connections": [],
             "tags_to_update": [], "new_context_neighborhood": [], "new_tags_neighborhood": []})
     if "structured analysis" in prompt:
-        words = re.findall(r"[a-z]{5,}", " ".join(t for _, t in said).lower())
-        return "analysis", json.dumps({"keywords": words[:3], "context": "a chat message",
-                                       "tags": ["chat"]})
+        [(speaker, text)] = said
+        return "analysis", json.dumps({"keywords": re.findall(r"[a-z]{4,}", text.lower()),
+                                       "context": f"{speaker} says: {text}", "tags": ["chat"]})
     return "ner", json.dumps({"named_entities": [s for s, _ in said]})
 
 

@@ -149,7 +149,7 @@ class WorkerSystem:
         environ.update(PYTHONPATH=str(stubs) if stubs.is_dir() else "",
                        HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", ANONYMIZED_TELEMETRY="False",
                        OPENAI_BASE_URL=endpoint.base_url, OPENAI_API_KEY=endpoint.api_key,
-                       TOKENIZERS_PARALLELISM="false")
+                       TOKENIZERS_PARALLELISM="false", LITELLM_LOCAL_MODEL_COST_MAP="True")
         self._log = open(directory.parent / f"{directory.name}.worker.log", "a")  # noqa: SIM115
         self._process = subprocess.Popen(
             [str(env.python), str(env.folder / "worker.py"), json.dumps(config)],
