@@ -4,12 +4,16 @@ library only (no tmem_core). Whatever the system prints goes to stderr: stdout c
 protocol alone.
 
 Requests: {"op": "add", "messages": [...]}, {"op": "search", "query": str, "k": int},
-{"op": "versions"}. Replies: {"ok": ...} or {"error": "Type: message"}.
+{"op": "versions"}. Replies: {"ok": ...} or {"error": "Type: message"}. At the end of stdin
+(the parent closed it, or exited) the system's `close` runs, if it has one, and the process
+ends at once (a system's leftover threads do not keep it alive, its child processes are
+ended).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -41,6 +45,14 @@ def serve(open_system: Callable[[dict[str, Any]], System], packages: tuple[str, 
         except Exception as exc:
             traceback.print_exc()
             _reply(protocol, {"error": _describe(exc)})
+    close = getattr(system, "close", None)
+    if close is not None:
+        close()
+    processing = sys.modules.get("multiprocessing")
+    for child in processing.active_children() if processing else ():
+        child.terminate()  # e.g. HippoRAG's multiprocessing.Manager server
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _answer(system: System, request: dict[str, Any], packages: tuple[str, ...]) -> Any:

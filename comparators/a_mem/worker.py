@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # comparators/_worker.py
-from _worker import serve  # noqa: E402
+from _worker import serve
 
 PACKAGES = ("a-mem", "chromadb", "sentence-transformers", "openai", "litellm", "torch")
 

