@@ -9,11 +9,14 @@ import hashlib
 import importlib.util
 import json
 import re
+import shutil
 import tempfile
 from collections.abc import Sequence
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
@@ -22,8 +25,9 @@ from tmem_core.llm import ChatRequest, ChatResponse, Usage, get_backbone
 from tmem_core.methods import MethodEnv, get_method
 from tmem_core.methods._registry import build_method
 from tmem_core.methods.external._comparators import ENVIRONMENTS
-from tmem_core.methods.external._isolated import WorkerSystem
+from tmem_core.methods.external._isolated import IsolatedEnv, WorkerSystem
 from tmem_core.methods.external._method import ExternalMemory
+from tmem_core.pipeline._contract import method_in_effect
 from tmem_core.retrieval import Conversation, IndexStore, MiniLMEmbedder, cl100k_tokens
 from tmem_core.schema import Message, Question
 
@@ -88,6 +92,26 @@ def _reply(prompt: str) -> tuple[str, str]:
         return "analysis", json.dumps({"keywords": re.findall(r"[a-z]{4,}", text.lower()),
                                        "context": f"{speaker} says: {text}", "tags": ["chat"]})
     return "ner", json.dumps({"named_entities": [s for s, _ in said]})
+
+
+def test_the_run_contract_names_each_system_environment_by_its_lock(tmp_path: Path) -> None:
+    for name, env in ENVIRONMENTS.items():
+        assert _in_effect(name)["environment"]["system"] == name
+        assert _in_effect(name)["environment"]["lock_sha256"] == env.lock_hash
+    hippo = _in_effect("hipporag2")["environment"]
+    assert hippo["packages"]["hipporag"] == "2.0.0a4"  # installed without its dependencies
+    assert hippo["stubs"] == ["vllm"]
+    assert "environment" not in _in_effect("mem0")  # no environment of its own
+    copy = tmp_path / "hipporag2"
+    shutil.copytree(ENVIRONMENTS["hipporag2"].folder, copy)
+    assert IsolatedEnv("hipporag2", tmp_path).lock_hash == ENVIRONMENTS["hipporag2"].lock_hash
+    (copy / "stubs" / "vllm" / "__init__.py").write_text("")  # the stubs are part of it
+    assert IsolatedEnv("hipporag2", tmp_path).lock_hash != ENVIRONMENTS["hipporag2"].lock_hash
+
+
+def _in_effect(method: str) -> dict[str, Any]:
+    """The method section of a run's contract."""
+    return method_in_effect(SimpleNamespace(method=method, method_params={}))  # type: ignore[arg-type]
 
 
 def _method(name: str, tmp_path: Path) -> ExternalMemory:
