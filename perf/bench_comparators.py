@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from dataclasses import asdict
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -49,8 +48,10 @@ def bench(name: str, size: int, root: Path) -> str:
     method.cache = root / name
     env_seconds = ENVIRONMENTS[name].ensure()
     start = time.perf_counter()  # a worker's start alone, on an empty memory
-    WorkerSystem(ENVIRONMENTS[name], method.endpoint, root / "empty" / name / "system",
-                 asdict(method.params)).close()
+    empty = method.spec.factory(method.endpoint, root / "empty" / name / "system",
+                                method.params)
+    assert isinstance(empty, WorkerSystem)
+    empty.close()
     started = time.perf_counter() - start
     build = method.prepare("bench", ScriptedLLM())
     per_k = 1000 / size

@@ -124,8 +124,11 @@ class IsolatedEnv:
 
 
 def _find_links() -> list[str]:
-    """The machine's local wheels (the CPU torch the locks pin), as pip is set up to use."""
-    links = os.environ.get("PIP_FIND_LINKS", "")
+    """Where the locks' local wheels are (the CPU torch they pin), as pip is set up to
+    find them: `PIP_FIND_LINKS`, else pip's configured `find-links`."""
+    links = os.environ.get("PIP_FIND_LINKS") or subprocess.run(
+        [sys.executable, "-m", "pip", "config", "get", "global.find-links"],
+        capture_output=True, text=True, check=False).stdout
     return [arg for link in links.split() for arg in ("--find-links", link)]
 
 
