@@ -119,6 +119,7 @@ class MethodSpec(Generic[P]):
     axes: Mapping[str, str | None] = field(default_factory=dict)
     prompts: tuple[str, ...] = ()
     addition: bool = False  # a project addition, not a method or condition of the papers
+    environment: Callable[[], Mapping[str, Any]] | None = None  # its own, for the contract
 
     def parse(self, raw: Mapping[str, Any], where: str = "") -> P:
         """The method's parameters from a config table, with the variant's changes (a key
@@ -141,7 +142,8 @@ class MethodSpec(Generic[P]):
 METHODS: Registry[MethodSpec[Any]] = Registry("method", tuple(
     f"tmem_core.methods.{module}" for module in (
         "baselines._ranked", "baselines._naive_rag", "baselines._search_o1", "external._mem0",
-        "external._graphiti", "t2mem._method", "tmem._method", "tmem._tmem")))
+        "external._graphiti", "external._comparators", "t2mem._method", "tmem._method",
+        "tmem._tmem")))
 """The bundled methods, by the modules that register them."""
 
 
@@ -152,7 +154,8 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
            checks: Mapping[str, Check] | None = None, view: View | None = None, version: int = 1,
            axes: Mapping[str, str | None] | None = None,
            variant_axes: Mapping[str, Sequence[str]] | None = None,
-           prompts: Sequence[str] = (), additions: Collection[str] = ()
+           prompts: Sequence[str] = (), additions: Collection[str] = (),
+           environment: Callable[[], Mapping[str, Any]] | None = None
            ) -> Callable[[Callable[[MethodEnv, P, str], ContextMethod]],
                          Callable[[MethodEnv, P, str], ContextMethod]]:
     """Register a method factory under `name` (and its ablations under `variants`), with its
@@ -169,7 +172,7 @@ def method(name: str, *, description: str, config: type[Any] = NoParams,
                           evidence=evidence, record=record, checks=checks or {},
                           view=view, version=version,
                           axes=dict(axes or {}), prompts=tuple(prompts),
-                          addition=name in additions)
+                          addition=name in additions, environment=environment)
         unknown = set(additions) - {name, *(variants or {})}
         if unknown:
             raise ValueError(f"method {name!r}: additions name no variant: {sorted(unknown)}")

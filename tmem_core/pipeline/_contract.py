@@ -104,7 +104,8 @@ def method_in_effect(run: RunSpec) -> dict[str, Any]:
     removed = getattr(params, "removed", None)
     return {"name": run.method, "version": spec.version, "addition": spec.addition,
             "params": dataclasses.asdict(params),
-            **({"removed": removed()} if callable(removed) else {})}
+            **({"removed": removed()} if callable(removed) else {}),
+            **({"environment": dict(spec.environment())} if spec.environment else {})}
 
 
 def _sha(value: Any) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tmem_core._typed import ConfigError
@@ -16,10 +16,12 @@ from tmem_core.methods.external._system import P, SystemFactory, SystemSpec
 
 def memory_system(name: str, *, description: str, config: type[Any] = NoParams,
                   extra: str | None = None, imports: Sequence[str] = (),
-                  prompts: Sequence[str] = ()
+                  prompts: Sequence[str] = (),
+                  environment: Callable[[], Mapping[str, Any]] | None = None
                   ) -> Callable[[SystemFactory[P]], SystemFactory[P]]:
     """Register `factory` as the external system `name`, and the method `name` using it
-    (`prompts`: the bundled prompts the system's adapter renders)."""
+    (`prompts`: the bundled prompts the system's adapter renders; `environment`: what a
+    run's contract says of the system's own environment, if it has one)."""
 
     def register(factory: SystemFactory[P]) -> SystemFactory[P]:
         spec = SystemSpec(name, factory, config, description, extra, tuple(imports))
@@ -30,8 +32,8 @@ def memory_system(name: str, *, description: str, config: type[Any] = NoParams,
                                   method_name)
 
         method(name, config=config, show=show_recalled, record=SystemRecord,
-               version=EXTERNAL_VERSION,
-               prompts=prompts, memory=True,
+               version=EXTERNAL_VERSION, prompts=prompts, memory=True,
+               environment=environment,
                description=f"{description} (external system; Top-k items recalled)")(build)
         return factory
 
