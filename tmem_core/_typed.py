@@ -25,6 +25,15 @@ _T = TypeVar("_T")
 _SCALARS: dict[object, type] = {float: float, int: int, str: str, bool: bool}
 
 
+class FieldError(ValueError):
+    """Raised by a config dataclass's `__post_init__` about one of its own keys:
+    `build_config` reports it as a `ConfigError` at `<where>.<key>`."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key, self.reason = key, message
+        super().__init__(f"{key}: {message}")
+
+
 class ConfigError(ValueError):
     """A configuration that cannot be used, located by its key (e.g. `methods.tmem.select_batch`,
     `grid.methods`; empty when the problem is the whole file)."""
@@ -48,6 +57,8 @@ def build_config(cls: type[_T], raw: object, where: str) -> _T:
         return cls(**kwargs)
     except ConfigError as exc:
         raise ConfigError(exc.key or where, exc.reason) from None
+    except FieldError as exc:
+        raise ConfigError(_join(where, exc.key), exc.reason) from None
     except (TypeError, ValueError) as exc:
         raise ConfigError(where, str(exc)) from None
 

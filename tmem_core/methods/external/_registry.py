@@ -6,7 +6,7 @@ import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tmem_core._typed import ConfigError
+from tmem_core._typed import ConfigError, FieldError
 from tmem_core.methods._context import ContextMethod
 from tmem_core.methods._registry import MethodEnv, NoParams, method
 from tmem_core.methods.external._method import EXTERNAL_VERSION, ExternalMemory, show_recalled
@@ -17,17 +17,22 @@ from tmem_core.methods.external._system import P, SystemFactory, SystemSpec
 def memory_system(name: str, *, description: str, config: type[Any] = NoParams,
                   extra: str | None = None, imports: Sequence[str] = (),
                   prompts: Sequence[str] = (),
-                  environment: Callable[[], Mapping[str, Any]] | None = None
+                  environment: Callable[[], Mapping[str, Any]] | None = None,
+                  check: Callable[[P], None] | None = None
                   ) -> Callable[[SystemFactory[P]], SystemFactory[P]]:
     """Register `factory` as the external system `name`, and the method `name` using it
     (`prompts`: the bundled prompts the system's adapter renders; `environment`: what a
-    run's contract says of the system's own environment, if it has one)."""
+    run's contract says of the system's own environment, if it has one; `check`: what the
+    parameters must say beyond their defaults, checked when the method is built, a
+    `FieldError` reported as a `ConfigError` at `methods.<name>.<key>`)."""
 
     def register(factory: SystemFactory[P]) -> SystemFactory[P]:
         spec = SystemSpec(name, factory, config, description, extra, tuple(imports))
 
         def build(env: MethodEnv, params: P, method_name: str) -> ContextMethod:
             _check_installed(spec)
+            if check is not None:
+                _check_params(check, params, method_name)
             return ExternalMemory(spec, params, env.index_store, env.top_k, env.budget,
                                   method_name)
 
@@ -38,6 +43,13 @@ def memory_system(name: str, *, description: str, config: type[Any] = NoParams,
         return factory
 
     return register
+
+
+def _check_params(check: Callable[[P], None], params: P, method_name: str) -> None:
+    try:
+        check(params)
+    except FieldError as exc:
+        raise ConfigError(f"methods.{method_name}.{exc.key}", exc.reason) from None
 
 
 def _check_installed(spec: SystemSpec[Any]) -> None:
