@@ -48,9 +48,13 @@ def test_naive_rag_takes_whole_chunks_up_to_k_messages(store: IndexStore,
     assert rag(STRAY_Q, 3).ids == ()  # no whole chunk fits
 
 
+SERVED = {"mcp": {"command": ["memory-server"]},  # systems configured by endpoint name it
+          "http": {"ingest_url": "http://h/ingest", "query_url": "http://h/query"}}
+
+
 def test_registry_knows_every_method(store: IndexStore) -> None:
     env = MethodEnv(store.conversations, 3, 512, store)
     for name in method_names():
-        assert build_method(name, env).name == name
-    with pytest.raises(ConfigError, match="unknown method 'nope'; allowed: bm25, "):
+        assert build_method(name, env, SERVED.get(name)).name == name
+    with pytest.raises(ConfigError, match="unknown method 'nope'; allowed: a_mem, bm25, "):
         build_method("nope", env)
