@@ -141,7 +141,7 @@ class MethodSpec(Generic[P]):
 
 METHODS: Registry[MethodSpec[Any]] = Registry("method", tuple(
     f"tmem_core.methods.{module}" for module in (
-        "baselines._ranked", "baselines._naive_rag", "baselines._search_o1",
+        "baselines._ranked", "baselines._naive_rag", "baselines._search_o1", "baselines._lazymem",
         "external._mem0", "external._graphiti", "external._comparators", "external._mcp",
         "external._http", "t2mem._method", "tmem._method", "tmem._tmem")))
 """The bundled methods, by the modules that register them."""
