@@ -27,7 +27,7 @@ LOCOMO = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10_dev.json"
 LONGMEMEVAL = ROOT / "tests" / "fixtures" / "longmemeval" / "longmemeval_s_real_naming.json"
 ABLATIONS = {"t2mem", *(n for n in method_names() if get_method(n).variant_of == "t2mem")}
 BASELINES = {"naive_rag", "search_o1", "bm25", "dense", "hybrid", "bm25_expand",
-             "recent_context", "mem0", "graphiti", "tmem"}
+             "recent_context", "mem0", "graphiti", "tmem", "lazymem"}
 
 pytestmark = pytest.mark.slow  # a minute of simulated engines per study
 
