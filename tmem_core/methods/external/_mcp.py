@@ -154,7 +154,7 @@ class McpSystem:
         return arguments
 
 
-@memory_system("mcp", config=McpParams, imports=("mcp",), check=_configured,
+@memory_system("mcp", config=McpParams, extra="mcp", imports=("mcp",), check=_configured,
                description="any memory system served over MCP (ingest and query tools), "
                            "configured by endpoint")
 def open_mcp(endpoint: AccountingEndpoint, directory: Path, params: McpParams
