@@ -12,7 +12,7 @@ from tests.hashed_embedder import HashEmbedder
 from tests.methods.conftest import chat_messages
 from tmem_core import from_json, to_json
 from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, Usage, get_backbone
-from tmem_core.methods import READ, MethodEnv, get_method, method_label
+from tmem_core.methods import READ, SHOWN, MethodEnv, get_method, method_label
 from tmem_core.methods.baselines._lazymem import LazyRecord
 from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
 from tmem_core.schema import Question
@@ -73,6 +73,7 @@ def test_a_failed_construction_shows_the_evidence_and_says_so(tmp_path: Path) ->
     assert all(f"[{i}] " in context.text for i in evidence.ids)
     assert isinstance(context.record, LazyRecord)
     assert context.record.degradation.fallback == 1 and context.record.error
+    assert context.record.basis == SHOWN
 
 
 def test_the_top_k_is_the_grids_and_the_method_is_labelled_a_project_addition(

@@ -24,7 +24,7 @@ from tmem_core.evaluation import question_block
 from tmem_core.llm import ChatRequest, TokenCounter
 from tmem_core.methods._base import Evidence
 from tmem_core.methods._context import LLM, Context, ContextMethod, render_message
-from tmem_core.methods._record import READ, Basis, Degradation, Record, Usage
+from tmem_core.methods._record import READ, SHOWN, Basis, Degradation, Record, Usage
 from tmem_core.methods._registry import MethodEnv, method
 from tmem_core.methods.baselines._ranked import RankedRetrieval
 from tmem_core.methods.t2mem import fit_lines
@@ -59,7 +59,8 @@ class LazyDegradation(Degradation):
 @dataclass(frozen=True, kw_only=True)
 class LazyRecord(Record):
     """The fixed evidence set (`retrieved`, in the order the constructor read it), the memory
-    it wrote, the call's usage and error."""
+    it wrote, the call's usage and error; basis `read` (`shown` when the call failed and the
+    evidence itself is the context)."""
 
     basis: Basis = READ
     degradation: LazyDegradation = field(default_factory=LazyDegradation)
@@ -102,7 +103,8 @@ class LazyMem:
         text = "\n".join(fit_lines(written.splitlines() or lines, self.budget, count_tokens))
         usage = Usage(1, reply.usage.prompt_tokens, reply.usage.completion_tokens,
                       round(reply.latency_s, 3))
-        record = LazyRecord(degradation=LazyDegradation(int(not written)), retrieved=read,
+        record = LazyRecord(basis=READ if written else SHOWN,
+                            degradation=LazyDegradation(int(not written)), retrieved=read,
                             memory=written, usage=usage, error=reply.error)
         return Context(question.qid, self.name, "memory", text, read, count_tokens(text), record)
 
