@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tests.hashed_embedder import HashEmbedder
-from tmem_core._typed import ConfigError
+from tmem_core import ConfigError
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.evaluation import gold_strings
 from tmem_core.llm import (

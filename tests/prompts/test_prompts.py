@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from tmem_core import ConfigError
 from tmem_core.prompts import load_prompt, prompt_names
-from tmem_core.prompts._prompt import PromptError
 
 
 def test_every_bundled_prompt_parses_with_a_stable_hash() -> None:
@@ -29,16 +29,16 @@ def test_latest_version_by_default_and_hash_of_the_file(tmp_path: Path) -> None:
 
 def test_render_rejects_missing_and_unknown_values() -> None:
     prompt = load_prompt("judge/locomo")
-    with pytest.raises(PromptError, match="missing"):
+    with pytest.raises(ConfigError, match="missing"):
         prompt.render(question="q", answer="a")
-    with pytest.raises(PromptError, match="unexpected"):
+    with pytest.raises(ConfigError, match="unexpected"):
         prompt.render(question="q", answer="a", response="r", extra="x")
 
 
 def test_unknown_prompt_and_version() -> None:
-    with pytest.raises(PromptError, match="unknown prompt"):
+    with pytest.raises(ConfigError, match="unknown prompt"):
         load_prompt("judge/nope")
-    with pytest.raises(PromptError, match="no version 9"):
+    with pytest.raises(ConfigError, match="no version 9"):
         load_prompt("judge/locomo@v9")
 
 

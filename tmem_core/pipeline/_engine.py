@@ -26,6 +26,7 @@ from typing import Any, cast
 
 import ray
 
+from tmem_core._errors import EngineError
 from tmem_core.evaluation import ids_in
 from tmem_core.llm import (
     Answered,
@@ -34,7 +35,6 @@ from tmem_core.llm import (
     ChatRequest,
     ChatResponse,
     EngineCall,
-    EngineUnavailable,
     RequestCache,
     SharedEngine,
     cache_first,
@@ -216,7 +216,7 @@ def _rendezvous(key: str, replicas: int) -> tuple[int, ...]:
 
 def ray_engine(backbone: BackboneConfig, cache: RequestCache | None) -> EngineCall:
     """The backbone's replicas behind `cache`, for a stage actor whose node resolves the
-    backbone's tokenizer as the driver's does (`TokenizerMismatch` otherwise)."""
+    backbone's tokenizer as the driver's does (`EngineError` otherwise)."""
     counter_for(backbone)
     # the replicas are looked up at the first miss: a run served from the cache needs none
     loads = SharedLoads(f"tmem-loads-{backbone.name}", max(1, backbone.replicas),
@@ -239,7 +239,7 @@ def check_local_engines() -> None:
     """`StartWatch.check` for the engines of this process (the plain loop)."""
     for engine in _LOCAL.values():
         if cause := engine.start_failure():
-            raise EngineUnavailable(cause)
+            raise EngineError(cause)
 
 
 def close_local_engines() -> None:
