@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tests.hashed_embedder import HashEmbedder
+from tmem_core import from_json, to_json
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.evaluation import gold_strings
 from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, Usage, get_backbone
@@ -117,6 +118,7 @@ def test_a_query_in_the_reasoning_is_run_and_its_condensed_documents_spliced_bac
                                                                   strict=True) for i in ids)
     assert context.ids == tuple(dict.fromkeys([*shown[0], *shown[1]]))
     trace = chain(context)
+    assert from_json(ChainRecord, to_json(trace)) == trace  # as the construct stage stores it
     assert trace.stop == "answer" and trace.final_answer == "5 attempts"
     assert context.text.splitlines()[0] == "Final answer of the reasoning: 5 attempts"
     assert "Search: retry attempts correction" in context.text and "<|" not in context.text
