@@ -56,11 +56,12 @@ DOWN_S = 10.0
 """A replica that failed a call is avoided this long (Ray is restarting it; calls to it fail
 with `ActorUnavailableError` meanwhile). When every replica is down, a batch waits for the
 first one due back."""
-SHORT_PROMPT_CHARS = 2048
+SHORT_PROMPT_CHARS = 4096
 """A batch whose prompts are all at most this long (a judge's verdict, its calibration
-controls) stays on its question's first replica, loads aside, while that replica has fewer
-calls in flight than its engine's slots: it adds little to a replica's work, so moving it
-gains little, and it shares its prefix with the question's other short calls (the judge's
+controls: an official judge template runs to 1,700 characters before the answer it grades)
+stays on its question's first replica, loads aside, while that replica has fewer calls in
+flight than its engine's slots: it adds little to a replica's work, so moving it gains
+little, and it shares its prefix with the question's other short calls (the judge's
 instruction, the question, the gold answer)."""
 SPREAD_MIN = 8
 """A memory build's batch is spread over the replicas in parts of at least this many requests."""
