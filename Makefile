@@ -82,9 +82,11 @@ typecheck: setup
 # TEST_WORKERS pytest-xdist workers (0: one process), a test file per worker at a time (its
 # module fixtures built once), each with a Ray head of its own (tests/ray_head.py). Measured on
 # 2 cores: pytest took 3,260 s with 2 workers (CI) and 3,830 s in one process (a clean clone).
+# Files run heaviest first (tests/costs.json; PYTEST_ARGS=--junitxml=F then perf/test_costs.py F
+# measures them again).
 TEST_WORKERS ?= 2
 pytest: setup browser
-	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # lint and type-check beside the tests (they take a core for a minute; the tests mostly wait)
 test: setup browser

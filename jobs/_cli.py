@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tmem_core import ConfigError
+from tmem_core import ConfigError, TmemError, check_range
 from tmem_core.benchmarks import (
     LoadRequest,
     PreparedBenchmark,
@@ -20,7 +20,6 @@ from tmem_core.benchmarks import (
 )
 from tmem_core.llm import BackboneConfig, check_tokenizers, get_backbone, load_backbones
 from tmem_core.methods import check_params
-from tmem_core.schema import DataError
 
 if TYPE_CHECKING:  # the pipeline imports Ray: not at every job's start
     from tmem_core.pipeline import SweepConfig
@@ -53,7 +52,7 @@ def add_backbone_args(parser: argparse.ArgumentParser, default: str | None, role
 
 
 def check_sweep_tokenizers(config: SweepConfig) -> None:
-    """Every backbone the sweep calls counts with its own tokenizer here (`TokenizerMissing`,
+    """Every backbone the sweep calls counts with its own tokenizer here (`ConfigError`,
     a `ConfigError`, naming the first that cannot be loaded), before anything starts."""
     backbones = load_backbones(config.backbones_file)
     check_tokenizers(backbones[name] for name in config.backbone_names)
@@ -79,8 +78,7 @@ def method_tables(args: argparse.Namespace, methods: Sequence[str]) -> dict[str,
     for flag, value in (("--budget", getattr(args, "budget", 1)),
                         ("--top-k", getattr(args, "top_k", 1)),
                         *(("--k", k) for k in getattr(args, "k", []))):
-        if value <= 0:
-            raise ConfigError(flag, f"expected a positive integer, got {value}")
+        check_range(flag, value, key=flag)
     tables: dict[str, Any] = {}
     for item in args.param:
         key, equals, value = item.partition("=")
@@ -113,13 +111,18 @@ def load_benchmark(args: argparse.Namespace) -> PreparedBenchmark:
             else build(args.benchmark, load_request(args)))
 
 
-def run_main(main: Callable[[], int], *errors: type[Exception]) -> None:
-    """Run a job; bad input (and the job's own `errors`) ends with one clear error line and
-    exit status 2."""
-    handled: tuple[type[Exception], ...] = (ConfigError, DataError, *errors)
+def run_main(main: Callable[[], int]) -> None:
+    """Run a job; any of tmem-eval's errors (config, data, engine, results: `TmemError`) ends
+    it with one `error: ...` line and exit status 2."""
     try:
         code = main()
-    except handled as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        code = 2
+    except TmemError as exc:
+        code = report_error(exc)
     sys.exit(code)
+
+
+def report_error(exc: TmemError, where: str = "") -> int:
+    """Print the job's one error line (`where`: what it concerns, e.g. one of several config
+    files); the exit status of a job that ends on it."""
+    print(f"error: {where + ': ' if where else ''}{exc}", file=sys.stderr)
+    return 2

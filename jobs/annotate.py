@@ -39,6 +39,7 @@ from jobs._cli import (
     load_request,
     run_main,
 )
+from tmem_core import DataError
 from tmem_core.annotation import (
     AUDIT_FILE,
     COVERAGE_DEPTHS,
@@ -66,7 +67,7 @@ from tmem_core.benchmarks import (
 )
 from tmem_core.llm import open_client
 from tmem_core.retrieval import IndexStore, conversations_from_table
-from tmem_core.schema import DataError, gold_from_table, questions_from_table
+from tmem_core.schema import gold_from_table, questions_from_table
 
 
 def main() -> int:

@@ -20,10 +20,10 @@ from pathlib import Path
 
 from jobs._cli import add_backbone_args, backbone_of, run_main
 from jobs.prepare import print_summary
+from tmem_core import DataError
 from tmem_core.benchmarks import PreparedBenchmark, read_prepared, with_revisions, write_prepared
 from tmem_core.benchmarks._revisions import CONDITIONS, LLMWriter, TemplateWriter, Writer
 from tmem_core.llm import open_client
-from tmem_core.schema import DataError
 
 
 def main() -> int:

@@ -24,10 +24,11 @@ from jobs._cli import (
     method_tables,
     run_main,
 )
+from tmem_core import DataError
 from tmem_core.llm import count_tokens, open_client
 from tmem_core.methods import LLM, ContextMethod, MethodEnv, Show, get_method, method_names
 from tmem_core.retrieval import Conversation, IndexStore, conversations_from_table
-from tmem_core.schema import DataError, Gold, Question, gold_from_table, questions_from_table
+from tmem_core.schema import Gold, Question, gold_from_table, questions_from_table
 
 
 def main() -> int:

@@ -11,20 +11,32 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from jobs._cli import run_main
-from tmem_core.llm import ChatRequest, ChatResponse, EngineUnavailable, get_backbone, open_client
+from tmem_core import ConfigError
+from tmem_core.llm import ChatRequest, ChatResponse, get_backbone, open_client
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     backbone = get_backbone(args.backbone, args.backbones_file)
-    schema = json.loads(args.schema.read_text(encoding="utf-8")) if args.schema else None
+    schema = _schema(args.schema) if args.schema else None
     request = ChatRequest.from_prompt(args.prompt, system=args.system, schema=schema)
     with open_client(backbone, use_cache=not args.no_cache) as client:
         (response,) = client.generate([request])
     _print(response)
     return 0 if response.ok else 1
+
+
+def _schema(path: Path) -> dict[str, Any]:
+    try:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError("--schema", f"cannot read {path}: {exc}") from None
+    if not isinstance(schema, dict):
+        raise ConfigError("--schema", f"{path}: expected a JSON object")
+    return schema
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,4 +71,4 @@ def _print(response: ChatResponse) -> None:
 
 if __name__ == "__main__":
     # a schema file that cannot be read or parsed, an engine that did not start
-    run_main(main, OSError, ValueError, EngineUnavailable)
+    run_main(main)

@@ -18,11 +18,10 @@ states its GPU cluster (`resources.cluster_gpus`, `gpus_per_node`) is refused, w
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from jobs._cli import check_sweep_tokenizers, run_main
-from tmem_core import ConfigError
+from jobs._cli import check_sweep_tokenizers, report_error, run_main
+from tmem_core import ConfigError, TmemError, check_range
 from tmem_core.llm import SimEngineConfig, load_backbones
 from tmem_core.pipeline import check_sources, check_sweep_gpus, load_sweep, plan_sweep
 
@@ -37,18 +36,16 @@ def main() -> int:
     parser.add_argument("--sample", type=int, default=4, help="questions run per run")
     parser.add_argument("--timing", help="a sim backbone whose engine settings time all calls")
     args = parser.parse_args()
-    if args.replicas < 0 or args.sample < 1:
-        raise ConfigError("", "--replicas must be 0 or more and --sample 1 or more")
+    check_range("--replicas", args.replicas, 0, key="--replicas")
+    check_range("--sample", args.sample, key="--sample")
     status = 0
     for path in args.configs:
         if len(args.configs) > 1:
             print(f"== {path}", flush=True)
         try:
             lines = _plan(path, args)
-        except ConfigError as exc:  # a config, engines that do not fit its GPUs, or its data
-            where = f"{path}: " if len(args.configs) > 1 else ""
-            print(f"error: {where}{exc}", file=sys.stderr)
-            status = 2
+        except TmemError as exc:  # a config, engines that do not fit its GPUs, or its data
+            status = report_error(exc, str(path) if len(args.configs) > 1 else "")
             continue
         for line in lines:
             print(line, flush=True)

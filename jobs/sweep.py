@@ -22,10 +22,8 @@ import sys
 from pathlib import Path
 
 from jobs._cli import check_sweep_tokenizers, run_main
-from tmem_core.llm import EngineUnavailable
-from tmem_core.pipeline import STATUS_ENV, RecordsChanged, load_sweep, run_sweep, supervise
+from tmem_core.pipeline import STATUS_ENV, load_sweep, run_sweep, supervise
 from tmem_core.pipeline._paths import read_paths_from
-from tmem_core.results import LeaseHeld
 
 
 def main() -> int:
@@ -65,4 +63,4 @@ def main() -> int:
 if __name__ == "__main__":
     # engines that do not fit, start or place, another driver writing the sweep, or stored
     # records made otherwise that the sweep refuses to redo
-    run_main(main, EngineUnavailable, LeaseHeld, RecordsChanged)
+    run_main(main)

@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 
 from jobs._cli import run_main
+from tmem_core import DataError
 from tmem_core.methods.tmem import DiscoveryConfig
 from tmem_core.methods.tmem._development import (
     DEPTHS,
@@ -37,7 +38,6 @@ from tmem_core.methods.tmem._development import (
     seeded_questions,
     split,
 )
-from tmem_core.schema import DataError
 
 SHOWN_POINTS = 10
 EVERMEMBENCH_SAMPLE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / \

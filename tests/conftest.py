@@ -33,12 +33,6 @@ LOCOMO = Path(os.environ.get(
     "TMEM_LOCOMO_PATH", ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10_dev.json"))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked `slow` first (in file order otherwise): the parallel workers start the
-    long ones at once instead of ending the run on them one by one."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
 def bundled_sweep(config: Path, tmp: Path) -> Path:
     """A copy of a bundled sweep file in `tmp`, where `tmp` stands in for every data source
     that is not on this machine (a cluster's data folder)."""
@@ -222,3 +216,15 @@ def scripted_server() -> Iterator[Callable[..., ScriptedServer]]:
 @pytest.fixture
 def step() -> type[Step]:
     return Step
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Test files heaviest first (tests/costs.json, measured by perf/test_costs.py), so that
+    the workers of `--dist loadfile` finish together; a file not measured yet goes after."""
+    costs = json.loads((Path(__file__).parent / "costs.json").read_text())
+
+    def heaviest_first(item: pytest.Item) -> tuple[float, bool]:
+        measured = float(costs.get(item.path.relative_to(ROOT).as_posix(), 0.0))
+        return -measured, item.get_closest_marker("slow") is None  # then files marked slow
+
+    items.sort(key=heaviest_first)  # stable: a file's tests keep their order

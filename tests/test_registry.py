@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tmem_core import ConfigError
 from tmem_core._registry import Registry
-from tmem_core._typed import ConfigError
 
 THREADS = 8
 

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
-from tmem_core._typed import ConfigError
+from tmem_core._errors import ConfigError
 
 S = TypeVar("S")
 

@@ -21,26 +21,20 @@ from typing import Any, Literal, TypeVar, Union, cast, get_args, get_origin, get
 
 import yaml
 
+from tmem_core._errors import ConfigError, allowed
+
 _T = TypeVar("_T")
 _SCALARS: dict[object, type] = {float: float, int: int, str: str, bool: bool}
 
 
 class FieldError(ValueError):
-    """Raised by a config dataclass's `__post_init__` about one of its own keys:
-    `build_config` reports it as a `ConfigError` at `<where>.<key>`."""
+    """Raised by a config dataclass's `__post_init__` about one of its own keys (`key`, relative
+    to its table): `build_config` reports it as a `ConfigError` at `<where>.<key>`; it never
+    reaches a user as itself."""
 
     def __init__(self, key: str, message: str) -> None:
         self.key, self.reason = key, message
         super().__init__(f"{key}: {message}")
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot be used, located by its key (e.g. `methods.tmem.select_batch`,
-    `grid.methods`; empty when the problem is the whole file)."""
-
-    def __init__(self, key: str, message: str) -> None:
-        self.key, self.reason = key, message
-        super().__init__(f"config key {key!r}: {message}" if key else message)
 
 
 def build_config(cls: type[_T], raw: object, where: str) -> _T:
@@ -88,11 +82,10 @@ def read_config(path: Path) -> Mapping[str, Any]:
     return data
 
 
-def check_keys(raw: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(raw) - allowed)
+def check_keys(raw: Mapping[str, Any], names: set[str], where: str) -> None:
+    unknown = sorted(set(raw) - names)
     if unknown:
-        raise ConfigError(where, f"unknown key {unknown[0]!r}; allowed: "
-                                 f"{', '.join(sorted(allowed)) or '(none)'}")
+        raise ConfigError(where, f"unknown key {unknown[0]!r}; {allowed(sorted(names))}")
 
 
 def _value(hint: Any, value: Any, where: str) -> Any:
@@ -101,8 +94,7 @@ def _value(hint: Any, value: Any, where: str) -> Any:
     origin, args = get_origin(hint), get_args(hint)
     if origin is Literal:
         if value not in args:
-            raise ConfigError(where, f"unknown value {value!r}; allowed: "
-                                     f"{', '.join(repr(v) for v in args)}")
+            raise ConfigError(where, f"unknown value {value!r}; {allowed(map(repr, args))}")
         return value
     if origin in (Union, types.UnionType):
         if value is None and type(None) in args:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import jobs.annotate as annotate_job
+from tmem_core import DataError
 from tmem_core.annotation import (
     LOW_CONFIDENCE_FILE,
     PREPARED_DIR,
@@ -41,7 +42,7 @@ from tmem_core.benchmarks import (
 from tmem_core.evaluation import evidence_groups
 from tmem_core.llm import ChatRequest, ChatResponse, Usage
 from tmem_core.retrieval import IndexStore, conversations_from_table
-from tmem_core.schema import DataError, Gold, gold_from_table, questions_from_table
+from tmem_core.schema import Gold, gold_from_table, questions_from_table
 
 PACKAGE = Path(__file__).resolve().parents[2] / "tmem_core"
 CONVERSATION = "conv-30"

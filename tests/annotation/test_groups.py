@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tmem_core import DataError
 from tmem_core.annotation import (
     AnnotateConfig,
     Unit,
@@ -30,7 +31,6 @@ from tmem_core.evaluation import evidence_groups, evidence_recall
 from tmem_core.llm import ChatRequest, ChatResponse, Usage
 from tmem_core.retrieval import IndexStore, conversations_from_table
 from tmem_core.schema import (
-    DataError,
     Gold,
     Message,
     Question,

@@ -16,10 +16,11 @@ import pytest
 
 from jobs.prepare import main as prepare_main
 from tests.conftest import source_named
+from tmem_core import DataError
 from tmem_core.benchmarks import LoadRequest, PreparedBenchmark, build, read_prepared
 from tmem_core.benchmarks._evermembench_qa import CATEGORIES
 from tmem_core.benchmarks._evidence import parse_index_ranges
-from tmem_core.schema import DataError, gold_from_table, messages_from_table, questions_from_table
+from tmem_core.schema import gold_from_table, messages_from_table, questions_from_table
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import source_named
+from tmem_core import DataError
 from tmem_core.benchmarks import LoadRequest, PreparedBenchmark, build
 from tmem_core.benchmarks._groupmembench import DIALOGUE_FILE, QUESTION_TYPES
-from tmem_core.schema import DataError, gold_from_table, messages_from_table, questions_from_table
+from tmem_core.schema import gold_from_table, messages_from_table, questions_from_table
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import source_named
+from tmem_core import DataError
 from tmem_core.benchmarks import LoadRequest, build
-from tmem_core.schema import DataError, gold_from_table, messages_from_table, questions_from_table
+from tmem_core.schema import gold_from_table, messages_from_table, questions_from_table
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pytest
 
 from tests.conftest import LOCOMO
+from tmem_core import DataError
 from tmem_core.benchmarks import (
     LoadRequest,
     PreparedBenchmark,
@@ -31,13 +32,7 @@ from tmem_core.benchmarks._revisions import CONDITIONS, LLMWriter, chain_lengths
 from tmem_core.benchmarks._synthetic_vocabulary import slot_values
 from tmem_core.evaluation import ControlPool, Rules, normalise
 from tmem_core.llm import ChatRequest, ChatResponse, Usage
-from tmem_core.schema import (
-    DataError,
-    Message,
-    gold_from_table,
-    messages_from_table,
-    questions_from_table,
-)
+from tmem_core.schema import Message, gold_from_table, messages_from_table, questions_from_table
 
 REQUEST = LoadRequest(size=2000, seed=4, variant="interleaved")
 

@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tmem_core import DataError
 from tmem_core.benchmarks import LoadRequest, build, prepare
 from tmem_core.benchmarks._synthetic import ABSTAIN
-from tmem_core.schema import DataError, gold_from_table, messages_from_table, questions_from_table
+from tmem_core.schema import gold_from_table, messages_from_table, questions_from_table
 
 KINDS = {"multi_hop", "knowledge_update", "temporal", "user_implicit", "term_ambiguity",
          "abstention"}

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from tmem_core import DataError
 from tmem_core.evaluation import RecallTable, evidence_groups, evidence_recall, recall_scorable
-from tmem_core.schema import DataError, Gold
+from tmem_core.schema import Gold
 
 
 def test_recall_is_the_share_of_gold_ids_selected() -> None:

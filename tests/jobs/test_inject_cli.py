@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 import jobs.inject as inject_job
+from tmem_core import DataError
 from tmem_core.benchmarks import LoadRequest, build, read_prepared, write_prepared
 from tmem_core.benchmarks._revisions import REVISION_TEMPLATES, ROLLBACK_TEMPLATES, chain_of
-from tmem_core.schema import DataError, gold_from_table, messages_from_table
+from tmem_core.schema import gold_from_table, messages_from_table
 
 
 def test_smollm2_writes_the_chains_of_a_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

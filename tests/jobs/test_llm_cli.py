@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
     (["--backbone", "gpt-5.5"], "error: config key 'backbones.gpt-5.5.engine.api_key_env': "
                                 "environment variable OPENAI_API_KEY is not set"),
     (["--backbone", "nope"], "error: unknown backbone 'nope'; allowed: "),
-    (["--schema", "missing.json"], "error: [Errno 2] No such file or directory"),
+    (["--schema", "missing.json"], "error: config key '--schema': cannot read missing.json: "
+                                     "[Errno 2] No such file or directory"),
 ])
 def test_bad_input_is_one_error_line(argv: list[str], line: str, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}

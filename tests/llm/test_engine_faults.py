@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from tmem_core import EngineError
 from tmem_core._cache_dir import CACHE_ENV
 from tmem_core.llm import (
     ChatRequest,
     ChatResponse,
-    EngineUnavailable,
     LazyBackend,
     SharedEngine,
     Usage,
@@ -25,7 +25,7 @@ from tmem_core.llm import (
     request_hash,
 )
 from tmem_core.llm import _client as client_module
-from tmem_core.llm._types import EngineDead, output_response
+from tmem_core.llm._types import output_response
 from tmem_core.pipeline import _replicas as replicas_module
 
 BACKBONE = get_backbone("sim")
@@ -46,12 +46,12 @@ def test_vllm_errors_are_classified_as_its_http_server_answers_them() -> None:
         assert failed_request(refused).error_kind == "request"  # a 4xx there
     for broken in (EngineGenerateError(), QueueOverflowError(), RuntimeError("cuda")):
         assert failed_request(broken).error_kind == "server"  # a 5xx there
-    with pytest.raises(EngineDead):
+    with pytest.raises(EngineError):
         failed_request(EngineDeadError())
 
 
 class Engine:
-    """A backend that answers, or raises `EngineDead` while `dead` is set."""
+    """A backend that answers, or raises a dead `EngineError` while `dead` is set."""
 
     def __init__(self) -> None:
         self.dead = False
@@ -59,7 +59,7 @@ class Engine:
 
     async def agenerate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
         if self.dead:
-            raise EngineDead("EngineDeadError: EngineCore encountered an issue")
+            raise EngineError("EngineDeadError: EngineCore encountered an issue", dead=True)
         return [output_response("ok", Usage(1, 1), 0.0, None) for _ in requests]
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]:
@@ -105,7 +105,7 @@ def test_a_failed_start_is_retried_after_a_back_off_then_given_up(
     monkeypatch.setattr(client_module, "make_backend", starts)
     lazy = LazyBackend(BACKBONE, attempts=3, backoff_s=0.2)
     for attempt in range(3):
-        with pytest.raises(EngineUnavailable, match="did not start"):
+        with pytest.raises(EngineError, match="did not start"):
             asyncio.run(lazy.agenerate(ASK))
         assert (lazy.start_failure is None) == (attempt < 2)
     assert starts.calls == 3
@@ -113,7 +113,7 @@ def test_a_failed_start_is_retried_after_a_back_off_then_given_up(
     assert gaps[0] >= 0.2 and gaps[1] >= 0.4  # doubling back-off
     # given up: every later request fails at once, without loading the weights again
     before = time.monotonic()
-    with pytest.raises(EngineUnavailable, match=r"\(3 attempts\): RuntimeError: CUDA"):
+    with pytest.raises(EngineError, match=r"\(3 attempts\): RuntimeError: CUDA"):
         asyncio.run(lazy.agenerate(ASK))
     assert starts.calls == 3 and time.monotonic() - before < 0.2
     assert "CUDA out of memory" in (lazy.start_failure or "")

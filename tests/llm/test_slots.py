@@ -63,5 +63,5 @@ def test_a_cancelled_waiter_gives_up_its_turn_and_no_slot_is_lost() -> None:
 
 
 def test_slots_need_at_least_one() -> None:
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match="1 or more"):
         PrioritySlots(0)

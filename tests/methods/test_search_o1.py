@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import FIXTURES
 from tests.hashed_embedder import HashEmbedder
-from tmem_core._typed import ConfigError
+from tmem_core import ConfigError, from_json, to_json
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.evaluation import gold_strings
 from tmem_core.llm import (
@@ -126,6 +126,7 @@ def test_the_model_writes_every_query_and_the_same_sequence_continues(
     assert context.kind == CHAIN and boxed_answer(context.text) == "5 attempts"
     assert context.ids == tuple(dict.fromkeys([*documents(reasons[0]), *documents(reasons[1])]))
     record = chain_record(context)
+    assert from_json(ChainRecord, to_json(record)) == record  # as the construct stage stores it
     assert record.stop == "answer" and record.final_answer == "5 attempts"
     assert record.queries == ("checkout retry limit", "retry attempts correction")
     assert record.step_record == ChainSteps(steps=3, max_steps=5, forced=False, tool_calls=2,

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.hashed_embedder import HashEmbedder
-from tmem_core import ConfigError, from_json, to_json
+from tmem_core import ConfigError, TmemError, from_json, to_json
 from tmem_core.llm import (
     BackboneConfig,
     ChatRequest,
@@ -25,7 +25,6 @@ from tmem_core.llm import (
     get_backbone,
 )
 from tmem_core.methods import Context, MethodEnv, get_method, method_names
-from tmem_core.methods._base import NotPrepared
 from tmem_core.methods._registry import build_method
 from tmem_core.methods.t2mem import LoopRecord, T2Mem, render_trace
 from tmem_core.methods.t2mem._config import T2MemConfig
@@ -190,7 +189,7 @@ def test_a_conversation_s_extraction_is_one_file_that_a_retry_completes(
 
 
 def test_retrieve_before_prepare_is_a_clear_error(store: IndexStore, tmp_path: Path) -> None:
-    with pytest.raises(NotPrepared, match="prepare"):
+    with pytest.raises(TmemError, match="prepare"):
         T2Mem(store, cache=tmp_path).retrieve(QUESTION)
 
 

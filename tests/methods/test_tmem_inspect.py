@@ -13,9 +13,9 @@ from test_tmem_fakes import ScriptedLLM, by_stage, label_all, link_all
 
 import jobs.inspect as inspect_job
 from tests.hashed_embedder import HashEmbedder
+from tmem_core import DataError
 from tmem_core.methods.tmem import DiscoveryConfig
 from tmem_core.retrieval import Conversation, IndexStore
-from tmem_core.schema import DataError
 
 SCRIPT = by_stage(select=label_all("KEY"), structure=link_all("none", "ROOT"))
 

@@ -235,7 +235,8 @@ def test_a_locomo_judge_is_rated_on_the_controls_its_llm_scored_only(
     """LoCoMo scores an adversarial question by its not-mentioned rule: those controls (the
     abstention as gold, a made-up answer) are right whatever the judge says, and are counted
     apart; the LLM's rates hold its own verdicts."""
-    server = scripted_server([Step(content='{"verdict": "CORRECT"}')])
+    # LoCoMo's official judge (mem0's): a reason, then the label, as a JSON object
+    server = scripted_server([Step(content='{"reason": "Same topic.", "label": "CORRECT"}')])
     benchmark = {"name": "locomo", "source": str(locomo_path), "limit": 5}  # each category
     summary, lines, _ = _sweep(tmp_path, server, benchmark, name="locomo")
     controls = pl.DataFrame(calibration_store(summary.run_dir).latest().to_pylist())

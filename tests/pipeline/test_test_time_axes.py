@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import Step, scripted_backbones
 from tests.pipeline.shaped import ShapedServer, request_kind
 from tests.ray_head import ROOT
-from tmem_core._typed import ConfigError
+from tmem_core import ConfigError
 from tmem_core.pipeline import load_sweep, parse_sweep, run_sweep
 from tmem_core.pipeline._config import RunSpec, method_version
 from tmem_core.reports import read_sweep, summarise

@@ -10,10 +10,10 @@ import polars as pl
 import pytest
 
 from tests.reports.conftest import QUESTIONS, locomo_run, write_locomo_data, write_run
+from tmem_core import DataError
 from tmem_core.reports import Summary, read_sweep, summarise
 from tmem_core.reports import _stats as stats
 from tmem_core.reports._compare import compare, compare_sweeps
-from tmem_core.schema import DataError
 
 
 def _row(frame: pl.DataFrame, **where: object) -> dict[str, object]:

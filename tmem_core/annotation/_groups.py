@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from tmem_core._errors import DataError
 from tmem_core.annotation._units import (
     LOW_CONFIDENCE_FILE,
     Unit,
@@ -36,7 +37,6 @@ from tmem_core.annotation._units import (
     write_audit,
 )
 from tmem_core.retrieval import lexical_tokens
-from tmem_core.schema import DataError
 
 Decision = Literal["accept", "reject"]
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tmem_core._errors import DataError
 from tmem_core.annotation._annotate import Retriever, annotatable, reverse_retrieval
 from tmem_core.annotation._groups import (
     MAX_GROUPS,
@@ -38,7 +39,6 @@ from tmem_core.benchmarks import PreparedBenchmark, tables_sha256
 from tmem_core.evaluation import GROUPS_KEY
 from tmem_core.retrieval import IndexStore
 from tmem_core.schema import (
-    DataError,
     Gold,
     Question,
     gold_from_table,

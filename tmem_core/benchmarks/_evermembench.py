@@ -25,12 +25,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tmem_core._errors import DataError
 from tmem_core.benchmarks._evermembench_conversation import Conversation, Folder, Stats
 from tmem_core.benchmarks._evermembench_dialogue import SHAPES, load_dialogue
 from tmem_core.benchmarks._evermembench_qa import load_qa
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
 from tmem_core.evaluation import Protocol
-from tmem_core.schema import DataError, Gold, Question
+from tmem_core.schema import Gold, Question
 
 _EXPECTED = ("expected EverMemBench's eval-code layout (dataset/<batch>/dialogue.json with "
              "qa_<batch>.json) or the EverMemBench-Dynamic release (<topic>/dialogue.json with "

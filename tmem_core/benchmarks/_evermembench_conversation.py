@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tmem_core._errors import DataError
 from tmem_core.benchmarks._registry import LoadedBenchmark
 from tmem_core.benchmarks._source import parse_time
-from tmem_core.schema import DataError
 
 SPACE = re.compile(r"\s+")
 

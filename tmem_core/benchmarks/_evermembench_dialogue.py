@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tmem_core._errors import DataError
 from tmem_core.benchmarks._evermembench_conversation import (
     SPACE,
     Conversation,
@@ -21,7 +22,7 @@ from tmem_core.benchmarks._evermembench_conversation import (
     task_ids,
 )
 from tmem_core.benchmarks._source import parse_time, read_json_or_lines, require
-from tmem_core.schema import DataError, Message
+from tmem_core.schema import Message
 
 SHAPES = {"eval": '{"dialogues": {date: {group: [message, ...]}}}',
           "dynamic": "rows {topic_id, date, dialogues: {group: [message, ...] | null}}"}

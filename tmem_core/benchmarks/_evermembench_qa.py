@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tmem_core._errors import DataError
 from tmem_core.benchmarks._evermembench_conversation import (
     Conversation,
     Key,
@@ -20,7 +21,7 @@ from tmem_core.benchmarks._evermembench_conversation import (
 )
 from tmem_core.benchmarks._evidence import parse_index_ranges
 from tmem_core.benchmarks._source import read_json_or_lines, require
-from tmem_core.schema import DataError, Gold, Option, Question
+from tmem_core.schema import Gold, Option, Question
 
 CAPABILITIES = {"F": "Fine-grained Recall", "MA": "Memory Awareness",
                 "P": "Profile Understanding"}

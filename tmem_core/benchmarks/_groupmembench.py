@@ -20,10 +20,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tmem_core._errors import DataError
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
 from tmem_core.benchmarks._source import parse_time, read_json, read_jsonl, require
 from tmem_core.evaluation import Protocol, one_judge
-from tmem_core.schema import DataError, Gold, Message, Question
+from tmem_core.schema import Gold, Message, Question
 
 DIALOGUE_FILE = "synthetic_domain_channels_rolevariants_{domain}.json"
 QUESTION_TYPES = ("multi_hop", "knowledge_update", "temporal", "user_implicit",

@@ -8,11 +8,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tmem_core._errors import DataError
 from tmem_core.benchmarks._evidence import repair_dialogue_refs
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
 from tmem_core.benchmarks._source import json_list, parse_time, require
 from tmem_core.evaluation import Protocol, locomo_f1
-from tmem_core.schema import DataError, Gold, Message, Question
+from tmem_core.schema import Gold, Message, Question
 
 # Undocumented upstream; the mapping its scoring code implies.
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",

@@ -6,10 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tmem_core._errors import DataError
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
 from tmem_core.benchmarks._source import json_list, parse_time, require
 from tmem_core.evaluation import Protocol
-from tmem_core.schema import DataError, Gold, Message, Question
+from tmem_core.schema import Gold, Message, Question
 
 ABSTENTION_SUFFIX = "_abs"
 

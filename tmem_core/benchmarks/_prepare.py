@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tmem_core import __version__
+from tmem_core._errors import DataError
 from tmem_core.benchmarks._opaque import opaque_ids
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, get_benchmark
 from tmem_core.benchmarks._revisions import (
@@ -30,7 +31,6 @@ from tmem_core.benchmarks._revisions import (
 from tmem_core.benchmarks._source import sha256_of
 from tmem_core.schema import (
     SCHEMA_VERSION,
-    DataError,
     messages_to_table,
     questions_to_table,
     validate_tables,

@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
+from tmem_core._errors import DataError
 from tmem_core.benchmarks._revised_values import (
     Answers,
     Vocabulary,
@@ -48,7 +49,6 @@ from tmem_core.evaluation import SUPERSEDED_KEY
 from tmem_core.llm import ChatRequest, ChatResponse, object_schema
 from tmem_core.prompts import load_prompt
 from tmem_core.schema import (
-    DataError,
     Gold,
     Message,
     Question,

@@ -59,10 +59,11 @@ def _label(word: str) -> bool | None:
 
 LABELS_MAX_TOKENS = 32  # a project prompt with labels: one constrained word
 FREE_VERDICT_TOKENS = 256  # a prompt that asks for a reason before its verdict
-JSON_LABEL_SCHEMA = object_schema({"reason": {"type": "string"},
+JSON_LABEL_SCHEMA = object_schema({"reason": {"type": "string", "maxLength": 400},
                                    "label": {"enum": ["CORRECT", "WRONG"]}})
 """A JSON object asked of the judge (`response_format: json_object`), as this harness's
-engines decode JSON: by a schema, a reason before the label."""
+engines decode JSON: by a schema, a reason before the label (the prompt's one sentence,
+bounded so that the object ends within the call's `max_tokens`)."""
 _FENCED = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
 
 

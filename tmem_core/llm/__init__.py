@@ -53,8 +53,6 @@ from tmem_core.llm._serve import PREFIX_ROUTER, SERVE_BACKEND, ServeLLMEngineCon
 from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
 from tmem_core.llm._tokens import (
     TokenCounter,
-    TokenizerMismatch,
-    TokenizerMissing,
     check_tokenizers,
     count_chat_tokens,
     count_tokens,
@@ -69,7 +67,6 @@ from tmem_core.llm._types import (
     ChatMessage,
     ChatRequest,
     ChatResponse,
-    EngineUnavailable,
     Sampling,
     Usage,
     error_response,
@@ -99,7 +96,6 @@ __all__ = [
     "EmbeddedBackend",
     "EndpointStats",
     "EngineCall",
-    "EngineUnavailable",
     "HttpConfig",
     "LLMClient",
     "LazyBackend",
@@ -115,8 +111,6 @@ __all__ = [
     "SimEngineConfig",
     "StaticEndpoint",
     "TokenCounter",
-    "TokenizerMismatch",
-    "TokenizerMissing",
     "Usage",
     "VLLMBackend",
     "VLLMEngineConfig",

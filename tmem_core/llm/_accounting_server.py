@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from tmem_core._errors import DataError, EngineError
 from tmem_core.llm._accounting import CallRecord
 from tmem_core.llm._config import BackboneConfig
 from tmem_core.llm._loopback import LoopbackServer
@@ -41,14 +42,6 @@ class BoundLLM(Protocol):
     def backbone(self) -> BackboneConfig: ...
 
     def generate(self, requests: Sequence[ChatRequest]) -> list[ChatResponse]: ...
-
-
-class BadRequest(ValueError):
-    """A request body this endpoint does not serve (answered 400)."""
-
-
-class LLMFailed(RuntimeError):
-    """The bound LLM raised (answered 500)."""
 
 
 @dataclass
@@ -132,7 +125,7 @@ class AccountingEndpoint:
             response = binding.llm.generate([request])[0]
         except Exception as exc:
             binding.errors.append(f"engine: {type(exc).__name__}: {exc}")
-            raise LLMFailed(f"{type(exc).__name__}: {exc}") from exc
+            raise EngineError(f"{type(exc).__name__}: {exc}") from exc
         with self._stats_lock:
             for stats in (self.stats, binding.stats):
                 stats.add_chat(response)
@@ -148,7 +141,7 @@ class AccountingEndpoint:
         raw = body.get("input")
         texts = [raw] if isinstance(raw, str) else raw
         if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            raise BadRequest("input must be a string or a list of strings")
+            raise DataError("input must be a string or a list of strings")
         vectors = self._embed(texts) if texts else np.zeros((0, 0), dtype=np.float32)
         tokens = sum(self._count(t) for t in texts)
         with self._stats_lock:
@@ -171,11 +164,11 @@ def chat_request(body: dict[str, Any], default: Sampling) -> ChatRequest:
     """An OpenAI chat-completions body as a `ChatRequest` (the inverse of the HTTP backend's
     body); JSON response formats become the request's schema (`json_object`: any object)."""
     if body.get("tools") or body.get("functions"):
-        raise BadRequest("tool calls are not served")
+        raise DataError("tool calls are not served")
     messages = [ChatMessage(_role(m.get("role")), _content(m.get("content")))
                 for m in body.get("messages") or ()]
     if not messages:
-        raise BadRequest("messages must be a non-empty list")
+        raise DataError("messages must be a non-empty list")
     max_tokens = body.get("max_completion_tokens") or body.get("max_tokens") or default.max_tokens
     sampling = Sampling(
         temperature=float(_given(body.get("temperature"), default.temperature)),
@@ -207,7 +200,7 @@ def _schema(fmt: Any) -> dict[str, Any] | None:
         return {"type": "object"}
     schema = (fmt.get("json_schema") or {}).get("schema")
     if fmt.get("type") != "json_schema" or not isinstance(schema, dict):
-        raise BadRequest(f"unsupported response_format {fmt!r}")
+        raise DataError(f"unsupported response_format {fmt!r}")
     return schema
 
 
@@ -215,7 +208,7 @@ def _role(role: Any) -> Role:
     if role == "developer":
         return "system"
     if role not in _ROLES:
-        raise BadRequest(f"unsupported message role {role!r}")
+        raise DataError(f"unsupported message role {role!r}")
     return role  # type: ignore[no-any-return]
 
 
@@ -225,7 +218,7 @@ def _content(content: Any) -> str:
     if isinstance(content, list):  # content parts: only text ones are served
         return "".join(p.get("text", "") for p in content if isinstance(p, dict)
                        and p.get("type") == "text")
-    raise BadRequest("message content must be text")
+    raise DataError("message content must be text")
 
 
 def _given(value: Any, default: float) -> Any:
@@ -260,7 +253,7 @@ def _handler(endpoint: AccountingEndpoint) -> type[BaseHTTPRequestHandler]:
             try:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 self._send(*route(body))
-            except LLMFailed as exc:  # the caller must see it fail
+            except EngineError as exc:  # the caller must see it fail
                 self._send(500, _error(str(exc), "engine"))
             except (ValueError, TypeError, AttributeError) as exc:  # a malformed body
                 self._send(400, _error(f"{type(exc).__name__}: {exc}", "request"))

@@ -46,8 +46,8 @@ class SimEngineConfig:
     # request keys change, so every call is made again, but the texts do not (a benchmark
     # measuring the calls again keeps what was computed from the texts, such as embeddings).
     revision: str = ""
-    # A request whose prompt holds this text kills the engine (`EngineDead`), as a poisoned
-    # prompt does a real engine's core (tests of what a crash costs); "" for none.
+    # A request whose prompt holds this text kills the engine (a dead `EngineError`), as a
+    # poisoned prompt does a real engine's core (tests of what a crash costs); "" for none.
     crash_on: str = ""
 
     def __post_init__(self) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from tmem_core._errors import EngineError
 from tmem_core.llm._accounting import CallRecord
 from tmem_core.llm._backends import get_backend
 from tmem_core.llm._config import (
@@ -18,15 +19,7 @@ from tmem_core.llm._config import (
 )
 from tmem_core.llm._http import check_api_key
 from tmem_core.llm._request_cache import CachedCall, RequestCache, request_hash
-from tmem_core.llm._types import (
-    Backend,
-    ChatRequest,
-    ChatResponse,
-    EngineDead,
-    EngineUnavailable,
-    output_response,
-    run_sync,
-)
+from tmem_core.llm._types import Backend, ChatRequest, ChatResponse, output_response, run_sync
 
 RETRY_TEMPERATURE = 0.7
 """Temperature floor of a retry after invalid output, so that greedy decoding can produce
@@ -127,9 +120,9 @@ class LazyBackend:
 
     A start that fails is remembered: the next request waits out a back-off (`backoff_s`,
     doubling) and tries again, `attempts` starts in all; after the last one every request
-    fails at once with `EngineUnavailable` naming the cause (weights are not reloaded for
-    each question). An engine that died (`EngineDead`) is dropped: the next request starts a
-    new one.
+    fails at once with `EngineError` naming the cause (weights are not reloaded for
+    each question). An engine that died (`EngineError` with `dead`) is dropped: the next
+    request starts a new one.
     """
 
     def __init__(self, backbone: BackboneConfig, attempts: int = START_ATTEMPTS,
@@ -158,7 +151,7 @@ class LazyBackend:
 
     def _start(self) -> Backend:
         if self._failed >= self.attempts:
-            raise EngineUnavailable(self._gave_up())
+            raise EngineError(self._gave_up())
         time.sleep(max(0.0, self._retry_at - time.monotonic()))
         try:
             backend = make_backend(self.backbone)
@@ -168,7 +161,7 @@ class LazyBackend:
             self._retry_at = time.monotonic() + self.backoff_s * 2 ** (self._failed - 1)
             print(f"[engine] {self.backbone.name}: start {self._failed} of {self.attempts} "
                   f"failed: {self._cause}", flush=True)
-            raise EngineUnavailable(self._gave_up() if self._failed >= self.attempts
+            raise EngineError(self._gave_up() if self._failed >= self.attempts
                                     else f"backbones.{self.backbone.name}: its engine did not "
                                          f"start: {self._cause}") from exc
         self._failed = 0
@@ -188,8 +181,9 @@ class LazyBackend:
             waited = time.perf_counter() - start
         try:
             responses = await backend.agenerate(requests)
-        except EngineDead:
-            self._drop(backend)
+        except EngineError as exc:
+            if exc.dead:
+                self._drop(backend)
             raise
         if not waited:
             return responses

@@ -8,7 +8,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tmem_core._typed import ConfigError, build_config, check_keys, read_config
+from tmem_core._errors import ConfigError, allowed, check_range
+from tmem_core._typed import build_config, check_keys, read_config
 from tmem_core.llm._backends import get_backend
 from tmem_core.llm._types import Sampling, Usage
 
@@ -298,20 +299,16 @@ arrival, or by arrival alone (vLLM's `scheduling_policy`)."""
 
 def _require_positive(config: object, *names: str) -> None:
     for name in names:
-        value = getattr(config, name)
-        if value <= 0:
-            raise ValueError(f"{name} must be positive, got {value!r}")
+        check_range(name, getattr(config, name), 0, above=True)
 
 
 def _require_policy(policy: str) -> None:
     """An engine's `scheduling_policy` is one of `SCHEDULING_POLICIES`."""
     if policy not in SCHEDULING_POLICIES:
-        raise ValueError(f"scheduling_policy must be one of {SCHEDULING_POLICIES}, got "
-                         f"{policy!r}")
+        raise ConfigError("", f"scheduling_policy: unknown value {policy!r}; "
+                              f"{allowed(SCHEDULING_POLICIES)}")
 
 
 def _require_non_negative(config: object, *names: str) -> None:
     for name in names:
-        value = getattr(config, name)
-        if value < 0:
-            raise ValueError(f"{name} must be 0 or more, got {value!r}")
+        check_range(name, getattr(config, name), 0)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tmem_core._cache_dir import cache_root
+from tmem_core._errors import ConfigError, EngineError, allowed
 from tmem_core.llm._backends import backend
 from tmem_core.llm._batch_model import EMBEDDED_PACE, Pace
 from tmem_core.llm._config import (
@@ -32,7 +33,7 @@ from tmem_core.llm._config import (
 from tmem_core.llm._gguf import WEIGHT_FORMATS
 from tmem_core.llm._http import OpenAICompatBackend
 from tmem_core.llm._models import gguf_path, serving_gguf
-from tmem_core.llm._types import Backend, EngineUnavailable
+from tmem_core.llm._types import Backend
 
 _log = logging.getLogger(__name__)
 
@@ -60,7 +61,8 @@ class EmbeddedEngineConfig(HttpConfig):
         _require_positive(self, "n_ctx", "n_parallel", "startup_timeout_s")
         _require_non_negative(self, "n_threads", "n_threads_batch", "max_restarts")
         if self.weights not in WEIGHT_FORMATS:
-            raise ValueError(f"weights: {self.weights!r} is not one of {WEIGHT_FORMATS}")
+            raise ConfigError("", f"weights: unknown value {self.weights!r}; "
+                                  f"{allowed(WEIGHT_FORMATS)}")
 
     def weights_identity(self) -> str:
         return f"{self.model_path}:{self.weights}"
@@ -113,7 +115,7 @@ class EmbeddedServer:
             try:
                 self._spawn()
                 return
-            except EngineUnavailable:
+            except EngineError:
                 if attempt == _START_TRIES:
                     raise
 
@@ -123,7 +125,7 @@ class EmbeddedServer:
             if self._alive() and self._healthy():
                 return
             if self.restarts >= self.config.max_restarts:
-                raise EngineUnavailable(
+                raise EngineError(
                     f"embedded server down after {self.restarts} restarts; log {self.log_path}"
                 )
             self.restarts += 1
@@ -162,12 +164,12 @@ class EmbeddedServer:
         while time.monotonic() < deadline:
             if not self._alive():
                 self.stop()
-                raise EngineUnavailable(f"embedded server exited at start; log {self.log_path}")
+                raise EngineError(f"embedded server exited at start; log {self.log_path}")
             if self._healthy():
                 return
             time.sleep(0.1)
         self.stop()
-        raise EngineUnavailable(f"embedded server not healthy in time; log {self.log_path}")
+        raise EngineError(f"embedded server not healthy in time; log {self.log_path}")
 
     def _alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tmem_core._errors import ConfigError, allowed
+
 if TYPE_CHECKING:  # imported where used: it is slow to import and needed once per model
     import gguf
 
@@ -30,7 +32,7 @@ def requantize(source: Path, target: Path, weights: str) -> None:
     Metadata and F32/F16 tensors (norms, biases) are copied unchanged.
     """
     if weights not in _FILE_TYPES:
-        raise ValueError(f"weights must be one of {sorted(_FILE_TYPES)}, not {weights!r}")
+        raise ConfigError("weights", f"unknown value {weights!r}; {allowed(sorted(_FILE_TYPES))}")
     import gguf
 
     reader = gguf.GGUFReader(str(source))

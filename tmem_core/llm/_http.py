@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tmem_core._typed import ConfigError
+from tmem_core._errors import ConfigError, EngineError
 from tmem_core.llm._backends import backend
 from tmem_core.llm._config import BackboneConfig, HttpConfig
 from tmem_core.llm._slots import PrioritySlots
@@ -21,7 +21,6 @@ from tmem_core.llm._types import (
     Backend,
     ChatRequest,
     ChatResponse,
-    EngineUnavailable,
     ErrorKind,
     Sampling,
     Usage,
@@ -161,7 +160,7 @@ class OpenAICompatBackend:
         if kind in ("connection", "timeout"):
             try:
                 await asyncio.to_thread(self.endpoint.recover)
-            except EngineUnavailable as down:
+            except EngineError as down:
                 return error_response("engine", str(down))
         await asyncio.sleep(self._backoff(attempt))
         return None

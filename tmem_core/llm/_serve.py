@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tmem_core._errors import check_range
 from tmem_core.llm._backends import backend
 from tmem_core.llm._config import BackboneConfig, HttpConfig, _require_positive
 from tmem_core.llm._http import OpenAICompatBackend, StaticEndpoint
@@ -51,11 +52,8 @@ class ServeLLMEngineConfig(VLLMEngineConfig, HttpConfig):
         HttpConfig.__post_init__(self)
         _require_positive(self, "min_replicas", "max_replicas", "target_ongoing_requests",
                           "http_port")
-        if self.max_replicas < self.min_replicas:
-            raise ValueError(f"max_replicas must be at least min_replicas "
-                             f"({self.min_replicas}), got {self.max_replicas}")
-        if self.cpus_per_replica < 0:
-            raise ValueError("cpus_per_replica must not be negative")
+        check_range("max_replicas (at least min_replicas)", self.max_replicas, self.min_replicas)
+        check_range("cpus_per_replica", self.cpus_per_replica, 0)
 
     @property
     def fleet(self) -> int:

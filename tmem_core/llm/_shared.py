@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tmem_core._errors import EngineError
 from tmem_core.llm._accounting import CallRecord
 from tmem_core.llm._client import (
     START_ATTEMPTS,
@@ -23,14 +24,7 @@ from tmem_core.llm._client import (
 )
 from tmem_core.llm._config import BackboneConfig
 from tmem_core.llm._request_cache import RequestCache, request_hash
-from tmem_core.llm._types import (
-    ChatRequest,
-    ChatResponse,
-    EngineDead,
-    EngineUnavailable,
-    ErrorKind,
-    error_response,
-)
+from tmem_core.llm._types import ChatRequest, ChatResponse, ErrorKind, error_response
 
 Answered = tuple[list[ChatResponse], list[CallRecord]]
 EngineCall = Callable[[list[ChatRequest]], Answered]
@@ -60,11 +54,10 @@ class SharedEngine:
         sent_at = time.time()
         try:
             responses = await self.client.agenerate(requests)
-        except EngineDead as exc:  # any of the batches in flight may be what killed it
-            self.engine_died(exc)
-            responses = self._errors("engine_crash", str(exc), requests)
-        except EngineUnavailable as exc:
-            responses = self._errors("engine", str(exc), requests)
+        except EngineError as exc:
+            if exc.dead:  # any of the batches in flight may be what killed it
+                self.engine_died(exc)
+            responses = self._errors("engine_crash" if exc.dead else "engine", str(exc), requests)
         self.client.records.clear()  # the caller keeps its own records
         return responses, [CallRecord.of(self.client.backbone, q, r, self.replica, sent_at)
                            for q, r in zip(requests, responses, strict=True)]
@@ -76,7 +69,7 @@ class SharedEngine:
                                     request_hash=request_hash(self.client.backbone, r))
                 for r in requests]
 
-    def engine_died(self, exc: EngineDead) -> None:
+    def engine_died(self, exc: EngineError) -> None:
         """Called when the engine died mid-batch (its backend is already dropped)."""
         print(f"[engine] {self.client.backbone.name} replica {self.replica}: {exc}; the next "
               "request starts a new engine", flush=True)

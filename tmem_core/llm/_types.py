@@ -54,15 +54,6 @@ class Sampling:
             raise ValueError(f"top_k must be 0 (off) or positive, got {self.top_k}")
 
 
-class EngineUnavailable(RuntimeError):
-    """An engine is down and could not be brought back, or could not be started or placed."""
-
-
-class EngineDead(RuntimeError):
-    """The engine died and cannot answer again (vLLM's `EngineDeadError`): the process that
-    holds it must start a new one."""
-
-
 REASONING_END = "</think>"
 """Where a thinking block ends (Qwen3's template opens it in the prompt, so an answer in
 thinking mode arrives as reasoning, this tag, then the answer)."""

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tmem_core._errors import EngineError
 from tmem_core.llm._backends import backend
 from tmem_core.llm._batch_model import VLLM_CPU_PACE, Pace
 from tmem_core.llm._config import (
@@ -26,7 +27,6 @@ from tmem_core.llm._types import (
     Backend,
     ChatRequest,
     ChatResponse,
-    EngineDead,
     ErrorKind,
     Usage,
     _background_loop,
@@ -152,8 +152,8 @@ class VLLMBackend:
     The engine lives on the process's background event loop; callers on other loops or threads
     hop onto it. A request that raises becomes an error record on its own (`request` for what
     vLLM rejects as the client's fault, `server` otherwise), except a dead engine, which raises
-    `EngineDead` (every later request would fail the same way). `counters` tells from vLLM's
-    scheduler statistics how many steps ran several requests.
+    a dead `EngineError` (every later request would fail the same way). `counters` tells
+    from vLLM's scheduler statistics how many steps ran several requests.
     """
 
     def __init__(self, backbone: BackboneConfig, config: VLLMEngineConfig) -> None:
@@ -260,10 +260,10 @@ migrated from), besides its `VLLMClientError`s."""
 def failed_request(exc: Exception) -> ChatResponse:
     """The error record of a request vLLM raised on, classified as vLLM's HTTP server
     would answer it: its client errors are the request's (`request`, a 4xx there), anything
-    else the engine's (`server`, a 5xx). A dead engine raises `EngineDead` instead."""
+    else the engine's (`server`, a 5xx). A dead engine raises a dead `EngineError` instead."""
     dead = importlib.import_module("vllm.v1.engine.exceptions").EngineDeadError
     if isinstance(exc, dead):
-        raise EngineDead(f"{type(exc).__name__}: {exc}") from exc
+        raise EngineError(f"{type(exc).__name__}: {exc}", dead=True) from exc
     client = importlib.import_module("vllm.exceptions").VLLMClientError
     template = any(cls.__name__ == "TemplateError" for cls in type(exc).__mro__)
     kind: ErrorKind = ("request" if isinstance(exc, (client, *_REQUEST_FAULTS)) or template

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from tmem_core._errors import TmemError
 from tmem_core.schema import Question
 
 
@@ -42,17 +43,13 @@ def evidence(method: str, question: Question, ids: Sequence[str],
     return Evidence(question.qid, method, tuple(ids), payload, detail)
 
 
-class NotPrepared(RuntimeError):
-    """A question on a conversation whose memory `prepare` has not built in this process."""
-
-
 _Built = TypeVar("_Built")
 
 
 def prepared(memories: Mapping[str, _Built], method: str, conv_id: str) -> _Built:
-    """The memory `prepare` built for `conv_id`; NotPrepared if there is none."""
+    """The memory `prepare` built for `conv_id`, else a `TmemError`."""
     try:
         return memories[conv_id]
     except KeyError:
-        raise NotPrepared(f"{method}: conversation {conv_id!r} is not prepared; call "
+        raise TmemError(f"{method}: conversation {conv_id!r} is not prepared; call "
                           f"prepare({conv_id!r}, llm) first (in this process)") from None

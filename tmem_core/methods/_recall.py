@@ -17,11 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tmem_core._errors import DataError
 from tmem_core.evaluation import RecallTable, evidence_recall, recall_scorable
 from tmem_core.methods._context import LLM, ContextMethod, SelectsEvidence
 from tmem_core.methods._registry import MethodEnv, get_method
 from tmem_core.retrieval import Conversation, IndexStore, query_text
-from tmem_core.schema import DataError, Gold, Question
+from tmem_core.schema import Gold, Question
 
 RECALL_BUDGET_TOKENS = 8192  # unused: the ranked methods keep k messages
 

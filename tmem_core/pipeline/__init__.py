@@ -9,7 +9,6 @@ from tmem_core.pipeline._capacity import check_sweep_gpus
 from tmem_core.pipeline._config import BenchmarkConfig, RunSpec, SweepConfig
 from tmem_core.pipeline._config_load import check_sources, load_sweep, parse_sweep, registered
 from tmem_core.pipeline._contract import Contract
-from tmem_core.pipeline._deps import RecordsChanged
 from tmem_core.pipeline._plan import plan_sweep
 from tmem_core.pipeline._ray_start import init_ray
 from tmem_core.pipeline._runner import run_sweep
@@ -21,7 +20,6 @@ __all__ = [
     "STATUS_ENV",
     "BenchmarkConfig",
     "Contract",
-    "RecordsChanged",
     "RunSpec",
     "RunSummary",
     "SweepConfig",

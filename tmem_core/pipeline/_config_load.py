@@ -11,13 +11,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tmem_core._typed import ConfigError, build_config, read_config
+from tmem_core._errors import ConfigError
+from tmem_core._typed import build_config, read_config
 from tmem_core.benchmarks import benchmark_names, get_benchmark
 from tmem_core.llm import load_backbones
 from tmem_core.methods import check_params, get_method, method_names, refuse_renamed
 from tmem_core.pipeline._config import AXES, BenchmarkConfig, SweepConfig
 from tmem_core.pipeline._paths import missing_source_hint, results_root
-from tmem_core.prompts import PromptError, judge_prompt
+from tmem_core.prompts import judge_prompt
 
 
 @dataclass(frozen=True)
@@ -163,8 +164,8 @@ def _check_judge_prompt(name: str, path: str) -> None:
                                                    f"bundled judge prompt, judge/<name>@v<N>)")
     try:
         judge_prompt(path)
-    except PromptError as exc:
-        raise ConfigError(f"judge_prompts.{name}", str(exc)) from None
+    except ConfigError as exc:
+        raise ConfigError(f"judge_prompts.{name}", exc.reason) from None
 
 
 def _check_results_dir(path: Path) -> None:

@@ -58,10 +58,6 @@ from tmem_core.results import (
 UNHASHED = "no dependency hashes (written before they were recorded)"
 
 
-class RecordsChanged(Exception):
-    """Stored records whose dependencies changed, in a sweep told to refuse them."""
-
-
 def run_dependencies(run: RunSpec, backbones: Mapping[str, BackboneConfig]
                      ) -> dict[str, Deps]:
     """Each stage's dependencies for `run` (`backbones`: by name, the run's among them)."""

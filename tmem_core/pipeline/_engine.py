@@ -26,6 +26,7 @@ from typing import Any, cast
 
 import ray
 
+from tmem_core._errors import EngineError
 from tmem_core.evaluation import ids_in
 from tmem_core.llm import (
     Answered,
@@ -34,7 +35,6 @@ from tmem_core.llm import (
     ChatRequest,
     ChatResponse,
     EngineCall,
-    EngineUnavailable,
     RequestCache,
     SharedEngine,
     cache_first,
@@ -56,11 +56,12 @@ DOWN_S = 10.0
 """A replica that failed a call is avoided this long (Ray is restarting it; calls to it fail
 with `ActorUnavailableError` meanwhile). When every replica is down, a batch waits for the
 first one due back."""
-SHORT_PROMPT_CHARS = 2048
+SHORT_PROMPT_CHARS = 4096
 """A batch whose prompts are all at most this long (a judge's verdict, its calibration
-controls) stays on its question's first replica, loads aside, while that replica has fewer
-calls in flight than its engine's slots: it adds little to a replica's work, so moving it
-gains little, and it shares its prefix with the question's other short calls (the judge's
+controls: an official judge template runs to 1,700 characters before the answer it grades)
+stays on its question's first replica, loads aside, while that replica has fewer calls in
+flight than its engine's slots: it adds little to a replica's work, so moving it gains
+little, and it shares its prefix with the question's other short calls (the judge's
 instruction, the question, the gold answer)."""
 SPREAD_MIN = 8
 """A memory build's batch is spread over the replicas in parts of at least this many requests."""
@@ -216,7 +217,7 @@ def _rendezvous(key: str, replicas: int) -> tuple[int, ...]:
 
 def ray_engine(backbone: BackboneConfig, cache: RequestCache | None) -> EngineCall:
     """The backbone's replicas behind `cache`, for a stage actor whose node resolves the
-    backbone's tokenizer as the driver's does (`TokenizerMismatch` otherwise)."""
+    backbone's tokenizer as the driver's does (`EngineError` otherwise)."""
     counter_for(backbone)
     # the replicas are looked up at the first miss: a run served from the cache needs none
     loads = SharedLoads(f"tmem-loads-{backbone.name}", max(1, backbone.replicas),
@@ -239,7 +240,7 @@ def check_local_engines() -> None:
     """`StartWatch.check` for the engines of this process (the plain loop)."""
     for engine in _LOCAL.values():
         if cause := engine.start_failure():
-            raise EngineUnavailable(cause)
+            raise EngineError(cause)
 
 
 def close_local_engines() -> None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from tmem_core._typed import ConfigError
+from tmem_core._errors import ConfigError
 from tmem_core.benchmarks import get_protocol
 from tmem_core.evaluation import JudgeCall
 from tmem_core.prompts import load_prompt

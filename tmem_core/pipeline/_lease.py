@@ -11,7 +11,7 @@ from tmem_core.results import Lease, remove_leftovers
 
 @contextlib.contextmanager
 def sweep_lease(root: Path, log: Callable[[str], None]) -> Iterator[Lease]:
-    """The lease of the sweep folder `root` (`LeaseHeld`: another driver writes this sweep),
+    """The lease of the sweep folder `root` (a `ResultsError`: another driver writes this sweep),
     with what an interrupted write left in it removed; a sweep that wrote nothing leaves no
     folder behind."""
     missing = [root / "data", *(f for f in (root, *root.parents) if not f.exists())]

@@ -8,12 +8,13 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from tmem_core._errors import ResultsError
 from tmem_core.benchmarks import read_prepared
 from tmem_core.llm import BackboneConfig, tokenizer_identity
 from tmem_core.pipeline._config import Resources, RunSpec
 from tmem_core.pipeline._contract import Contract
 from tmem_core.pipeline._data import data_facts, select_questions
-from tmem_core.pipeline._deps import RecordsChanged, changed_records, run_dependencies
+from tmem_core.pipeline._deps import changed_records, run_dependencies
 from tmem_core.pipeline._probe import PROBE_ENV
 from tmem_core.pipeline._run import Run
 from tmem_core.pipeline._stage import shared_data
@@ -65,14 +66,14 @@ def check_changed(specs: list[RunSpec], deps: Mapping[str, Mapping[str, Deps]],
                   bench_dirs: Mapping[str, Path], root: Path, on_changed: str, log: Log
                   ) -> None:
     """Log the stored records each run redoes because what produced them changed (`deps`
-    and `bench_dirs`, the prepared data, by run), or raise `RecordsChanged` (naming the
+    and `bench_dirs`, the prepared data, by run), or raise a `ResultsError` (naming the
     first) when the sweep says to refuse them."""
     changed = [c for spec in specs
                for c in changed_records(spec.run_id, root / spec.run_id, deps[spec.run_id],
                                         shared_data(bench_dirs[spec.run_id]))]
     if changed and on_changed == "refuse":
         more = f" (and {len(changed) - 1} more stages)" if len(changed) > 1 else ""
-        raise RecordsChanged(f"{changed[0].describe()}{more}; on_changed = \"refuse\": "
+        raise ResultsError(f"{changed[0].describe()}{more}; on_changed = \"refuse\": "
                              f"nothing run (on_changed = \"redo\" redoes them)")
     for change in changed:
         log(f"{change.describe()}: redone")

@@ -15,6 +15,7 @@ import psutil
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from tmem_core._errors import EngineError
 from tmem_core.llm import (
     SERVE_BACKEND,
     START_ATTEMPTS,
@@ -22,7 +23,6 @@ from tmem_core.llm import (
     Answered,
     BackboneConfig,
     ChatRequest,
-    EngineUnavailable,
     SharedEngine,
     VLLMEngineConfig,
     counter_for,
@@ -53,7 +53,7 @@ class EngineReplica(SharedEngine):
     that Ray restarts the actor (`max_restarts`) with a new engine; a call that arrives
     meanwhile waits for the process to end, and its router resends it like any call of a
     replica that died. It starts only where the backbone's tokenizer resolves as on the
-    driver (`TokenizerMismatch` otherwise)."""
+    driver (`EngineError` otherwise)."""
 
     def __init__(self, backbone: BackboneConfig, replica: int = 0,
                  plugins: tuple[str, ...] = (), start_attempts: int = START_ATTEMPTS,
@@ -127,7 +127,7 @@ def head_node_id() -> str:
     alive = [n["NodeID"] for n in _nodes() if n["Alive"] and HEAD_NODE_RESOURCE in
              n["Resources"]]
     if not alive:
-        raise EngineUnavailable("the Ray cluster has no live head node")
+        raise EngineError("the Ray cluster has no live head node")
     return str(alive[0])
 
 
@@ -144,14 +144,14 @@ def replica_gpus(backbone: BackboneConfig, gpus: float = 0.0) -> float:
 def await_placement(replicas: dict[str, list[Any]], gpus: dict[str, float],
                     timeout_s: float) -> None:
     """Wait until every replica actor runs; after `timeout_s`, end with one
-    `EngineUnavailable` naming the replicas that could not be placed and what they ask."""
+    `EngineError` naming the replicas that could not be placed and what they ask."""
     pings = {h.ping.remote(): (name, i) for name, hs in replicas.items()
              for i, h in enumerate(hs)}
     ready, waiting = ray.wait(list(pings), num_returns=len(pings), timeout=timeout_s)
     try:
         ray.get(ready)
     except ray.exceptions.RayActorError as exc:
-        raise EngineUnavailable(f"an engine replica did not start: {exc}") from exc
+        raise EngineError(f"an engine replica did not start: {exc}") from exc
     if not waiting:
         return
     missing: dict[str, list[int]] = {}
@@ -161,7 +161,7 @@ def await_placement(replicas: dict[str, list[Any]], gpus: dict[str, float],
         ray.kill(replicas[name][index])  # nothing to close: it never ran
     asks = "; ".join(f"backbones.{name}: replicas {', '.join(map(str, sorted(ids)))} "
                      f"({gpus[name]:g} GPUs each, on one node)" for name, ids in missing.items())
-    raise EngineUnavailable(f"engine replicas not placed after {timeout_s:g} s: {asks}; "
+    raise EngineError(f"engine replicas not placed after {timeout_s:g} s: {asks}; "
                             f"{node_gpus()} (resources.placement_timeout_s sets the wait)")
 
 
@@ -184,7 +184,7 @@ class StartWatch:
         for handles in self.replicas.values():
             causes = [_start_failure(h) for h in handles]
             if all(causes):
-                raise EngineUnavailable(str(causes[0]))
+                raise EngineError(str(causes[0]))
 
 
 def _start_failure(handle: Any) -> str | None:

@@ -6,13 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tmem_core.llm import (
-    PREFIX_ROUTER,
-    BackboneConfig,
-    EngineUnavailable,
-    ServeLLMEngineConfig,
-    app_name,
-)
+from tmem_core._errors import EngineError
+from tmem_core.llm import PREFIX_ROUTER, BackboneConfig, ServeLLMEngineConfig, app_name
 from tmem_core.pipeline._replicas import node_gpus
 
 
@@ -56,7 +51,7 @@ POLL_S = 2.0
 def deploy(backbone: BackboneConfig, timeout_s: float, start_attempts: int) -> None:
     """Deploy (or update) the backbone's application and wait until it runs; one that
     failed (`start_attempts` replica starts failed), or is not running after `timeout_s`
-    (replicas not placed, engines not started), raises `EngineUnavailable` saying what it
+    (replicas not placed, engines not started), raises `EngineError` saying what it
     waited for."""
     from ray import serve
     from ray.serve.llm import LLMConfig, build_openai_app
@@ -75,10 +70,10 @@ def deploy(backbone: BackboneConfig, timeout_s: float, start_attempts: int) -> N
                        wait_for_ingress_deployment_creation=False,
                        wait_for_applications_running=False)
         _wait_running(backbone, timeout_s)
-    except EngineUnavailable:
+    except EngineError:
         raise
     except Exception as exc:  # Serve reports a failed deployment as a bare RuntimeError
-        raise EngineUnavailable(_did_not_start(backbone, str(exc))) from exc
+        raise EngineError(_did_not_start(backbone, str(exc))) from exc
     print(f"serve: {name} is running", flush=True)
 
 
@@ -93,9 +88,9 @@ def _wait_running(backbone: BackboneConfig, timeout_s: float) -> None:
         if state == ApplicationStatus.RUNNING:
             return
         if state == ApplicationStatus.DEPLOY_FAILED:
-            raise EngineUnavailable(_did_not_start(backbone, _messages(status)))
+            raise EngineError(_did_not_start(backbone, _messages(status)))
         if time.monotonic() >= deadline:
-            raise EngineUnavailable(_did_not_start(
+            raise EngineError(_did_not_start(
                 backbone, f"not running after {timeout_s:g} s (resources.placement_timeout_s)"
                           f"; {_placement(backbone)}; Serve says: "
                           f"{_messages(status) or 'nothing'}"))

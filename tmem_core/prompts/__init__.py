@@ -8,7 +8,6 @@ prompt file (a judge prompt copied from upstream evaluation code) may instead us
 
 from tmem_core.prompts._prompt import (
     Prompt,
-    PromptError,
     as_chat,
     judge_prompt,
     load_prompt,
@@ -17,7 +16,6 @@ from tmem_core.prompts._prompt import (
 
 __all__ = [
     "Prompt",
-    "PromptError",
     "as_chat",
     "judge_prompt",
     "load_prompt",

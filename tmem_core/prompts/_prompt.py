@@ -8,6 +8,7 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
+from tmem_core._errors import ConfigError
 from tmem_core.llm import ChatMessage, object_schema
 
 PROMPT_DIR = Path(__file__).resolve().parent
@@ -31,10 +32,6 @@ UPSTREAM_NAMES = {
     "golden_answer": "answer", "generated_answer": "response",  # EverMemBench prompts.yaml
 }
 """Placeholder names of upstream judge prompts (Python `str.format` syntax) -> the value."""
-
-
-class PromptError(ValueError):
-    """A prompt that cannot be found, parsed or rendered."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ class Prompt:
         missing = self.placeholders - values.keys()
         extra = values.keys() - self.placeholders
         if missing or extra:
-            raise PromptError(f"{self.name}: missing {sorted(missing)}, unexpected "
+            raise ConfigError("", f"{self.name}: missing {sorted(missing)}, unexpected "
                               f"{sorted(extra)}")
 
         def fill(text: str) -> str:
@@ -122,10 +119,10 @@ def load_prompt(ref: str) -> Prompt:
         if (m := _VERSIONED.match(p.name)) and m["name"] == stem
     }
     if not candidates:
-        raise PromptError(f"unknown prompt {ref!r}; bundled: {', '.join(prompt_names())}")
+        raise ConfigError("", f"unknown prompt {ref!r}; bundled: {', '.join(prompt_names())}")
     chosen = int(version) if version else max(candidates)
     if chosen not in candidates:
-        raise PromptError(f"prompt {base!r} has no version {chosen}; has {sorted(candidates)}")
+        raise ConfigError("", f"prompt {base!r} has no version {chosen}; has {sorted(candidates)}")
     return _parse(f"{base}@v{chosen}", candidates[chosen].read_bytes())
 
 
@@ -145,12 +142,12 @@ def _parse(name: str, raw: bytes, user_file: bool = False) -> Prompt:
         elif current is not None:
             current.append(line)
         elif line.strip() and not line.startswith("#"):
-            raise PromptError(f"{name}: text before the first [system]/[user] section")
+            raise ConfigError("", f"{name}: text before the first [system]/[user] section")
     if "user" not in sections:
-        raise PromptError(f"{name}: no [user] section")
+        raise ConfigError("", f"{name}: no [user] section")
     declared = dict(headers).get("syntax")
     if declared not in (None, "format"):
-        raise PromptError(f"{name}: unknown syntax {declared!r}; known: format")
+        raise ConfigError("", f"{name}: unknown syntax {declared!r}; known: format")
     system, user = (_text(sections.get(key, []), verbatim=declared == "format")
                     for key in ("system", "user"))
     syntax = "format" if declared else _syntax(system, user) if user_file else "bundled"
@@ -183,7 +180,7 @@ def _format_fields(text: str) -> list[str]:
     try:
         parsed = [field for _, field, _, _ in string.Formatter().parse(text) if field is not None]
     except ValueError as exc:
-        raise PromptError(f"not a str.format template: {exc}") from None
+        raise ConfigError("", f"not a str.format template: {exc}") from None
     auto = iter(range(len(parsed)))
     return [field or str(next(auto)) for field in parsed]
 
@@ -194,7 +191,7 @@ def _upstream_value(field: str, prompt: str) -> str:
         return JUDGE_VALUES[int(field)]
     if field in UPSTREAM_NAMES:
         return UPSTREAM_NAMES[field]
-    raise PromptError(f"{prompt}: placeholder {{{field}}} names none of the values a judge "
+    raise ConfigError("", f"{prompt}: placeholder {{{field}}} names none of the values a judge "
                       f"is given; use {', '.join('{' + n + '}' for n in UPSTREAM_NAMES)} or "
                       f"up to {len(JUDGE_VALUES)} positional {{}} ({', '.join(JUDGE_VALUES)})")
 
@@ -204,6 +201,6 @@ def judge_prompt(ref: str) -> Prompt:
     judge's values: the question, the gold answer and the response to grade."""
     prompt = load_prompt(ref)
     if prompt.placeholders != set(JUDGE_VALUES):
-        raise PromptError(f"{prompt.name}: a judge prompt fills {', '.join(JUDGE_VALUES)}; "
+        raise ConfigError("", f"{prompt.name}: a judge prompt fills {', '.join(JUDGE_VALUES)}; "
                           f"this one fills {', '.join(sorted(prompt.placeholders)) or 'nothing'}")
     return prompt

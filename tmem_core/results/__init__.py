@@ -69,7 +69,7 @@ from tmem_core.results._layout import (
     stage_store,
     write_atomic,
 )
-from tmem_core.results._lease import LEASE_FILE, Lease, LeaseHeld
+from tmem_core.results._lease import LEASE_FILE, Lease
 from tmem_core.results._store import (
     Expected,
     InForce,
@@ -113,7 +113,6 @@ __all__ = [
     "InForce",
     "JudgeCalibration",
     "Lease",
-    "LeaseHeld",
     "QuestionData",
     "StageStore",
     "SweepResults",

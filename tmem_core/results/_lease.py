@@ -3,7 +3,7 @@
 `results/<sweep>/lease.json` holds the driver that writes the folder: its host, pid (and that
 process's start time, so a reused pid is not mistaken for it), the PID namespace that pid is
 counted in (`pid_space`: the kernel's boot id and the namespace's inode), Ray job, when it
-took the lease and when it last renewed it. A second driver refuses (`LeaseHeld`); a lease
+took the lease and when it last renewed it. A second driver refuses (a `ResultsError`); a lease
 whose holder is gone is taken over, with a log line. Gone means, on every host, that the lease
 was not renewed for `STALE_AFTER_S`; or, at once, that the holder's process no longer runs,
 which only a driver in the same PID namespace of the same boot can know (containers that
@@ -37,6 +37,7 @@ from pathlib import Path
 
 import psutil
 
+from tmem_core._errors import ResultsError
 from tmem_core.results._layout import write_atomic
 
 LEASE_FILE = "lease.json"
@@ -84,17 +85,13 @@ class Holder:
         return None
 
 
-class LeaseHeld(Exception):
-    """Another driver holds the folder's lease."""
-
-    def __init__(self, folder: Path, holder: Holder | None) -> None:
-        self.folder, self.holder = folder, holder
-        if holder is None:
-            super().__init__(f"{folder / LEASE_FILE} is unreadable: remove it if no driver "
-                             "writes this folder, then run the same command again")
-            return
-        super().__init__(f"{folder} is being written by another driver ({holder.describe()});"
-                         " wait for it to finish, or stop it, then run the same command again")
+def lease_held(folder: Path, holder: Holder | None) -> ResultsError:
+    """The error of a folder whose lease another driver holds (`holder`; None: unreadable)."""
+    if holder is None:
+        return ResultsError(f"{folder / LEASE_FILE} is unreadable: remove it if no driver "
+                            "writes this folder, then run the same command again")
+    return ResultsError(f"{folder} is being written by another driver ({holder.describe()});"
+                        " wait for it to finish, or stop it, then run the same command again")
 
 
 class Lease:
@@ -111,7 +108,7 @@ class Lease:
         self._lock = threading.Lock()
 
     def acquire(self) -> Holder:
-        """Take the lease (a stale one is taken over) or raise `LeaseHeld`."""
+        """Take the lease (a stale one is taken over) or raise a `ResultsError`."""
         self.folder.mkdir(parents=True, exist_ok=True)
         mine = Holder.me()
         while not _create(self.path, mine):
@@ -119,10 +116,10 @@ class Lease:
             if current is None:  # gone between our attempt and the read: try again
                 if not self.path.exists():
                     continue
-                raise LeaseHeld(self.folder, None)
+                raise lease_held(self.folder, None)
             why = current.gone(time.time(), self.stale_after_s)
             if why is None:
-                raise LeaseHeld(self.folder, current)
+                raise lease_held(self.folder, current)
             if self._break(current):
                 self.log(f"lease: took over the stale lease of {self.folder} "
                          f"({current.describe()}): {why}")

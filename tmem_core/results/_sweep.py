@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
+from tmem_core._errors import DataError
 from tmem_core.benchmarks import get_protocol, read_prepared
 from tmem_core.evaluation import recall_scorable
 from tmem_core.results._attempts import contract_attempts, mixed
@@ -34,7 +35,7 @@ from tmem_core.results._layout import (
     stage_store,
 )
 from tmem_core.results._store import InForce, in_force
-from tmem_core.schema import DataError, Gold, gold_from_table
+from tmem_core.schema import Gold, gold_from_table
 
 LARGE_COLUMNS = ("context", "trace", "payload", "prompt")  # not read by the reports
 QUESTION_SCHEMA = pl.Schema({"run_id": pl.String, "qid": pl.String, "conv_id": pl.String,

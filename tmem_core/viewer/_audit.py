@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from tmem_core._errors import DataError
 from tmem_core.annotation import (
     AUDIT_FILE,
     LOW_CONFIDENCE_FILE,
@@ -23,7 +24,6 @@ from tmem_core.annotation import (
     read_units,
     record_decision,
 )
-from tmem_core.schema import DataError
 from tmem_core.viewer._page import asset
 
 DECISIONS = ("accept", "reject")

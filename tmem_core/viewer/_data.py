@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tmem_core._errors import DataError
 from tmem_core.benchmarks import read_prepared
 from tmem_core.reports import FIGURES, REPORT_DIR, Summary, summarise
 from tmem_core.results import (
@@ -39,7 +40,7 @@ from tmem_core.results import (
     report_unreadable,
     stage_store,
 )
-from tmem_core.schema import DataError, Message, Question, messages_from_table, questions_from_table
+from tmem_core.schema import Message, Question, messages_from_table, questions_from_table
 
 Record = dict[str, Any]
 

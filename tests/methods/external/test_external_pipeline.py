@@ -90,7 +90,7 @@ def test_a_failed_build_makes_its_questions_error_records_never_answers(tmp_path
     assert summary.accuracy is None  # never scored
     failed = stage_store(summary.run_dir, "construct").failures().to_pylist()
     assert {r["qid"] for r in failed} == {r["qid"] for r in _records(summary, "retrieve")}
-    assert all("IncompleteMemory" in r["error"] and "is incomplete" in r["error"]
+    assert all("EngineError" in r["error"] and "is incomplete" in r["error"]
                for r in failed)
     for stage in ("construct", "answer", "judge"):
         assert _records(summary, stage) == [], stage

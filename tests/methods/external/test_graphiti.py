@@ -17,17 +17,17 @@ import numpy as np
 import pytest
 
 from tests.hashed_embedder import HashEmbedder
+from tmem_core import EngineError
 from tmem_core.llm import AccountingEndpoint, ChatRequest, ChatResponse, Usage, get_backbone
 from tmem_core.methods import MethodEnv
 from tmem_core.methods._registry import build_method
-from tmem_core.methods.external._method import ExternalMemory, IncompleteMemory
+from tmem_core.methods.external._method import ExternalMemory
 from tmem_core.methods.external._record import SystemRecord
 from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
 from tmem_core.schema import Message, Question
 
 pytest.importorskip("graphiti_core")
 from tmem_core.methods.external._graphiti import (
-    EpisodesFailed,
     GraphitiMemory,
     GraphitiParams,
     episodes,
@@ -157,7 +157,7 @@ def test_add_then_search_recalls_facts_dated_by_the_conversation(
 def test_junk_output_fails_every_episode_on_record(endpoint: AccountingEndpoint,
                                                    tmp_path: Path) -> None:
     memory = open_graphiti(endpoint, tmp_path / "system", GraphitiParams(episode_messages=2))
-    with endpoint.bind(SchemaLLM(junk=True)), pytest.raises(EpisodesFailed, match="1 of 1"):
+    with endpoint.bind(SchemaLLM(junk=True)), pytest.raises(EngineError, match="1 of 1"):
         memory.add(_messages()[:2])  # one episode: Graphiti retries each call with backoff
     assert memory.search("support group", 4) == []
 
@@ -243,5 +243,5 @@ def test_a_build_that_stopped_part_way_fails_its_questions(
     build = method.prepare("conv-26", llm)
     assert "ExtractedEdges" in llm.schemas  # the first episode was built ...
     assert build.failed and "1 of 2 episodes failed" in build.failed[-1]
-    with pytest.raises(IncompleteMemory, match="memory of conv-26 is incomplete"):
+    with pytest.raises(EngineError, match="memory of conv-26 is incomplete"):
         method.construct(ASKED, method.retrieve(ASKED), llm, cl100k_tokens)  # ... unused

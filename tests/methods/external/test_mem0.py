@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import scripted_backbones
 from tests.hashed_embedder import HashEmbedder
 from tests.methods.external.conftest import SystemServer, external_sweep
-from tmem_core import from_json
+from tmem_core import EngineError, from_json
 from tmem_core.llm import (
     AccountingEndpoint,
     BackboneConfig,
@@ -30,8 +30,8 @@ from tmem_core.llm import (
 )
 from tmem_core.methods import MethodEnv
 from tmem_core.methods._registry import build_method
-from tmem_core.methods.external._mem0 import Mem0, Mem0Failed, Mem0Params
-from tmem_core.methods.external._method import DONE, ExternalMemory, IncompleteMemory
+from tmem_core.methods.external._mem0 import Mem0, Mem0Params
+from tmem_core.methods.external._method import DONE, ExternalMemory
 from tmem_core.methods.external._record import SystemRecord
 from tmem_core.pipeline import RunSummary
 from tmem_core.results import MEMORY_STAGE, calls_store, stage_store
@@ -133,7 +133,7 @@ def test_a_junk_extraction_fails_the_add_after_every_batch_was_tried(
         endpoint: AccountingEndpoint, tmp_path: Path) -> None:
     llm = MemoryExtractor(junk="Sure! Here are the memories: none")
     memory = Mem0(endpoint, tmp_path / "system", Mem0Params(batch=2))
-    with endpoint.bind(llm), pytest.raises(Mem0Failed, match="2 Mem0 errors over 2 batches"):
+    with endpoint.bind(llm), pytest.raises(EngineError, match="2 Mem0 errors over 2 batches"):
         memory.add(conversation())
     assert len(llm.prompts) == 2
 
@@ -228,5 +228,5 @@ def test_a_mem0_build_that_failed_half_way_fails_its_questions(endpoint: Account
     build = method.prepare("conv-26", llm)
     assert len(llm.prompts) == 2 and build.failed  # the first session went in, not the second
     assert not (Path(build.directory) / DONE).exists()
-    with pytest.raises(IncompleteMemory, match="memory of conv-26 is incomplete"):
+    with pytest.raises(EngineError, match="memory of conv-26 is incomplete"):
         method.construct(ASKED, method.retrieve(ASKED), llm, cl100k_tokens)

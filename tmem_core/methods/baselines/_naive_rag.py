@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tmem_core._errors import check_range
 from tmem_core.methods._base import Evidence, evidence
 from tmem_core.methods._context import ContextMethod
 from tmem_core.methods._flat import ranked
@@ -62,8 +63,7 @@ class NaiveRagParams:
     chunk_size: int = 4  # consecutive messages per chunk
 
     def __post_init__(self) -> None:
-        if self.chunk_size <= 0:
-            raise ValueError(f"chunk_size must be positive, got {self.chunk_size}")
+        check_range("chunk_size", self.chunk_size)
 
 
 @method("naive_rag", config=NaiveRagParams, ranked=True, version=2,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tmem_core._typed import ConfigError
+from tmem_core._errors import ConfigError
 from tmem_core.llm import AccountingEndpoint
 from tmem_core.methods.external._isolated import IsolatedEnv, WorkerSystem
 from tmem_core.methods.external._registry import memory_system

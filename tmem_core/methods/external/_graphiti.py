@@ -22,6 +22,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tmem_core._errors import EngineError, check_range
 from tmem_core.llm import AccountingEndpoint
 from tmem_core.methods._context import render_message
 from tmem_core.methods.external._registry import memory_system
@@ -36,10 +37,6 @@ T = TypeVar("T")
 _EPISODES = "episodes.json"  # episode uuid -> its messages' ids and time
 
 
-class EpisodesFailed(RuntimeError):
-    """Some episodes could not be added (Graphiti raised, e.g. on invalid LLM output)."""
-
-
 @dataclass(frozen=True)
 class GraphitiParams:
     """`episode_messages`: consecutive messages of one session per episode; `max_tokens`:
@@ -50,8 +47,7 @@ class GraphitiParams:
 
     def __post_init__(self) -> None:
         for name in ("episode_messages", "max_tokens"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be positive")
+            check_range(name, getattr(self, name))
 
 
 @dataclass(frozen=True)
@@ -86,7 +82,7 @@ class GraphitiMemory:
                                                "at": e.timestamp.isoformat()}
                                            for u, e in self._episodes.items()}))
         if errors:
-            raise EpisodesFailed(f"{len(errors)} of {len(chunks)} episodes failed; first: "
+            raise EngineError(f"{len(errors)} of {len(chunks)} episodes failed; first: "
                                  f"{errors[0]}")
 
     def search(self, query: str, k: int) -> list[Recalled]:

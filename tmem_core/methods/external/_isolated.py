@@ -92,9 +92,9 @@ class IsolatedEnv:
 
     def facts(self) -> dict[str, Any]:
         """What a run's contract says of the environment."""
+        stubs = sorted(p.parent.name for p in (self.folder / "stubs").glob("*/__init__.py"))
         return {"system": self.name, "lock_sha256": self.lock_hash, "packages": self.pins(),
-                "stubs": sorted(p.parent.name for p in (self.folder / "stubs").glob("*/"
-                                                                                   "__init__.py"))}
+                "stubs": stubs}
 
     def ensure(self) -> float:
         """Build the environment unless it exists; the seconds this call spent building."""

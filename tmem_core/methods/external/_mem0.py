@@ -22,6 +22,7 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
+from tmem_core._errors import EngineError
 from tmem_core.llm import AccountingEndpoint
 from tmem_core.methods.external._registry import memory_system
 from tmem_core.methods.external._system import MemorySystem, Recalled
@@ -37,10 +38,6 @@ class Mem0Params:
     batch: int = 8  # messages per Memory.add, within one session
     max_tokens: int = 1024  # completion tokens Mem0 asks for per extraction
     threshold: float = 0.1  # Mem0's search score floor
-
-
-class Mem0Failed(RuntimeError):
-    """Mem0 failed on some batches (it raised, or logged an error and went on)."""
 
 
 class Mem0:
@@ -69,7 +66,7 @@ class Mem0:
                     logged.append(f"{type(exc).__name__}: {exc}")
             failures += [f"batch at {batch[0].msg_id}: {e}" for e in logged]
         if failures:
-            raise Mem0Failed(f"{len(failures)} Mem0 errors over {len(batches)} batches: "
+            raise EngineError(f"{len(failures)} Mem0 errors over {len(batches)} batches: "
                              + "; ".join(failures[:5]))
 
     def search(self, query: str, k: int) -> list[Recalled]:

@@ -7,7 +7,7 @@ parameters) and, unless an earlier build finished there, adds the conversation t
 and the endpoint's counters); later prepares, in any process or run, only open the memory and
 return those calls as reused (no new spend). A failed build (the system raised, or a call of
 the LLM failed) writes no marker: the next process builds again, and meanwhile each question
-on that conversation is an error record (`IncompleteMemory`), never answered from a part of
+on that conversation is an error record (an `EngineError`), never answered from a part of
 the memory.
 
 Version 2 (`EXTERNAL_VERSION`, in every external method's run identity): the query names the
@@ -30,6 +30,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from tmem_core._errors import EngineError
 from tmem_core.llm import AccountingEndpoint, CallRecord, EndpointStats, TokenCounter
 from tmem_core.methods._base import Evidence, evidence, prepared
 from tmem_core.methods._context import LLM, Context, render_message
@@ -42,10 +43,6 @@ from tmem_core.schema import Message, Question
 DONE = "done.json"
 EXTERNAL_VERSION = 2  # of what an external method does; see the module docstring
 _LAYOUT = 1  # bump when what a memory directory holds changes
-
-
-class IncompleteMemory(RuntimeError):
-    """A question on a conversation whose memory build failed or stopped part-way."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +124,7 @@ class ExternalMemory:
                              f"was given")
         memory = self._memory(question.conv_id)
         if memory.build.failed:
-            raise IncompleteMemory(
+            raise EngineError(
                 f"{self.name}: the memory of {question.conv_id} is incomplete "
                 f"({len(memory.build.failed)} build errors; first: {memory.build.failed[0]}); "
                 f"its questions are not answered from part of it")

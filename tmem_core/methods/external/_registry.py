@@ -6,7 +6,8 @@ import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tmem_core._typed import ConfigError, FieldError
+from tmem_core._errors import ConfigError
+from tmem_core._typed import FieldError
 from tmem_core.methods._context import ContextMethod
 from tmem_core.methods._registry import MethodEnv, NoParams, method
 from tmem_core.methods.external._method import EXTERNAL_VERSION, ExternalMemory, show_recalled
