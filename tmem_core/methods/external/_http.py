@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tmem_core._errors import EngineError
 from tmem_core._typed import FieldError
 from tmem_core.llm import AccountingEndpoint
 from tmem_core.methods.external._registry import memory_system
@@ -101,7 +102,7 @@ def _configured(params: HttpParams) -> None:
             raise FieldError(key, "the service's URL is required")
 
 
-class HttpFailed(RuntimeError):
+class HttpFailed(EngineError):
     """The service answered an error status, or could not be reached."""
 
 

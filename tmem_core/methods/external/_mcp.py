@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tmem_core._errors import EngineError
 from tmem_core._typed import FieldError
 from tmem_core.llm import AccountingEndpoint
 from tmem_core.methods.external._registry import memory_system
@@ -82,7 +83,7 @@ def _configured(params: McpParams) -> None:
         raise FieldError("command", "name the server: its command (stdio) or its url")
 
 
-class McpFailed(RuntimeError):
+class McpFailed(EngineError):
     """The server could not be reached, or a tool answered an error."""
 
 

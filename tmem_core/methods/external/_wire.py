@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from tmem_core._errors import DataError
 from tmem_core._typed import FieldError
 from tmem_core.llm import AccountingEndpoint
 from tmem_core.methods.external._system import Recalled
 from tmem_core.schema import Message
 
 
-class ReplyError(ValueError):
+class ReplyError(DataError):
     """A reply that does not have the configured shape."""
 
 
