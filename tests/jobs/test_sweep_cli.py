@@ -43,7 +43,7 @@ def _cases(tmp: Path) -> dict[str, tuple[Path, str]]:
         "bad t2mem parameter": (
             _config(tmp, grid=GOOD["grid"].replace("bm25", "t2mem"),
                     tables="[methods.t2mem]\nsearch_top_k = 0\n"),
-            "error: config key 'methods.t2mem': T2MemConfig.search_top_k must be positive, got 0"),
+            "error: config key 'methods.t2mem': search_top_k must be 1 or more, got 0"),
         "nested key typo": (
             _config(tmp, grid=GOOD["grid"].replace("bm25", "tmem"),
                     tables="[methods.tmem.discovery_config]\nmax_gapp = 3\n"),

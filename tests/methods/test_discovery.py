@@ -179,9 +179,9 @@ def test_padding_takes_in_the_correction_right_after_an_anchor(chat: Conversatio
 def test_bad_parameters_are_refused() -> None:
     with pytest.raises(ValueError, match="min_duration must be positive"):
         DiscoveryConfig(min_duration=0)
-    with pytest.raises(ValueError, match="episode_rate must not be negative"):
+    with pytest.raises(ValueError, match="episode_rate must be 0 or more"):
         DiscoveryConfig(episode_rate=-1)
-    with pytest.raises(ValueError, match="max_gap must not be negative"):
+    with pytest.raises(ValueError, match="max_gap must be 0 or more"):
         DiscoveryConfig(max_gap=-1)
 
 

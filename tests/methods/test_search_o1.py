@@ -247,7 +247,7 @@ def test_the_registered_method_takes_the_grids_top_k_and_one_budget_name(
     for old in ("k_initial", "k", "reasoning_tokens"):
         with pytest.raises(ConfigError, match=old):
             spec.parse({old: 2})
-    with pytest.raises(ValueError, match="max_steps must be positive"):
+    with pytest.raises(ValueError, match="max_steps must be 1 or more"):
         spec.parse({"max_steps": 0})
     assert not hasattr(spec.parse({}), "budget")
     assert spec.parse({"reasoning_budget": 96}).step_tokens == 96 + 64

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast
 
+from tmem_core import check_range
 from tmem_core.annotation._units import Label, Unit, judged
 from tmem_core.llm import ChatRequest, ChatResponse, object_schema
 from tmem_core.prompts import load_prompt
@@ -43,9 +44,8 @@ class AnnotateConfig:
     max_groups: int = 4  # evidence groups a question requires at most (`_groups.py`)
 
     def __post_init__(self) -> None:
-        if self.depth < 1 or self.batch < 1 or self.max_groups < 1:
-            raise ValueError(f"depth, batch and max_groups must be positive, got "
-                             f"{self.depth}, {self.batch}, {self.max_groups}")
+        for name in ("depth", "batch", "max_groups"):
+            check_range(name, getattr(self, name))
         if self.retrieval not in RETRIEVERS:
             raise ValueError(f"unknown reverse retriever {self.retrieval!r}; known: "
                              f"{', '.join(RETRIEVERS)}")

@@ -22,6 +22,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
+from tmem_core import ConfigError
 from tmem_core.llm._config import _require_non_negative, _require_policy, _require_positive
 
 BLOCK_CHARS = 256  # prefix-cache granularity: full blocks of the prompt's text
@@ -57,7 +58,7 @@ class SimEngineConfig:
                               "prefix_cache_blocks")
         _require_policy(self.scheduling_policy)
         if self.max_output_tokens < self.min_output_tokens:
-            raise ValueError("max_output_tokens must be at least min_output_tokens, got "
+            raise ConfigError("", "max_output_tokens must be at least min_output_tokens, got "
                              f"{self.max_output_tokens!r}")
 
     def weights_identity(self) -> str:

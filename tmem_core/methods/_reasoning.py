@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from tmem_core import check_range
 from tmem_core.llm import ChatMessage, Sampling
 from tmem_core.prompts import load_prompt
 
@@ -32,8 +33,7 @@ class ReasoningBudget:
     tokens: int
 
     def __post_init__(self) -> None:
-        if self.tokens <= 0:
-            raise ValueError(f"a reasoning budget must be positive, got {self.tokens}")
+        check_range("a reasoning budget", self.tokens)
 
     @property
     def max_tokens(self) -> int:
@@ -68,8 +68,7 @@ class ReasonedSteps:
 
     def __post_init__(self) -> None:
         reasoning_budget(self.reasoning_budget)  # positive when given
-        if self.step_max_tokens <= 0:
-            raise ValueError(f"step_max_tokens must be positive, got {self.step_max_tokens}")
+        check_range("step_max_tokens", self.step_max_tokens)
 
     @property
     def reasoning(self) -> ReasoningBudget | None:

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import Any, Literal
 
+from tmem_core import allowed, check_range
 from tmem_core._errors import ConfigError
 from tmem_core.methods import get_method, method_names
 from tmem_core.pipeline._judges import grid_judges, judge_prompt_identity, run_judges
@@ -36,7 +37,7 @@ class BenchmarkConfig:
     def __post_init__(self) -> None:
         _not_negative(self, "size", "seed", "limit")
         if self.spread not in SPREADS:
-            raise ValueError(f"spread must be one of {', '.join(SPREADS)}, got {self.spread!r}")
+            raise ConfigError("", f"spread: unknown value {self.spread!r}; {allowed(SPREADS)}")
 
     def identity(self) -> dict[str, Any]:
         """The benchmark as a run's identity holds it (`spread` only when not the default,
@@ -103,8 +104,7 @@ class Resources:
     def __post_init__(self) -> None:
         _not_negative(self, *(f.name for f in fields(self) if f.name != "fuse_stages"))
         for key in ("engine_replicas", "engine_start_attempts", "retrievals_per_actor"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"{key} must be 1 or more, got {getattr(self, key)!r}")
+            check_range(key, getattr(self, key))
 
 
 @dataclass(frozen=True)
@@ -290,6 +290,6 @@ class SweepConfig:
 def _not_negative(config: object, *names: str) -> None:
     for name in names:
         value = getattr(config, name)
-        if value is not None and value < 0:
-            raise ValueError(f"{name} must not be negative, got {value!r}")
+        if value is not None:
+            check_range(name, value, 0)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tmem_core import check_range
 from tmem_core.methods._base import Evidence, evidence
 from tmem_core.methods._context import ContextMethod
 from tmem_core.methods._flat import ranked
@@ -109,8 +110,7 @@ class ExpandParams:
     window: int = 1  # neighbours on either side of each anchor
 
     def __post_init__(self) -> None:
-        if self.window < 0:
-            raise ValueError(f"window must be 0 or more, got {self.window}")
+        check_range("window", self.window, 0)
 
 
 @method("bm25_expand", config=ExpandParams, ranked=True, version=2,

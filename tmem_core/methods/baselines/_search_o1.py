@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tmem_core import check_range
 from tmem_core.evaluation import question_block
 from tmem_core.llm import (
     BackboneConfig,
@@ -92,8 +93,7 @@ class SearchO1Params(ReasonedSteps):
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("max_steps", "search_top_k", "doc_max_tokens"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+            check_range(name, getattr(self, name))
 
     @property
     def searches(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from tmem_core import check_range
 from tmem_core.methods._reasoning import ReasonedSteps
 
 EpisodeMode = Literal["auto", "session", "channel_day", "topic_window"]
@@ -66,12 +67,10 @@ class T2MemConfig(ReasonedSteps):
         super().__post_init__()
         for name in ("search_top_k", "max_steps", "episode_tokens", "raw_tokens",
                      "memory_tokens", "max_triples", "extract_max_tokens"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"T2MemConfig.{name} must be positive, got {getattr(self, name)}")
-        if self.max_entries is not None and self.max_entries <= 0:
-            raise ValueError(f"T2MemConfig.max_entries must be positive, got {self.max_entries}")
-        if self.topic_gap_hours <= 0:
-            raise ValueError("T2MemConfig.topic_gap_hours must be positive")
+            check_range(name, getattr(self, name))
+        if self.max_entries is not None:
+            check_range("max_entries", self.max_entries)
+        check_range("topic_gap_hours", self.topic_gap_hours, 0, above=True)
 
     def ignored(self) -> dict[str, str]:
         """Parameters these settings leave unused, each with the setting that does."""

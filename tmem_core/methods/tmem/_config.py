@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from tmem_core import check_range
+
 Scope = Literal["interval", "global"]
 
 
@@ -65,13 +67,9 @@ class DiscoveryConfig:
 
     def __post_init__(self) -> None:
         for name in ("min_duration", "reference_anchors"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"DiscoveryConfig.{name} must be positive, got "
-                                 f"{getattr(self, name)}")
+            check_range(name, getattr(self, name), 0, above=True)
         for name in ("max_gap", "episode_rate", "episode_exponent", "padding"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"DiscoveryConfig.{name} must not be negative, got "
-                                 f"{getattr(self, name)}")
+            check_range(name, getattr(self, name), 0)
 
         if not 0 < self.threshold_position < 1:
             raise ValueError(f"DiscoveryConfig.threshold_position must lie strictly between 0 "
