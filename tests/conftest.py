@@ -23,7 +23,8 @@ import yaml
 
 from tests.ray_head import ray_address  # noqa: F401  (the session's Ray head, for every test)
 from tmem_core.benchmarks import PreparedBenchmark
-from tmem_core.llm import AccountingEndpoint, LoopbackServer
+from tmem_core.llm import LoopbackServer
+from tmem_core.llm._accounting_server import AccountingEndpoint
 from tmem_core.retrieval import MiniLMEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]

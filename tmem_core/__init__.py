@@ -18,5 +18,14 @@ from tmem_core._errors import (
 from tmem_core._typed import from_json, to_json
 
 __version__ = "0.1.0"
-__all__ = ["ConfigError", "DataError", "EngineError", "ResultsError", "TmemError", "allowed",
-           "check_range", "from_json", "to_json"]
+__all__ = [
+    "ConfigError",
+    "DataError",
+    "EngineError",
+    "ResultsError",
+    "TmemError",
+    "allowed",
+    "check_range",
+    "from_json",
+    "to_json",
+]

@@ -3,7 +3,8 @@
 `build_config(cls, raw, where)` checks keys (unknown ones listed with the allowed keys),
 scalar types, `Literal` choices, lists (as tuples) and tables item by item, and nested
 dataclasses (given as sub-tables), then calls the constructor; a `ValueError` from
-`__post_init__` becomes a `ConfigError` at `where`. `read_config` reads the file;
+`__post_init__` becomes a `ConfigError` at `where` (a `ConfigError` naming one of the
+dataclass's own keys, at `<where>.<key>`). `read_config` reads the file;
 `to_json` and `from_json` carry typed records (a method's evidence payload) through JSON.
 """
 
@@ -27,16 +28,6 @@ _T = TypeVar("_T")
 _SCALARS: dict[object, type] = {float: float, int: int, str: str, bool: bool}
 
 
-class FieldError(ValueError):
-    """Raised by a config dataclass's `__post_init__` about one of its own keys (`key`, relative
-    to its table): `build_config` reports it as a `ConfigError` at `<where>.<key>`; it never
-    reaches a user as itself."""
-
-    def __init__(self, key: str, message: str) -> None:
-        self.key, self.reason = key, message
-        super().__init__(f"{key}: {message}")
-
-
 def build_config(cls: type[_T], raw: object, where: str) -> _T:
     """Instantiate the config dataclass `cls` from a mapping, checking keys and types."""
     if not isinstance(raw, Mapping):
@@ -49,10 +40,9 @@ def build_config(cls: type[_T], raw: object, where: str) -> _T:
     kwargs = {key: _value(hints[key], value, _join(where, key)) for key, value in raw.items()}
     try:
         return cls(**kwargs)
-    except ConfigError as exc:
-        raise ConfigError(exc.key or where, exc.reason) from None
-    except FieldError as exc:
-        raise ConfigError(_join(where, exc.key), exc.reason) from None
+    except ConfigError as exc:  # about one of its own keys (relative), or located already
+        key = _join(where, exc.key) if exc.key in names else exc.key or where
+        raise ConfigError(key, exc.reason) from None
     except (TypeError, ValueError) as exc:
         raise ConfigError(where, str(exc)) from None
 

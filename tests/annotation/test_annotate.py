@@ -20,18 +20,16 @@ from tmem_core.annotation import (
     PREPARED_DIR,
     SETTINGS_FILE,
     AnnotateConfig,
-    Unit,
     annotatable,
     annotate,
     annotated_variant,
-    final_status,
-    judged,
     read_audit,
     read_units,
     record_decision,
-    reverse_retrieval,
     write_units,
 )
+from tmem_core.annotation._annotate import reverse_retrieval
+from tmem_core.annotation._units import Unit, final_status, judged
 from tmem_core.benchmarks import (
     LoadRequest,
     PreparedBenchmark,
@@ -39,7 +37,7 @@ from tmem_core.benchmarks import (
     read_prepared,
     write_prepared,
 )
-from tmem_core.evaluation import evidence_groups
+from tmem_core.evaluation._recall import evidence_groups
 from tmem_core.llm import ChatRequest, ChatResponse, Usage
 from tmem_core.retrieval import IndexStore, conversations_from_table
 from tmem_core.schema import Gold, gold_from_table, questions_from_table

@@ -14,20 +14,19 @@ import pytest
 from tmem_core import DataError
 from tmem_core.annotation import (
     AnnotateConfig,
-    Unit,
     annotate,
     annotated_variant,
     candidate_groups,
-    judged,
     read_audit,
     record_decision,
-    required,
-    reverse_retrieval,
-    same_claim,
     write_units,
 )
+from tmem_core.annotation._annotate import reverse_retrieval
+from tmem_core.annotation._groups import required, same_claim
+from tmem_core.annotation._units import Unit, judged
 from tmem_core.benchmarks import PreparedBenchmark
-from tmem_core.evaluation import evidence_groups, evidence_recall
+from tmem_core.evaluation import evidence_recall
+from tmem_core.evaluation._recall import evidence_groups
 from tmem_core.llm import ChatRequest, ChatResponse, Usage
 from tmem_core.retrieval import IndexStore, conversations_from_table
 from tmem_core.schema import (

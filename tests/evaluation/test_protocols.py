@@ -5,8 +5,9 @@ from datetime import UTC, datetime
 import pytest
 
 from tmem_core.benchmarks import get_protocol
-from tmem_core.evaluation import answer_prompt, gold_leaks, parse_verdict
+from tmem_core.evaluation import answer_prompt, gold_leaks
 from tmem_core.evaluation._answer import format_instruction
+from tmem_core.evaluation._verdict import parse_verdict
 from tmem_core.schema import Gold, Option, Question
 
 

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from tmem_core import DataError
-from tmem_core.evaluation import RecallTable, evidence_groups, evidence_recall, recall_scorable
+from tmem_core.evaluation import RecallTable, evidence_recall, recall_scorable
+from tmem_core.evaluation._recall import evidence_groups
 from tmem_core.schema import Gold
 
 

@@ -15,16 +15,10 @@ import pytest
 
 from tmem_core import EngineError
 from tmem_core._cache_dir import CACHE_ENV
-from tmem_core.llm import (
-    ChatRequest,
-    ChatResponse,
-    LazyBackend,
-    SharedEngine,
-    Usage,
-    get_backbone,
-    request_hash,
-)
+from tmem_core.llm import ChatRequest, ChatResponse, Usage, get_backbone, request_hash
 from tmem_core.llm import _client as client_module
+from tmem_core.llm._client import LazyBackend
+from tmem_core.llm._shared import SharedEngine
 from tmem_core.llm._types import output_response
 from tmem_core.pipeline import _replicas as replicas_module
 

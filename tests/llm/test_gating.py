@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from tmem_core.llm import _gating, defer_to_gating, gating_threads, gating_wait, gating_work
+from tmem_core.llm import _gating
+from tmem_core.llm._gating import defer_to_gating, gating_threads, gating_wait, gating_work
 
 
 def _deferred_for(start: threading.Event) -> list[float]:

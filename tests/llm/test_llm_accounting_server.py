@@ -10,14 +10,8 @@ import numpy as np
 import openai
 import pytest
 
-from tmem_core.llm import (
-    AccountingEndpoint,
-    BackboneConfig,
-    ChatRequest,
-    ChatResponse,
-    Usage,
-    get_backbone,
-)
+from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, Usage, get_backbone
+from tmem_core.llm._accounting_server import AccountingEndpoint
 from tmem_core.llm._types import error_response
 from tmem_core.retrieval import MiniLMEmbedder
 

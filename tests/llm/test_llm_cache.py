@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from tmem_core.llm import (
-    ChatMessage,
     ChatRequest,
     ChatResponse,
     RequestCache,
@@ -25,7 +24,7 @@ from tmem_core.llm import (
 )
 from tmem_core.llm import _request_cache as request_cache_module
 from tmem_core.llm._request_cache import NETWORK_ENV, on_network_fs
-from tmem_core.llm._types import output_response
+from tmem_core.llm._types import ChatMessage, output_response
 
 WRITERS = 4
 PER_WRITER = 150

@@ -14,17 +14,15 @@ import pytest
 
 import tmem_core.llm._client as client_module
 from tmem_core.llm import (
-    CALLS_SCHEMA,
     ChatRequest,
-    LazyBackend,
     LLMClient,
     RequestCache,
     Sampling,
     get_backbone,
     request_hash,
 )
-from tmem_core.llm._accounting import records_to_table
-from tmem_core.llm._client import cache_hits
+from tmem_core.llm._accounting import CALLS_SCHEMA, records_to_table
+from tmem_core.llm._client import LazyBackend, cache_hits
 from tmem_core.llm._config import Prices
 from tmem_core.llm._types import run_sync
 

@@ -7,17 +7,10 @@ from pathlib import Path
 import pytest
 
 from tmem_core import ConfigError
-from tmem_core.llm import (
-    OpenAIEngineConfig,
-    Sampling,
-    VLLMEngineConfig,
-    get_backbone,
-    load_backbones,
-    make_backend,
-    parse_backbones,
-)
-from tmem_core.llm._config import BUILTIN_BACKBONES
+from tmem_core.llm import Sampling, VLLMEngineConfig, get_backbone, load_backbones, make_backend
+from tmem_core.llm._config import BUILTIN_BACKBONES, parse_backbones
 from tmem_core.llm._embedded import EmbeddedEngineConfig
+from tmem_core.llm._http import OpenAIEngineConfig
 
 
 def test_builtins_parse_into_typed_engine_configs() -> None:

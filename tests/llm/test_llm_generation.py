@@ -14,16 +14,16 @@ import pytest
 
 from tmem_core.llm import (
     BackboneConfig,
-    CallRecord,
     ChatRequest,
     OpenAICompatBackend,
     Sampling,
     StaticEndpoint,
     Usage,
     get_backbone,
-    get_backend,
     request_hash,
 )
+from tmem_core.llm._accounting import CallRecord
+from tmem_core.llm._backends import get_backend
 from tmem_core.llm._client import RETRY_TEMPERATURE, _variant
 from tmem_core.llm._config import BUILTIN_BACKBONES
 from tmem_core.llm._types import output_response

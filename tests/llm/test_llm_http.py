@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from tmem_core.llm import (
-    GATING_PRIORITY,
     ChatRequest,
     HttpConfig,
     OpenAICompatBackend,
@@ -18,8 +17,9 @@ from tmem_core.llm import (
     StaticEndpoint,
     get_backbone,
     open_backend,
-    parse_backbones,
 )
+from tmem_core.llm._config import parse_backbones
+from tmem_core.llm._types import GATING_PRIORITY
 
 FAST = HttpConfig(timeout_s=5.0, max_attempts=3, backoff_base_s=0.05, backoff_max_s=0.2)
 

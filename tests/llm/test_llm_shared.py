@@ -10,18 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from tmem_core.llm import (
-    Answered,
-    CallRecord,
     ChatRequest,
     LLMClient,
     RequestCache,
     Sampling,
-    SharedEngine,
     SimEngineConfig,
     Usage,
-    cache_first,
     get_backbone,
 )
+from tmem_core.llm._accounting import CallRecord
+from tmem_core.llm._shared import Answered, SharedEngine, cache_first
 from tmem_core.llm._types import error_response, output_response
 
 

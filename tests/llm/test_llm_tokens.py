@@ -11,22 +11,18 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from tests.hub import stage_tokenizer
 from tmem_core import ConfigError, EngineError
-from tmem_core.llm import (
-    ChatMessage,
-    check_tokenizers,
-    count_chat_tokens,
-    count_tokens,
-    expected_tokenizers,
-    get_backbone,
-)
+from tmem_core.llm import check_tokenizers, count_tokens, get_backbone
 from tmem_core.llm._tokens import (
     FALLBACK,
     REMEMBERED_CHARS,
     TOKENIZERS_ENV,
+    count_chat_tokens,
+    expected_tokenizers,
     remembered,
     tokenizer_counter,
     tokenizer_identity,
 )
+from tmem_core.llm._types import ChatMessage
 
 TEXT = "Alice moved the launch to Friday, then rolled it back on 2024-03-02."
 

@@ -17,17 +17,17 @@ from tmem_core.llm import (
     ChatRequest,
     Sampling,
     SimEngineConfig,
-    count_chat_tokens,
     count_tokens,
     get_backbone,
     open_backend,
-    parse_backbones,
     request_hash,
 )
 from tmem_core.llm._batch_model import Seq
+from tmem_core.llm._config import parse_backbones
+from tmem_core.llm._tokens import count_chat_tokens
 from tmem_core.llm._types import schema_validator
-from tmem_core.methods.t2mem import step_schema
-from tmem_core.methods.tmem import keyed_schema, one_of
+from tmem_core.methods.t2mem._loop import step_schema
+from tmem_core.methods.tmem._steps import keyed_schema, one_of
 
 
 class Entity(BaseModel):

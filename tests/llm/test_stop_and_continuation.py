@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from tmem_core.llm import (
-    ChatMessage,
     ChatRequest,
     EmbeddedBackend,
     HttpConfig,
@@ -20,10 +19,11 @@ from tmem_core.llm import (
     StaticEndpoint,
     get_backbone,
     open_backend,
-    parse_backbones,
     request_hash,
 )
 from tmem_core.llm._accounting_server import chat_request
+from tmem_core.llm._config import parse_backbones
+from tmem_core.llm._types import ChatMessage
 from tmem_core.llm._vllm import chat_prompt, sampling_params
 
 FAST = HttpConfig(timeout_s=5.0, max_attempts=1)

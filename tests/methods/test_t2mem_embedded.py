@@ -15,7 +15,8 @@ import pytest
 from tests.conftest import source_named
 from tests.methods.test_t2mem_loop import loop_record
 from tmem_core.benchmarks import LoadRequest, build
-from tmem_core.llm import BackboneConfig, LazyBackend, LLMClient, get_backbone, open_client
+from tmem_core.llm import BackboneConfig, LLMClient, get_backbone, open_client
+from tmem_core.llm._client import LazyBackend
 from tmem_core.methods.t2mem import T2Mem, render_trace
 from tmem_core.methods.t2mem._config import T2MemConfig
 from tmem_core.methods.t2mem._loop import STEP_STAGE

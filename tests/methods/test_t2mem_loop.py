@@ -15,15 +15,9 @@ import pytest
 
 from tests.hashed_embedder import HashEmbedder
 from tmem_core import ConfigError, TmemError, from_json, to_json
-from tmem_core.llm import (
-    BackboneConfig,
-    ChatRequest,
-    ChatResponse,
-    Usage,
-    counter_for,
-    gating_threads,
-    get_backbone,
-)
+from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, Usage, get_backbone
+from tmem_core.llm._gating import gating_threads
+from tmem_core.llm._tokens import counter_for
 from tmem_core.methods import Context, MethodEnv, get_method, method_names
 from tmem_core.methods._registry import build_method
 from tmem_core.methods.t2mem import LoopRecord, T2Mem, render_trace

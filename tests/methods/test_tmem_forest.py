@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from test_tmem_fakes import message
 
 from tmem_core import from_json, to_json
-from tmem_core.methods.tmem import Forest, Proposal, build_forest
+from tmem_core.methods.tmem import Proposal, build_forest
 from tmem_core.methods.tmem._build import Constraints, flat_forest, phase_order
+from tmem_core.methods.tmem._forest import Forest
 from tmem_core.methods.tmem._validate import forest_problems, order_problems
 from tmem_core.schema import Message
 

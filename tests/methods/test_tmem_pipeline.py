@@ -15,7 +15,8 @@ from tmem_core.llm import count_tokens
 from tmem_core.methods import Evidence, MethodEnv, get_method, method_names
 from tmem_core.methods._context import Context
 from tmem_core.methods._registry import build_method
-from tmem_core.methods.tmem import Built, DiscoveryConfig, Found, TMem, TMemConfig
+from tmem_core.methods.tmem import Built, DiscoveryConfig, TMem, TMemConfig
+from tmem_core.methods.tmem._payload import Found
 from tmem_core.methods.tmem._validate import context_problems, forest_structure
 from tmem_core.retrieval import Conversation, IndexStore
 from tmem_core.schema import Question

@@ -15,7 +15,10 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from tmem_core.llm import Answered, CallRecord, ChatRequest, error_response
+from tmem_core.llm import ChatRequest
+from tmem_core.llm._accounting import CallRecord
+from tmem_core.llm._shared import Answered
+from tmem_core.llm._types import error_response
 from tmem_core.pipeline._engine import EngineProxy
 from tmem_core.pipeline._probe import PROBE_ENV, Probe
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from tmem_core.llm import TokenCounter
+from tmem_core.llm._tokens import TokenCounter
 from tmem_core.methods import LLM, Context, ContextMethod, Evidence, MethodEnv, method, ranked
-from tmem_core.methods.baselines import RankedRetrieval
+from tmem_core.methods.baselines._ranked import RankedRetrieval
 from tmem_core.schema import Question
 
 

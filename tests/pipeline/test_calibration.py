@@ -23,15 +23,11 @@ from tmem_core.evaluation._controls import Control
 from tmem_core.evaluation._dates import dates
 from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.reports import write_report
-from tmem_core.results import (
-    CALIBRATION_STAGE,
-    UNRELIABLE,
-    calibration_store,
-    calls_store,
-    run_count,
-)
 from tmem_core.results import _calibration as rates
-from tmem_core.results._calibration import NOT_CALIBRATED, RELIABLE
+from tmem_core.results import calls_store
+from tmem_core.results._calibration import NOT_CALIBRATED, RELIABLE, UNRELIABLE
+from tmem_core.results._count import run_count
+from tmem_core.results._layout import CALIBRATION_STAGE, calibration_store
 from tmem_core.viewer._data import load_sweep
 from tmem_core.viewer._views import sweep_view
 

@@ -14,7 +14,8 @@ import pytest
 from tests.conftest import bundled_sweep
 from tests.ray_head import ROOT
 from tmem_core import ConfigError
-from tmem_core.llm import BackboneConfig, get_backbone, parse_backbones
+from tmem_core.llm import BackboneConfig, get_backbone
+from tmem_core.llm._config import parse_backbones
 from tmem_core.pipeline import load_sweep
 from tmem_core.pipeline._capacity import (
     check_gpus,

@@ -50,7 +50,7 @@ def test_grid_expands_and_ids_are_stable() -> None:
      "unknown key 'sise'; allowed: categories, limit, name, prepared, seed, size"),
     ({"benchmarks": [{"name": "synthetic", "limit": "x"}]}, "benchmarks[0].limit",
      "expected int, got str 'x'"),
-    ({"benchmarks": [{"name": "synthetic", "limit": -1}]}, "benchmarks[0]", "negative"),
+    ({"benchmarks": [{"name": "synthetic", "limit": -1}]}, "benchmarks[0]", "0 or more"),
     ({"benchmarks": []}, "benchmarks", "non-empty"),
     ({"resources": {"llm_actorz": 2}}, "resources", "unknown key 'llm_actorz'"),
     ({"resources": {"fuse_stages": "yes"}}, "resources.fuse_stages", "expected bool"),

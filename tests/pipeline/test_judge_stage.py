@@ -12,18 +12,13 @@ from pathlib import Path
 import pytest
 
 from tests.pipeline.small_job import small_job
-from tmem_core.llm import (
-    CallRecord,
-    ChatRequest,
-    ChatResponse,
-    Usage,
-    error_response,
-    load_backbones,
-)
+from tmem_core.llm import ChatRequest, ChatResponse, Usage, load_backbones
+from tmem_core.llm._accounting import CallRecord
+from tmem_core.llm._types import error_response
 from tmem_core.pipeline._engine import EngineProxy
 from tmem_core.pipeline._judge_stage import JudgeStage
 from tmem_core.pipeline._stage import Output
-from tmem_core.results import CALIBRATION_STAGE
+from tmem_core.results._layout import CALIBRATION_STAGE
 
 
 class SlowJudge:

@@ -13,11 +13,12 @@ import pyarrow as pa
 
 from tests.conftest import Step, scripted_backbones
 from tests.pipeline.shaped import ShapedServer
-from tmem_core.llm import CallRecord
+from tmem_core.llm._accounting import CallRecord
 from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.pipeline._stage import Output, StageResult, call_rows
 from tmem_core.reports import read_sweep, summarise
-from tmem_core.results import MEMORY_STAGE, calls_store, memory_qid, run_count
+from tmem_core.results import MEMORY_STAGE, calls_store, memory_qid
+from tmem_core.results._count import run_count
 
 STEP = {"reasoning": "The notes suffice.", "memory": "cadence changed", "action": "answer",
         "argument": ""}

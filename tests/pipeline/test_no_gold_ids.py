@@ -13,7 +13,9 @@ import pytest
 from tests.conftest import FIXTURES, ScriptedServer, Step, scripted_backbones, source_named
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.evaluation import gold_strings
-from tmem_core.llm import CallRecord, ChatMessage, ChatRequest, ChatResponse, get_backbone
+from tmem_core.llm import ChatRequest, ChatResponse, get_backbone
+from tmem_core.llm._accounting import CallRecord
+from tmem_core.llm._types import ChatMessage
 from tmem_core.methods import render_message
 from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.pipeline._engine import EngineProxy

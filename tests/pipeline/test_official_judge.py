@@ -15,7 +15,8 @@ from tests.conftest import ScriptedServer, Step, scripted_backbones
 from tmem_core.evaluation import normalise
 from tmem_core.evaluation._verdict import FREE_VERDICT_TOKENS
 from tmem_core.pipeline import parse_sweep, run_sweep
-from tmem_core.results import calibration_store, stage_store
+from tmem_core.results import stage_store
+from tmem_core.results._layout import calibration_store
 
 # the shape of EverMemBench's eval/config/prompts.yaml `llm_judge` (shortened, synthetic)
 UPSTREAM = """\

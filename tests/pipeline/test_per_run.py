@@ -17,8 +17,8 @@ from tmem_core.llm import RequestCache
 from tmem_core.pipeline._actors import FLOW_SCHEMA, KEEP_RUNS, FusedStages, PerRun, pack, unpack
 from tmem_core.pipeline._probe import Probe
 from tmem_core.pipeline._stage import Output, StageResult
-from tmem_core.results import StageStore, calls_store
-from tmem_core.results._store import stage_schema
+from tmem_core.results import calls_store
+from tmem_core.results._store import StageStore, stage_schema
 
 
 class Tagging:

@@ -12,7 +12,8 @@ import pytest
 
 from tests.hub import stage_tokenizer
 from tests.ray_head import ROOT, sweep_config
-from tmem_core.llm import BatchModel, Pace, SimEngineConfig
+from tmem_core.llm import BatchModel, SimEngineConfig
+from tmem_core.llm._batch_model import Pace
 from tmem_core.pipeline import load_sweep
 from tmem_core.pipeline._plan import Call, plan_sweep, simulate
 

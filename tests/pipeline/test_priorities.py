@@ -5,16 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tmem_core.llm import (
-    GATING_PRIORITY,
-    CallRecord,
-    ChatRequest,
-    ChatResponse,
-    gating_threads,
-    gating_work,
-    get_backbone,
-    load_backbones,
-)
+from tmem_core.llm import ChatRequest, ChatResponse, get_backbone, load_backbones
+from tmem_core.llm._accounting import CallRecord
+from tmem_core.llm._gating import gating_threads, gating_work
+from tmem_core.llm._types import GATING_PRIORITY
 from tmem_core.pipeline import parse_sweep
 from tmem_core.pipeline._data import prepare_benchmark
 from tmem_core.pipeline._engine import EngineProxy

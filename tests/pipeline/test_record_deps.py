@@ -27,18 +27,16 @@ from tmem_core.pipeline._probe import PROBE_ENV
 from tmem_core.pipeline._summary import finish_run
 from tmem_core.prompts import _prompt
 from tmem_core.reports import summarise
-from tmem_core.results import (
+from tmem_core.results import calls_store, run_dirs, stage_store
+from tmem_core.results._count import run_count
+from tmem_core.results._layout import (
     CALIBRATION_STAGE,
     STORES,
-    StageStore,
-    calls_store,
+    calibration_store,
     memory_quality_store,
-    read_sweep,
-    run_count,
-    run_dirs,
-    stage_store,
 )
-from tmem_core.results._layout import calibration_store
+from tmem_core.results._store import StageStore
+from tmem_core.results._sweep import read_sweep
 from tmem_core.viewer._data import benchmark, load_sweep, question_records
 from tmem_core.viewer._views import question_rows
 

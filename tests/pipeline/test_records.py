@@ -22,7 +22,9 @@ from tmem_core import pipeline
 from tmem_core.pipeline import STAGES
 from tmem_core.pipeline._data import prepare_benchmark, select_questions
 from tmem_core.reports import read_sweep, summarise
-from tmem_core.results import LEASE_FILE, calls_store, run_dirs, run_stores, stage_store
+from tmem_core.results import calls_store, run_dirs, stage_store
+from tmem_core.results._layout import run_stores
+from tmem_core.results._lease import LEASE_FILE
 from tmem_core.viewer._data import load_sweep
 from tmem_core.viewer._views import sweep_view
 

@@ -22,7 +22,8 @@ from tests.ray_head import (
     sweep_config,
     wait_for,
 )
-from tmem_core.llm import OpenAIEngineConfig, get_backbone
+from tmem_core.llm import get_backbone
+from tmem_core.llm._http import OpenAIEngineConfig
 from tmem_core.pipeline import STAGES
 from tmem_core.pipeline._engine import ReplicaRouter
 from tmem_core.results import calls_store

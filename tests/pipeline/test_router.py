@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from ray.exceptions import RayActorError
 
-from tmem_core.llm import Answered, ChatRequest, ChatResponse, error_response, get_backbone
+from tmem_core.llm import ChatRequest, ChatResponse, get_backbone
+from tmem_core.llm._shared import Answered
+from tmem_core.llm._types import error_response
 from tmem_core.pipeline._engine import (
     BALANCE,
     ROUTE_SLACK,

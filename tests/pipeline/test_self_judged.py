@@ -15,7 +15,8 @@ from tmem_core.benchmarks import get_protocol
 from tmem_core.pipeline import parse_sweep, run_sweep
 from tmem_core.prompts import load_prompt
 from tmem_core.reports import read_sweep, summarise
-from tmem_core.results import calibration_store, calls_store, stage_store
+from tmem_core.results import calls_store, stage_store
+from tmem_core.results._layout import calibration_store
 
 JUDGE_STAGES = ("judge", "calibration")
 

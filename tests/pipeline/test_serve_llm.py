@@ -13,7 +13,9 @@ import pytest
 
 from tests.ray_head import ROOT, gcs, run_sweep, sweep_config, sweep_env
 from tmem_core import ConfigError
-from tmem_core.llm import PREFIX_ROUTER, BackboneConfig, parse_backbones
+from tmem_core.llm import BackboneConfig
+from tmem_core.llm._config import parse_backbones
+from tmem_core.llm._serve import PREFIX_ROUTER
 from tmem_core.pipeline import STAGES
 from tmem_core.pipeline._serve import serve_options
 from tmem_core.results import calls_store

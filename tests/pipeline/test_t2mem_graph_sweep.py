@@ -15,7 +15,8 @@ from tests.ray_head import ONE_ACTOR, run_sweep
 from tmem_core import from_json
 from tmem_core.methods.t2mem._record import LoopRecord
 from tmem_core.pipeline import STAGES
-from tmem_core.results import calls_store, conversation_of, stage_store
+from tmem_core.results import calls_store, stage_store
+from tmem_core.results._layout import conversation_of
 
 pytestmark = pytest.mark.slow  # a minute or two: SmolLM2 extracts every episode of the chat
 

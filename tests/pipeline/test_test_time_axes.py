@@ -23,12 +23,8 @@ from tmem_core.pipeline import load_sweep, parse_sweep, run_sweep
 from tmem_core.pipeline._config import RunSpec, method_version
 from tmem_core.reports import read_sweep, summarise
 from tmem_core.reports._markdown import Report
-from tmem_core.results import (
-    MEMORY_QUALITY_DIMENSIONS,
-    calls_store,
-    memory_quality_store,
-    stage_store,
-)
+from tmem_core.results import calls_store, stage_store
+from tmem_core.results._layout import MEMORY_QUALITY_DIMENSIONS, memory_quality_store
 
 SEARCH = {"reasoning": "Need more.", "memory": "cadence changed", "action": "search",
           "argument": "cadence"}
@@ -153,6 +149,6 @@ def test_an_axis_and_its_parameter_together_are_refused() -> None:
 
 def test_the_memory_quality_judge_is_outside_the_leak_guard_and_methods_stay_in() -> None:
     from tmem_core.evaluation import GUARDED_STAGES
-    from tmem_core.results import MEMORY_QUALITY_STAGE
+    from tmem_core.results._layout import MEMORY_QUALITY_STAGE
     assert MEMORY_QUALITY_STAGE not in GUARDED_STAGES  # it must show the gold to grade
     assert {"memory", "retrieve", "construct", "answer"} <= GUARDED_STAGES

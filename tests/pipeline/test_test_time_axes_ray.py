@@ -11,7 +11,8 @@ import pytest
 
 from tests.conftest import write_sweep
 from tests.ray_head import ONE_ACTOR, run_sweep
-from tmem_core.results import MEMORY_QUALITY_DIMENSIONS, calls_store, memory_quality_store
+from tmem_core.results import calls_store
+from tmem_core.results._layout import MEMORY_QUALITY_DIMENSIONS, memory_quality_store
 
 pytestmark = pytest.mark.slow
 

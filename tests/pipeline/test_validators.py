@@ -15,7 +15,8 @@ from tmem_core import to_json
 from tmem_core.benchmarks import get_protocol
 from tmem_core.evaluation import answer_prompt
 from tmem_core.methods import get_method
-from tmem_core.methods.tmem import Built, Forest, Node, Relation
+from tmem_core.methods.tmem import Built
+from tmem_core.methods.tmem._forest import Forest, Node, Relation
 from tmem_core.pipeline._validators import (
     context_checks,
     no_gold_ids_in_prompts,

@@ -24,7 +24,8 @@ from tests.ray_head import (
     wait_for,
 )
 from tmem_core.pipeline import STAGES
-from tmem_core.results import CONTRACT_FILE, calls_store
+from tmem_core.results import calls_store
+from tmem_core.results._layout import CONTRACT_FILE
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 LONG_QID = "long_question"

@@ -15,8 +15,7 @@ import pytest
 
 from tmem_core.pipeline._probe import Probe
 from tmem_core.pipeline._writer import Batch, RecordWriter
-from tmem_core.results import StageStore
-from tmem_core.results._store import stage_schema
+from tmem_core.results._store import StageStore, stage_schema
 
 SCHEMA = stage_schema(pa.field("value", pa.int64()))
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from tmem_core import ConfigError
-from tmem_core.evaluation import READERS
+from tmem_core.evaluation._verdict import READERS
 from tmem_core.prompts import load_prompt, prompt_names
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from tmem_core.results import ALL_JUDGES, OVERALL, score_accuracy
+from tmem_core.results._accuracy import ALL_JUDGES, OVERALL, score_accuracy
 
 
 def _scores(*attempts: tuple[str, int, list[float]]) -> pl.DataFrame:

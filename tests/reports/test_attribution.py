@@ -9,12 +9,13 @@ import pytest
 
 from tests.reports.conftest import QSpec, locomo_run, write_locomo_data, write_run
 from tmem_core.methods import Record
-from tmem_core.methods.external import Recalled
 from tmem_core.methods.external._record import MemoryUsed, SystemRecord, system_record
+from tmem_core.methods.external._system import Recalled
 from tmem_core.reports import Summary, read_sweep, summarise
 from tmem_core.reports._markdown import Report
 from tmem_core.reports._stats import wilson
-from tmem_core.results import MIN_CONTROLS, calibration_store
+from tmem_core.results._calibration import MIN_CONTROLS
+from tmem_core.results._layout import calibration_store
 
 
 def _external(*items: tuple[bool, tuple[str, ...]]) -> SystemRecord:

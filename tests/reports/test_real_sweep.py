@@ -24,7 +24,8 @@ from tmem_core.benchmarks import read_prepared
 from tmem_core.reports import FIGURES, Summary, read_sweep, summarise, write_report
 from tmem_core.reports import _stats as stats
 from tmem_core.reports._report import REPORT_FILE
-from tmem_core.results import RECORD_STAGES, expected_deps, question_data, stage_store
+from tmem_core.results import RECORD_STAGES, stage_store
+from tmem_core.results._current import expected_deps, question_data
 
 pytestmark = pytest.mark.slow  # a real sweep on the embedded SmolLM2
 

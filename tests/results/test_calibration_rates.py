@@ -8,13 +8,14 @@ import polars as pl
 import pytest
 
 from tmem_core.evaluation import KINDS
-from tmem_core.results import calibration, judges_status
 from tmem_core.results._calibration import (
     MIN_CONTROLS,
     NOT_CALIBRATED,
     RELIABLE,
     UNRELIABLE,
     KindRate,
+    calibration,
+    judges_status,
 )
 
 RUN = "locomo_tmem_qwen_k36_b4096_1a2b3c4d"

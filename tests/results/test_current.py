@@ -8,7 +8,7 @@ import dataclasses
 import json
 from datetime import UTC, datetime
 
-from tmem_core.results import expected_deps, question_data, record_deps
+from tmem_core.results._current import expected_deps, question_data, record_deps
 from tmem_core.schema import Gold, Message, Option, Question, messages_to_table, questions_to_table
 
 WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tmem_core.results import StageStore, in_force, remove_leftovers
-from tmem_core.results._store import JOURNAL, Merge, part_level, stage_schema
+from tmem_core.results._layout import remove_leftovers
+from tmem_core.results._store import JOURNAL, Merge, StageStore, in_force, part_level, stage_schema
 
 SCHEMA = stage_schema(pa.field("value", pa.int64()))
 

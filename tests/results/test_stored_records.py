@@ -15,7 +15,7 @@ from tmem_core.methods.t2mem._record import LoopDegradation, LoopRecord, LoopSte
 from tmem_core.methods.tmem import Built
 from tmem_core.methods.tmem._payload import TMemDegradation
 from tmem_core.methods.tmem._validate import forest_structure
-from tmem_core.results import degradation_counts
+from tmem_core.results._degradation import degradation_counts
 from tmem_core.results._evidence import basis_columns
 from tmem_core.viewer._evidence import panels
 

@@ -19,10 +19,10 @@ from tmem_core.annotation import (
     SETTINGS_FILE,
     annotatable,
     candidate_groups,
-    judged,
     read_units,
     write_units,
 )
+from tmem_core.annotation._units import judged
 from tmem_core.benchmarks import LoadRequest, build, read_prepared, tables_sha256, write_prepared
 from tmem_core.schema import gold_from_table, messages_from_table, questions_from_table
 from tmem_core.viewer import Background

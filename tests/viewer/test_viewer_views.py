@@ -9,9 +9,11 @@ import pytest
 
 from tests.reports.conftest import QSpec, locomo_run, write_locomo_data, write_run
 from tmem_core.methods import Record
-from tmem_core.methods.external import Recalled
 from tmem_core.methods.external._record import MemoryUsed, system_record
-from tmem_core.results import MIN_CONTROLS, calibration_store, stage_store
+from tmem_core.methods.external._system import Recalled
+from tmem_core.results import stage_store
+from tmem_core.results._calibration import MIN_CONTROLS
+from tmem_core.results._layout import calibration_store
 from tmem_core.viewer._data import SweepData, load_sweep
 from tmem_core.viewer._question import question_views
 from tmem_core.viewer._views import run_view, sweep_view

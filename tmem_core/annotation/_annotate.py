@@ -24,7 +24,8 @@ from typing import Any, Literal, Protocol, cast
 
 from tmem_core import check_range
 from tmem_core.annotation._units import Label, Unit, judged
-from tmem_core.llm import ChatRequest, ChatResponse, object_schema
+from tmem_core.llm import ChatRequest, ChatResponse
+from tmem_core.llm._types import object_schema
 from tmem_core.prompts import load_prompt
 from tmem_core.retrieval import ConversationIndex, IndexStore, lexical_tokens
 from tmem_core.schema import Gold, Message, Question

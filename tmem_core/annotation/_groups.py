@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.annotation._units import (
     LOW_CONFIDENCE_FILE,
     Unit,

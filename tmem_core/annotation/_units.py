@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 
 Label = Literal["ANSWER", "BRIDGE", "NONE", "FAILED"]
 Status = Literal["accepted", "audit", "rejected"]

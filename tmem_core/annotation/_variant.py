@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.annotation._annotate import Retriever, annotatable, reverse_retrieval
 from tmem_core.annotation._groups import (
     MAX_GROUPS,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.benchmarks._evermembench_conversation import Conversation, Folder, Stats
 from tmem_core.benchmarks._evermembench_dialogue import SHAPES, load_dialogue
 from tmem_core.benchmarks._evermembench_qa import load_qa

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.benchmarks._registry import LoadedBenchmark
 from tmem_core.benchmarks._source import parse_time
 

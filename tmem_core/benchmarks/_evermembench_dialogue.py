@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.benchmarks._evermembench_conversation import (
     SPACE,
     Conversation,

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
 from tmem_core.benchmarks._source import parse_time, read_json, read_jsonl, require
 from tmem_core.evaluation import Protocol, one_judge

@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.benchmarks._evidence import repair_dialogue_refs
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
 from tmem_core.benchmarks._source import json_list, parse_time, require

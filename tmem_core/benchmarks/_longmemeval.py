@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
 from tmem_core.benchmarks._source import json_list, parse_time, require
 from tmem_core.evaluation import Protocol

@@ -17,8 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tmem_core import __version__
-from tmem_core._errors import DataError
+from tmem_core import DataError, __version__
 from tmem_core.benchmarks._opaque import opaque_ids
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, get_benchmark
 from tmem_core.benchmarks._revisions import (

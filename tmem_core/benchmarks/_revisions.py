@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.benchmarks._revised_values import (
     Answers,
     Vocabulary,
@@ -46,7 +46,8 @@ from tmem_core.benchmarks._revised_values import (
 )
 from tmem_core.benchmarks._synthetic_vocabulary import slot_values
 from tmem_core.evaluation import SUPERSEDED_KEY
-from tmem_core.llm import ChatRequest, ChatResponse, object_schema
+from tmem_core.llm import ChatRequest, ChatResponse
+from tmem_core.llm._types import object_schema
 from tmem_core.prompts import load_prompt
 from tmem_core.schema import (
     Gold,

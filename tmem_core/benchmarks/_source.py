@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 
 
 def read_json(path: Path) -> Any:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.benchmarks import _synthetic_vocabulary as words
 from tmem_core.benchmarks._registry import LoadedBenchmark, LoadRequest, benchmark
 from tmem_core.evaluation import SUPERSEDED_KEY, Protocol, one_judge

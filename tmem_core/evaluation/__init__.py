@@ -12,21 +12,14 @@ from tmem_core.evaluation._metrics import (
     stemmer,
 )
 from tmem_core.evaluation._protocols import Protocol, one_judge
-from tmem_core.evaluation._recall import (
-    GROUPS_KEY,
-    RecallTable,
-    evidence_groups,
-    evidence_recall,
-    recall_scorable,
-)
-from tmem_core.evaluation._verdict import READERS, JudgeCall, parse_verdict
+from tmem_core.evaluation._recall import GROUPS_KEY, RecallTable, evidence_recall, recall_scorable
+from tmem_core.evaluation._verdict import JudgeCall
 
 __all__ = [
     "CONTEXT_PROMPTS",
     "GROUPS_KEY",
     "GUARDED_STAGES",
     "KINDS",
-    "READERS",
     "SUPERSEDED_KEY",
     "Control",
     "ControlPool",
@@ -36,7 +29,6 @@ __all__ = [
     "Rules",
     "answer_prompt",
     "choice_correct",
-    "evidence_groups",
     "evidence_recall",
     "exact_match",
     "gold_leaks",
@@ -45,7 +37,6 @@ __all__ = [
     "locomo_f1",
     "normalise",
     "one_judge",
-    "parse_verdict",
     "question_block",
     "recall_scorable",
     "says_not_available",

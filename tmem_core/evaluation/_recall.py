@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from statistics import fmean
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.schema import Gold
 
 GROUPS_KEY = "evidence_groups"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tmem_core.llm import object_schema
+from tmem_core.llm._types import object_schema
 from tmem_core.prompts import Prompt
 
 POSITIVE = ("correct", "yes", "true")

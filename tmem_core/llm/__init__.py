@@ -19,126 +19,52 @@ and per-call `CallRecord`s. Backbones (name -> backend, model, tokenizer, prices
 come from `BUILTIN_BACKBONES` and optional TOML/YAML files (`load_backbones`).
 """
 
-from tmem_core.llm._accounting import CALLS_SCHEMA, CallRecord
-from tmem_core.llm._accounting_server import AccountingEndpoint, Binding, EndpointStats
-from tmem_core.llm._backends import backend, get_backend
-from tmem_core.llm._batch_model import BatchModel, Pace, Seq, SimEngineConfig
-from tmem_core.llm._client import (
-    START_ATTEMPTS,
-    START_BACKOFF_S,
-    LazyBackend,
-    LLMClient,
-    make_backend,
-    open_backend,
-    open_client,
-)
-from tmem_core.llm._config import (
-    BackboneConfig,
-    HttpConfig,
-    get_backbone,
-    load_backbones,
-    parse_backbones,
-)
+from tmem_core.llm._backends import backend
+from tmem_core.llm._batch_model import BatchModel, Seq, SimEngineConfig
+from tmem_core.llm._client import LLMClient, make_backend, open_backend, open_client
+from tmem_core.llm._config import BackboneConfig, HttpConfig, get_backbone, load_backbones
 from tmem_core.llm._embedded import EmbeddedBackend
-from tmem_core.llm._gating import defer_to_gating, gating_threads, gating_wait, gating_work
-from tmem_core.llm._http import (
-    OpenAICompatBackend,
-    OpenAIEngineConfig,
-    StaticEndpoint,
-)
+from tmem_core.llm._http import OpenAICompatBackend, StaticEndpoint
 from tmem_core.llm._loopback import LoopbackServer
 from tmem_core.llm._request_cache import RequestCache, request_hash
-from tmem_core.llm._request_cache import default_path as default_request_cache_path
-from tmem_core.llm._serve import PREFIX_ROUTER, SERVE_BACKEND, ServeLLMEngineConfig, app_name
-from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
-from tmem_core.llm._tokens import (
-    TokenCounter,
-    check_tokenizers,
-    count_chat_tokens,
-    count_tokens,
-    counter_for,
-    expected_tokenizers,
-    tokenizer_counter,
-    tokenizer_identity,
-)
+from tmem_core.llm._tokens import check_tokenizers, count_tokens
 from tmem_core.llm._types import (
-    GATING_PRIORITY,
     Backend,
-    ChatMessage,
     ChatRequest,
     ChatResponse,
     Sampling,
     Usage,
-    error_response,
-    object_schema,
     output_response,
-    run_sync,
 )
 from tmem_core.llm._vllm import VLLMBackend, VLLMEngineConfig
 
 __all__ = [
-    "CALLS_SCHEMA",
-    "GATING_PRIORITY",
-    "PREFIX_ROUTER",
-    "SERVE_BACKEND",
-    "START_ATTEMPTS",
-    "START_BACKOFF_S",
-    "AccountingEndpoint",
-    "Answered",
     "BackboneConfig",
     "Backend",
     "BatchModel",
-    "Binding",
-    "CallRecord",
-    "ChatMessage",
     "ChatRequest",
     "ChatResponse",
     "EmbeddedBackend",
-    "EndpointStats",
-    "EngineCall",
     "HttpConfig",
     "LLMClient",
-    "LazyBackend",
     "LoopbackServer",
     "OpenAICompatBackend",
-    "OpenAIEngineConfig",
-    "Pace",
     "RequestCache",
     "Sampling",
     "Seq",
-    "ServeLLMEngineConfig",
-    "SharedEngine",
     "SimEngineConfig",
     "StaticEndpoint",
-    "TokenCounter",
     "Usage",
     "VLLMBackend",
     "VLLMEngineConfig",
-    "app_name",
     "backend",
-    "cache_first",
     "check_tokenizers",
-    "count_chat_tokens",
     "count_tokens",
-    "counter_for",
-    "default_request_cache_path",
-    "defer_to_gating",
-    "error_response",
-    "expected_tokenizers",
-    "gating_threads",
-    "gating_wait",
-    "gating_work",
     "get_backbone",
-    "get_backend",
     "load_backbones",
     "make_backend",
-    "object_schema",
     "open_backend",
     "open_client",
     "output_response",
-    "parse_backbones",
     "request_hash",
-    "run_sync",
-    "tokenizer_counter",
-    "tokenizer_identity",
 ]

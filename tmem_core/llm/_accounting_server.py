@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from tmem_core._errors import DataError, EngineError
+from tmem_core import DataError, EngineError
 from tmem_core.llm._accounting import CallRecord
 from tmem_core.llm._config import BackboneConfig
 from tmem_core.llm._loopback import LoopbackServer

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tmem_core._errors import EngineError
+from tmem_core import EngineError
 from tmem_core.llm._accounting import CallRecord
 from tmem_core.llm._backends import get_backend
 from tmem_core.llm._config import (

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tmem_core._errors import ConfigError, allowed, check_range
+from tmem_core import ConfigError, allowed, check_range
 from tmem_core._typed import build_config, check_keys, read_config
 from tmem_core.llm._backends import get_backend
 from tmem_core.llm._types import Sampling, Usage

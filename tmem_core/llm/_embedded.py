@@ -19,8 +19,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from tmem_core import ConfigError, EngineError, allowed
 from tmem_core._cache_dir import cache_root
-from tmem_core._errors import ConfigError, EngineError, allowed
 from tmem_core.llm._backends import backend
 from tmem_core.llm._batch_model import EMBEDDED_PACE, Pace
 from tmem_core.llm._config import (

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tmem_core._errors import ConfigError, allowed
+from tmem_core import ConfigError, allowed
 
 if TYPE_CHECKING:  # imported where used: it is slow to import and needed once per model
     import gguf

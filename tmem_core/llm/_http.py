@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tmem_core._errors import ConfigError, EngineError
+from tmem_core import ConfigError, EngineError
 from tmem_core.llm._backends import backend
 from tmem_core.llm._config import BackboneConfig, HttpConfig
 from tmem_core.llm._slots import PrioritySlots

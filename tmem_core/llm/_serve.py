@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tmem_core._errors import check_range
+from tmem_core import check_range
 from tmem_core.llm._backends import backend
 from tmem_core.llm._config import BackboneConfig, HttpConfig, _require_positive
 from tmem_core.llm._http import OpenAICompatBackend, StaticEndpoint

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tmem_core._errors import EngineError
+from tmem_core import EngineError
 from tmem_core.llm._accounting import CallRecord
 from tmem_core.llm._client import (
     START_ATTEMPTS,

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from tmem_core._errors import EngineError
+from tmem_core import EngineError
 from tmem_core.llm._backends import backend
 from tmem_core.llm._batch_model import BatchModel, PrefixCache, Seq, SimCounters, SimEngineConfig
 from tmem_core.llm._config import BackboneConfig

@@ -14,7 +14,7 @@ import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from tmem_core._errors import check_range
+from tmem_core import check_range
 
 
 class PrioritySlots:

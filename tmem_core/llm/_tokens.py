@@ -31,7 +31,7 @@ from pathlib import Path
 
 import tiktoken
 
-from tmem_core._errors import ConfigError, EngineError
+from tmem_core import ConfigError, EngineError
 from tmem_core.llm._config import BUNDLED_SMOLLM2, BackboneConfig, get_backbone
 from tmem_core.llm._models import hf_model_path
 from tmem_core.llm._types import ChatMessage

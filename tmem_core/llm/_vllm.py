@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tmem_core._errors import EngineError
+from tmem_core import EngineError
 from tmem_core.llm._backends import backend
 from tmem_core.llm._batch_model import VLLM_CPU_PACE, Pace
 from tmem_core.llm._config import (

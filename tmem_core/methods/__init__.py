@@ -7,33 +7,16 @@ one by name for a run, `evidence_recall_at_k` scores the ranked ones without an 
 T-MEM's configurations with the LLM that selects their evidence.
 """
 
-from tmem_core.methods._base import Evidence, EvidenceMethod, evidence
-from tmem_core.methods._context import (
-    LLM,
-    MESSAGE_ID,
-    Context,
-    ContextKind,
-    ContextMethod,
-    SelectsEvidence,
-    render_message,
-)
+from tmem_core.methods._base import Evidence, evidence
+from tmem_core.methods._context import LLM, MESSAGE_ID, Context, ContextMethod, render_message
 from tmem_core.methods._flat import ranked
-from tmem_core.methods._reasoning import (
-    CHAIN,
-    ReasoningBudget,
-    boxed_answer,
-    final_answer,
-    reasoning_budget,
-)
+from tmem_core.methods._reasoning import CHAIN, boxed_answer, final_answer, reasoning_budget
 from tmem_core.methods._recall import evidence_recall_at_k
 from tmem_core.methods._record import (
     READ,
     SHOWN,
     UNTRACEABLE,
-    Basis,
-    Degradation,
     Record,
-    Steps,
     record_columns,
     stored_basis,
 )
@@ -41,9 +24,7 @@ from tmem_core.methods._registry import (
     Check,
     MethodEnv,
     MethodSpec,
-    NoParams,
     Show,
-    View,
     check_params,
     get_method,
     method,
@@ -59,23 +40,14 @@ __all__ = [
     "READ",
     "SHOWN",
     "UNTRACEABLE",
-    "Basis",
     "Check",
     "Context",
-    "ContextKind",
     "ContextMethod",
-    "Degradation",
     "Evidence",
-    "EvidenceMethod",
     "MethodEnv",
     "MethodSpec",
-    "NoParams",
-    "ReasoningBudget",
     "Record",
-    "SelectsEvidence",
     "Show",
-    "Steps",
-    "View",
     "boxed_answer",
     "check_params",
     "evidence",

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from tmem_core._errors import TmemError
+from tmem_core import TmemError
 from tmem_core.schema import Question
 
 

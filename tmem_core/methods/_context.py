@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
-from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, TokenCounter
+from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse
+from tmem_core.llm._tokens import TokenCounter
 from tmem_core.methods._base import Evidence
 from tmem_core.methods._record import Record
 from tmem_core.schema import Message, Question

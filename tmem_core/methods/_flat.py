@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tmem_core.llm import TokenCounter
+from tmem_core.llm._tokens import TokenCounter
 from tmem_core.methods._base import Evidence, EvidenceMethod
 from tmem_core.methods._context import LLM, Context, ContextMethod, render_flat
 from tmem_core.methods._registry import MethodEnv

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from tmem_core import check_range
-from tmem_core.llm import ChatMessage, Sampling
+from tmem_core.llm import Sampling
+from tmem_core.llm._types import ChatMessage
 from tmem_core.prompts import load_prompt
 
 ANSWER_ALLOWANCE = 64

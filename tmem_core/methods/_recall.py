@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.evaluation import RecallTable, evidence_recall, recall_scorable
 from tmem_core.methods._context import LLM, ContextMethod, SelectsEvidence
 from tmem_core.methods._registry import MethodEnv, get_method

@@ -31,7 +31,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from tmem_core._typed import build_config, to_json
+from tmem_core import to_json
+from tmem_core._typed import build_config
 
 Basis = Literal["shown", "read", "untraceable"]
 SHOWN: Basis = "shown"

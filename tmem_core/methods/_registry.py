@@ -47,9 +47,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Generic, TypeVar, cast
 
-from tmem_core._errors import ConfigError
+from tmem_core import ConfigError, from_json
 from tmem_core._registry import Registry
-from tmem_core._typed import build_config, from_json
+from tmem_core._typed import build_config
 from tmem_core.methods._base import Evidence
 from tmem_core.methods._context import Context, ContextMethod
 from tmem_core.methods._record import Record

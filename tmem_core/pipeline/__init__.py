@@ -12,7 +12,6 @@ from tmem_core.pipeline._contract import Contract
 from tmem_core.pipeline._plan import plan_sweep
 from tmem_core.pipeline._ray_start import init_ray
 from tmem_core.pipeline._runner import run_sweep
-from tmem_core.pipeline._summary import RunSummary
 from tmem_core.pipeline._watch import STATUS_ENV, supervise
 
 __all__ = [
@@ -21,7 +20,6 @@ __all__ = [
     "BenchmarkConfig",
     "Contract",
     "RunSpec",
-    "RunSummary",
     "SweepConfig",
     "check_sources",
     "check_sweep_gpus",

@@ -9,8 +9,10 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from tmem_core._errors import ConfigError
-from tmem_core.llm import SERVE_BACKEND, BackboneConfig, get_backend, load_backbones
+from tmem_core import ConfigError
+from tmem_core.llm import BackboneConfig, load_backbones
+from tmem_core.llm._backends import get_backend
+from tmem_core.llm._serve import SERVE_BACKEND
 from tmem_core.pipeline._config import Resources, SweepConfig
 from tmem_core.pipeline._replicas import replica_gpus
 

@@ -15,8 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import Any, Literal
 
-from tmem_core import allowed, check_range
-from tmem_core._errors import ConfigError
+from tmem_core import ConfigError, allowed, check_range
 from tmem_core.methods import get_method, method_names
 from tmem_core.pipeline._judges import grid_judges, judge_prompt_identity, run_judges
 from tmem_core.retrieval import EmbedderConfig

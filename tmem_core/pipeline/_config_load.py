@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tmem_core._errors import ConfigError
+from tmem_core import ConfigError
 from tmem_core._typed import build_config, read_config
 from tmem_core.benchmarks import benchmark_names, get_benchmark
 from tmem_core.llm import load_backbones

@@ -18,7 +18,8 @@ from typing import Any
 from tmem_core.methods import get_method, method_names
 from tmem_core.pipeline._config import RunSpec
 from tmem_core.pipeline._judges import judging
-from tmem_core.results import CONTRACT_FILE, Attempt, contract_attempts, write_atomic
+from tmem_core.results._attempts import Attempt, contract_attempts
+from tmem_core.results._layout import CONTRACT_FILE, write_atomic
 
 _PACKAGES = ("tmem-eval", "ray", "pyarrow", "polars", "faiss-cpu", "bm25s",
              "tokenizers", "torch", "sentence-transformers", "openai", "xllamacpp", "vllm",

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tmem_core._errors import ConfigError
+from tmem_core import ConfigError
 from tmem_core.benchmarks import LoadRequest, content_identity, prepare, read_prepared
 from tmem_core.benchmarks._prepare import prepared_variant
 from tmem_core.pipeline._config import BenchmarkConfig

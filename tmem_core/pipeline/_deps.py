@@ -44,16 +44,10 @@ from tmem_core.pipeline._config import RunSpec
 from tmem_core.pipeline._contract import method_in_effect
 from tmem_core.pipeline._memory_quality import PROMPT as QUALITY_PROMPT
 from tmem_core.prompts import load_prompt
-from tmem_core.results import (
-    Deps,
-    QuestionData,
-    StageStore,
-    calibration_store,
-    expected_deps,
-    in_force,
-    memory_quality_store,
-    stage_store,
-)
+from tmem_core.results import stage_store
+from tmem_core.results._current import Deps, QuestionData, expected_deps
+from tmem_core.results._layout import calibration_store, memory_quality_store
+from tmem_core.results._store import StageStore, in_force
 
 UNHASHED = "no dependency hashes (written before they were recorded)"
 

@@ -26,23 +26,14 @@ from typing import Any, cast
 
 import ray
 
-from tmem_core._errors import EngineError
+from tmem_core import EngineError
 from tmem_core.evaluation import ids_in
-from tmem_core.llm import (
-    Answered,
-    BackboneConfig,
-    CallRecord,
-    ChatRequest,
-    ChatResponse,
-    EngineCall,
-    RequestCache,
-    SharedEngine,
-    cache_first,
-    counter_for,
-    defer_to_gating,
-    gating_wait,
-    run_sync,
-)
+from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, RequestCache
+from tmem_core.llm._accounting import CallRecord
+from tmem_core.llm._gating import defer_to_gating, gating_wait
+from tmem_core.llm._shared import Answered, EngineCall, SharedEngine, cache_first
+from tmem_core.llm._tokens import counter_for
+from tmem_core.llm._types import run_sync
 from tmem_core.pipeline._loads import Loads, SharedLoads
 from tmem_core.pipeline._replicas import replica_name
 from tmem_core.results import MEMORY_STAGE

@@ -13,7 +13,7 @@ import ray
 from ray.data import ActorPoolStrategy
 from ray.data.context import DEFAULT_TARGET_MAX_BLOCK_SIZE
 
-from tmem_core.llm import get_backend
+from tmem_core.llm._backends import get_backend
 from tmem_core.pipeline._actors import (
     FLOW_SCHEMA,
     STAGES,
@@ -28,7 +28,7 @@ from tmem_core.pipeline._method_stages import RetrieveStage
 from tmem_core.pipeline._progress import Progress
 from tmem_core.pipeline._run import Run
 from tmem_core.pipeline._stage import Stage
-from tmem_core.results import merge_run_levels
+from tmem_core.results._layout import merge_run_levels
 
 Finished = Callable[[Run], None]
 

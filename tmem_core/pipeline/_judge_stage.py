@@ -27,13 +27,13 @@ from tmem_core.pipeline._memory_quality import score_memory
 from tmem_core.pipeline._run import Run
 from tmem_core.pipeline._stage import GoldStage, Output, Row, StageResult
 from tmem_core.prompts import load_prompt
-from tmem_core.results import (
+from tmem_core.results._layout import (
     CALIBRATION_STAGE,
     MEMORY_QUALITY_STAGE,
-    StageStore,
     calibration_store,
     memory_quality_store,
 )
+from tmem_core.results._store import StageStore
 from tmem_core.schema import Gold, Message, Question, messages_from_table
 
 JUDGE_RETRIES = 1  # an unparseable verdict is asked once more, then becomes an error record

@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from tmem_core._errors import ConfigError
+from tmem_core import ConfigError
 from tmem_core.benchmarks import get_protocol
 from tmem_core.evaluation import JudgeCall
 from tmem_core.prompts import load_prompt
-from tmem_core.results import SELF, judged_by
+from tmem_core.results._accuracy import SELF, judged_by
 
 
 def grid_judges(value: object) -> tuple[str, ...] | Literal["self"] | None:

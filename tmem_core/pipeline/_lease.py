@@ -6,7 +6,8 @@ import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tmem_core.results import Lease, remove_leftovers
+from tmem_core.results._layout import remove_leftovers
+from tmem_core.results._lease import Lease
 
 
 @contextlib.contextmanager

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tmem_core.llm import ChatRequest, Sampling, object_schema
+from tmem_core.llm import ChatRequest, Sampling
+from tmem_core.llm._types import object_schema
 from tmem_core.methods import render_message
 from tmem_core.pipeline._engine import EngineProxy
 from tmem_core.prompts import load_prompt
-from tmem_core.results import MEMORY_QUALITY_DIMENSIONS, MEMORY_QUALITY_STAGE
+from tmem_core.results._layout import MEMORY_QUALITY_DIMENSIONS, MEMORY_QUALITY_STAGE
 from tmem_core.schema import Gold, Message, Question
 
 PROMPT = "quality/memory"

@@ -19,7 +19,8 @@ from typing import Any, Generic, TypeVar
 import pyarrow.compute as pc
 
 from tmem_core import from_json, to_json
-from tmem_core.llm import CallRecord, counter_for
+from tmem_core.llm._accounting import CallRecord
+from tmem_core.llm._tokens import counter_for
 from tmem_core.methods import (
     ContextMethod,
     Evidence,
@@ -30,7 +31,8 @@ from tmem_core.methods import (
 )
 from tmem_core.pipeline._run import Run
 from tmem_core.pipeline._stage import Output, Row, Stage
-from tmem_core.results import MEMORY_STAGE, calls_store, conversation_of, memory_qid
+from tmem_core.results import MEMORY_STAGE, calls_store, memory_qid
+from tmem_core.results._layout import conversation_of
 from tmem_core.retrieval import IndexStore, conversations_from_table, lexical_tokens
 from tmem_core.schema import Question
 

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from tmem_core._errors import ConfigError
+from tmem_core import ConfigError
 
 RESULTS_ENV = "TMEM_RESULTS_ROOT"
 """The folder a relative `results_dir` is read from (cluster/runtime_env.yaml and the RayJob

@@ -20,12 +20,14 @@ from pathlib import Path
 
 import yaml
 
-from tmem_core.llm import BackboneConfig, BatchModel, Pace, Seq, SimEngineConfig, load_backbones
+from tmem_core.llm import BackboneConfig, BatchModel, Seq, SimEngineConfig, load_backbones
+from tmem_core.llm._batch_model import Pace
 from tmem_core.pipeline._capacity import questions_in_flight, sweep_backbones
 from tmem_core.pipeline._config import SweepConfig
 from tmem_core.pipeline._data import prepare_benchmark, select_questions
 from tmem_core.pipeline._runner import run_sweep
-from tmem_core.results import calls_store, conversation_of
+from tmem_core.results import calls_store
+from tmem_core.results._layout import conversation_of
 from tmem_core.retrieval import EmbedderConfig
 
 INSTANT = SimEngineConfig(ttft_s=0.0, prefill_tokens_per_s=1e12, step_s=1e-9,

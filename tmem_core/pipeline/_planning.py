@@ -8,9 +8,10 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from tmem_core._errors import ResultsError
+from tmem_core import ResultsError
 from tmem_core.benchmarks import read_prepared
-from tmem_core.llm import BackboneConfig, tokenizer_identity
+from tmem_core.llm import BackboneConfig
+from tmem_core.llm._tokens import tokenizer_identity
 from tmem_core.pipeline._config import Resources, RunSpec
 from tmem_core.pipeline._contract import Contract
 from tmem_core.pipeline._data import data_facts, select_questions
@@ -19,7 +20,7 @@ from tmem_core.pipeline._probe import PROBE_ENV
 from tmem_core.pipeline._run import Run
 from tmem_core.pipeline._stage import shared_data
 from tmem_core.prompts import load_prompt, prompt_names
-from tmem_core.results import Deps
+from tmem_core.results._current import Deps
 
 Log = Callable[[str], None]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import ray
 
-from tmem_core._errors import ConfigError
+from tmem_core import ConfigError
 
 LOCAL_RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 PROPAGATED_ENV = ("TMEM_CACHE_DIR", "HF_HUB_OFFLINE", "HF_HOME")

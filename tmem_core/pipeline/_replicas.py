@@ -15,19 +15,13 @@ import psutil
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from tmem_core._errors import EngineError
-from tmem_core.llm import (
-    SERVE_BACKEND,
-    START_ATTEMPTS,
-    START_BACKOFF_S,
-    Answered,
-    BackboneConfig,
-    ChatRequest,
-    SharedEngine,
-    VLLMEngineConfig,
-    counter_for,
-    get_backend,
-)
+from tmem_core import EngineError
+from tmem_core.llm import BackboneConfig, ChatRequest, VLLMEngineConfig
+from tmem_core.llm._backends import get_backend
+from tmem_core.llm._client import START_ATTEMPTS, START_BACKOFF_S
+from tmem_core.llm._serve import SERVE_BACKEND
+from tmem_core.llm._shared import Answered, SharedEngine
+from tmem_core.llm._tokens import counter_for
 from tmem_core.pipeline._config_load import import_plugins
 
 ENGINE_PREFIX = "tmem-llm-"

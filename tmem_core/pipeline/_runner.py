@@ -13,7 +13,8 @@ from typing import Any
 
 import ray
 
-from tmem_core.llm import check_tokenizers, expected_tokenizers, load_backbones
+from tmem_core.llm import check_tokenizers, load_backbones
+from tmem_core.llm._tokens import expected_tokenizers
 from tmem_core.pipeline._capacity import check_sweep_gpus, with_replicas
 from tmem_core.pipeline._config import SweepConfig
 from tmem_core.pipeline._data import prepare_benchmark
@@ -27,7 +28,7 @@ from tmem_core.pipeline._run import Run
 from tmem_core.pipeline._summary import RunSummary, finish_run
 from tmem_core.pipeline._sweep_engines import sweep_engines
 from tmem_core.pipeline._watch import ClusterWatch
-from tmem_core.results import SWEEP_FILE, write_atomic
+from tmem_core.results._layout import SWEEP_FILE, write_atomic
 
 Log = Callable[[str], None]
 

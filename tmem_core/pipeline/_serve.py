@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tmem_core._errors import EngineError
-from tmem_core.llm import PREFIX_ROUTER, BackboneConfig, ServeLLMEngineConfig, app_name
+from tmem_core import EngineError
+from tmem_core.llm import BackboneConfig
+from tmem_core.llm._serve import PREFIX_ROUTER, ServeLLMEngineConfig, app_name
 from tmem_core.pipeline._replicas import node_gpus
 
 

@@ -28,30 +28,20 @@ import pyarrow.compute as pc
 
 from tmem_core.benchmarks import MANIFEST_FILE, PreparedBenchmark, read_prepared
 from tmem_core.evaluation import GUARDED_STAGES, gold_strings, ids_in
-from tmem_core.llm import (
-    CALLS_SCHEMA,
-    BackboneConfig,
-    CallRecord,
-    EngineCall,
-    RequestCache,
-    counter_for,
-    default_request_cache_path,
-)
+from tmem_core.llm import BackboneConfig, RequestCache
+from tmem_core.llm._accounting import CALLS_SCHEMA, CallRecord
+from tmem_core.llm._request_cache import default_path as default_request_cache_path
+from tmem_core.llm._shared import EngineCall
+from tmem_core.llm._tokens import counter_for
 from tmem_core.pipeline._config_load import import_plugins
 from tmem_core.pipeline._engine import EngineProxy, local_engine, ray_engine
 from tmem_core.pipeline._probe import Probe, load_probe
 from tmem_core.pipeline._run import Run
 from tmem_core.pipeline._writer import WRITER, Batch
-from tmem_core.results import (
-    STAGE_SCHEMAS,
-    QuestionData,
-    StageStore,
-    calls_store,
-    expected_deps,
-    question_data,
-    record_deps,
-    stage_store,
-)
+from tmem_core.results import calls_store, stage_store
+from tmem_core.results._current import QuestionData, expected_deps, question_data, record_deps
+from tmem_core.results._layout import STAGE_SCHEMAS
+from tmem_core.results._store import StageStore
 from tmem_core.schema import (
     Gold,
     Question,

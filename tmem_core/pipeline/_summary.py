@@ -24,22 +24,14 @@ from tmem_core.pipeline._validators import (
     no_gold_in_prompts,
     question_counts,
 )
-from tmem_core.results import (
-    CALIBRATION,
-    InForce,
-    JudgeCalibration,
-    calibration_store,
-    calls_store,
-    compact_run,
-    degradation_counts,
-    degraded,
-    expected_deps,
-    in_force,
-    judge_calibrations,
-    mean_exact_match,
-    overall_accuracy,
-    run_count,
-)
+from tmem_core.results import calls_store
+from tmem_core.results._accuracy import mean_exact_match, overall_accuracy
+from tmem_core.results._calibration import JudgeCalibration, judge_calibrations
+from tmem_core.results._count import run_count
+from tmem_core.results._current import expected_deps
+from tmem_core.results._degradation import degradation_counts, degraded
+from tmem_core.results._layout import CALIBRATION, calibration_store, compact_run
+from tmem_core.results._store import InForce, in_force
 from tmem_core.schema import gold_from_table, questions_from_table
 
 

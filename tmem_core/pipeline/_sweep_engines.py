@@ -9,7 +9,8 @@ from typing import Any
 
 import ray
 
-from tmem_core.llm import SERVE_BACKEND, BackboneConfig
+from tmem_core.llm import BackboneConfig
+from tmem_core.llm._serve import SERVE_BACKEND
 from tmem_core.pipeline._config import SweepConfig
 from tmem_core.pipeline._engine import check_local_engines, close_local_engines
 from tmem_core.pipeline._replicas import (

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tmem_core.pipeline._probe import Probe
-from tmem_core.results import StageStore
+from tmem_core.results._store import StageStore
 
 Row = dict[str, Any]
 Appends = list[tuple[StageStore, list[Row]]]

@@ -8,8 +8,8 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from tmem_core._errors import ConfigError
-from tmem_core.llm import ChatMessage, object_schema
+from tmem_core import ConfigError
+from tmem_core.llm._types import ChatMessage, object_schema
 
 PROMPT_DIR = Path(__file__).resolve().parent
 _VERSIONED = re.compile(r"^(?P<name>.+)\.v(?P<version>\d+)\.txt$")

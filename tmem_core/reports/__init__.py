@@ -7,7 +7,7 @@
 from tmem_core.reports._plots import FIGURES, run_labels
 from tmem_core.reports._report import REPORT_DIR, write_report
 from tmem_core.reports._summary import Summary, summarise
-from tmem_core.results import read_sweep
+from tmem_core.results._sweep import read_sweep
 
 __all__ = [
     "FIGURES",

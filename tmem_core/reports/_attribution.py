@@ -23,10 +23,14 @@ import json
 
 import polars as pl
 
+from tmem_core.methods import UNTRACEABLE
 from tmem_core.reports import _stats as stats
 from tmem_core.reports._intervals import INTERVAL_SCHEMA, interval_columns
 from tmem_core.reports._metrics import ALL_GOLD
-from tmem_core.results import CORRECT_AT, UNRELIABLE, UNTRACEABLE, SweepResults, degraded
+from tmem_core.results._accuracy import CORRECT_AT
+from tmem_core.results._calibration import UNRELIABLE
+from tmem_core.results._degradation import degraded
+from tmem_core.results._sweep import SweepResults
 
 ERROR, STALE, PENDING, CORRECT = "error", "stale", "pending", "correct"
 JUDGING, DEGRADED, UNKNOWN = "judging", "degraded", "unknown"

@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from tmem_core.benchmarks._revisions import MANIFEST_KEY, chain_of
-from tmem_core.results import SweepResults
+from tmem_core.results._sweep import SweepResults
 
 CHAINS_SCHEMA = pl.Schema({"run_id": pl.String, "condition": pl.Int64,
                            "injected_per_question": pl.Float64, "questions": pl.Int64,

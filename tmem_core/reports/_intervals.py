@@ -8,7 +8,8 @@ from dataclasses import replace
 import polars as pl
 
 from tmem_core.reports import _stats as stats
-from tmem_core.results import SCOPE, judge_scopes
+from tmem_core.results import SCOPE
+from tmem_core.results._accuracy import judge_scopes
 
 INTERVAL_SCHEMA = pl.Schema({"ci_low": pl.Float64, "ci_high": pl.Float64,
                              "ci_method": pl.String, "ci_seed": pl.Int64,

@@ -8,21 +8,16 @@ from typing import Any
 
 import polars as pl
 
+from tmem_core.methods import SHOWN
 from tmem_core.reports._cells import ci_cell, fmt, markdown_table, signed, with_ci
 from tmem_core.reports._compare import COMPARED, SWEEP, Comparison
 from tmem_core.reports._metrics import LLM_STAGES, PHASE
 from tmem_core.reports._plots import run_labels
 from tmem_core.reports._sections import attribution_lines, paired_lines
 from tmem_core.reports._summary import Summary
-from tmem_core.results import (
-    ALL_JUDGES,
-    MIN_CONTROLS,
-    OVERALL,
-    RELIABLE_RATE,
-    SHOWN,
-    UNRELIABLE,
-    degraded,
-)
+from tmem_core.results._accuracy import ALL_JUDGES, OVERALL
+from tmem_core.results._calibration import MIN_CONTROLS, RELIABLE_RATE, UNRELIABLE
+from tmem_core.results._degradation import degraded
 
 MATCHED_EVIDENCE = 0.25  # mean context tokens of compared runs may differ by this much
 MAX_LISTED = 50  # error rows listed per store; errors.parquet has them all

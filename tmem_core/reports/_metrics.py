@@ -8,25 +8,20 @@ from statistics import fmean
 import polars as pl
 
 from tmem_core.evaluation import evidence_recall
+from tmem_core.methods import UNTRACEABLE
 from tmem_core.reports._intervals import in_group, per_question, score_intervals, with_intervals
-from tmem_core.results import (
+from tmem_core.results import MEMORY_STAGE, RECORD_STAGES, SCOPE, with_overall
+from tmem_core.results._accuracy import CORRECT_AT, score_accuracy
+from tmem_core.results._count import SUMMED, call_totals
+from tmem_core.results._degradation import degradation_counts
+from tmem_core.results._layout import (
     CALIBRATION_STAGE,
-    CORRECT_AT,
     MEMORY_QUALITY,
     MEMORY_QUALITY_DIMENSIONS,
     MEMORY_QUALITY_STAGE,
-    MEMORY_STAGE,
-    RECORD_STAGES,
-    SCOPE,
     STORES,
-    SUMMED,
-    UNTRACEABLE,
-    SweepResults,
-    call_totals,
-    degradation_counts,
-    score_accuracy,
-    with_overall,
 )
+from tmem_core.results._sweep import SweepResults
 
 LLM_STAGES = (MEMORY_STAGE, *RECORD_STAGES)  # `calls.stage` values of a method's calls
 COUNTED_STAGES = (*LLM_STAGES, CALIBRATION_STAGE, MEMORY_QUALITY_STAGE)  # and the judges'

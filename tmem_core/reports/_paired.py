@@ -26,7 +26,7 @@ from tmem_core.reports._intervals import (
     interval_columns,
     per_question,
 )
-from tmem_core.results import SweepResults
+from tmem_core.results._sweep import SweepResults
 
 GRID = ("method", "backbone", "top_k", "budget")
 ALIKE = ("benchmark", "question_set", "judges", "judge_repeats")

@@ -14,7 +14,7 @@ from typing import Any, Literal, get_args
 import polars as pl
 
 from tmem_core.reports._chains import chain_facts
-from tmem_core.results import SELF, judged_by
+from tmem_core.results._accuracy import SELF, judged_by
 
 
 def _newest_table(folder: Path) -> Path:

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from tmem_core.reports._metrics import LLM_STAGES, left_join
 from tmem_core.reports._summary import Summary
 from tmem_core.reports._utilisation import in_flight
-from tmem_core.results import ALL_JUDGES, OVERALL, POOLED
+from tmem_core.results._accuracy import ALL_JUDGES, OVERALL, POOLED
 
 LABEL_FIELDS = ("benchmark", "method", "backbone", "construct_backbone", "top_k", "budget",
                 "reasoning_budget", "steps", "params", "judges")

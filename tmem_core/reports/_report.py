@@ -10,7 +10,7 @@ from tmem_core.reports._compare import comparisons
 from tmem_core.reports._markdown import Report
 from tmem_core.reports._plots import write_figures
 from tmem_core.reports._summary import summarise
-from tmem_core.results import read_sweep
+from tmem_core.results._sweep import read_sweep
 
 REPORT_DIR = "report"
 REPORT_FILE = "report.md"

@@ -13,17 +13,11 @@ from tmem_core.reports._chains import revision_chains
 from tmem_core.reports._paired import paired_differences
 from tmem_core.reports._paper import paper_table, run_intervals
 from tmem_core.reports._utilisation import engine_calls, utilisation
-from tmem_core.results import (
-    ALL_JUDGES,
-    CALIBRATION,
-    CALLS,
-    OVERALL,
-    SweepResults,
-    calibration,
-    call_totals,
-    judged_by,
-    judges_status,
-)
+from tmem_core.results._accuracy import ALL_JUDGES, OVERALL, judged_by
+from tmem_core.results._calibration import calibration, judges_status
+from tmem_core.results._count import call_totals
+from tmem_core.results._layout import CALIBRATION, CALLS
+from tmem_core.results._sweep import SweepResults
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tmem_core.llm import CALLS_SCHEMA
+from tmem_core.llm._accounting import CALLS_SCHEMA
 from tmem_core.results._store import RECORD_COLUMNS, StageStore, stage_schema
 
 SWEEP_FILE = "sweep.json"

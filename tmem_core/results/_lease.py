@@ -37,7 +37,7 @@ from pathlib import Path
 
 import psutil
 
-from tmem_core._errors import ResultsError
+from tmem_core import ResultsError
 from tmem_core.results._layout import write_atomic
 
 LEASE_FILE = "lease.json"

@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.benchmarks import get_protocol, read_prepared
 from tmem_core.evaluation import recall_scorable
 from tmem_core.results._attempts import contract_attempts, mixed

@@ -11,7 +11,7 @@ from tmem_core.retrieval._budget import within_tokens
 from tmem_core.retrieval._conversation import Conversation, conversations_from_table
 from tmem_core.retrieval._dense import DenseIndex
 from tmem_core.retrieval._embed import EmbeddingStore, MiniLMEmbedder
-from tmem_core.retrieval._embedders import EmbedderConfig, SentenceEmbedder
+from tmem_core.retrieval._embedders import EmbedderConfig
 from tmem_core.retrieval._index import ConversationIndex, IndexStore, Kind
 from tmem_core.retrieval._index_keys import content_key
 from tmem_core.retrieval._text import document_text, lexical_tokens, query_text
@@ -28,7 +28,6 @@ __all__ = [
     "IndexStore",
     "Kind",
     "MiniLMEmbedder",
-    "SentenceEmbedder",
     "cache_root",
     "cl100k_tokens",
     "content_key",

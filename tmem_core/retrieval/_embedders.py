@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tmem_core._errors import ConfigError
+from tmem_core import ConfigError
 from tmem_core.retrieval._embed import Embedder, MiniLMEmbedder, Vectors
 from tmem_core.retrieval._index_keys import content_key
 

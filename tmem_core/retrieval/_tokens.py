@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tmem_core.llm import TokenCounter, tokenizer_counter
+from tmem_core.llm._tokens import TokenCounter, tokenizer_counter
 
 
 def cl100k_tokens(text: str) -> int:

@@ -5,7 +5,6 @@ Evaluation-only fields (gold answer, gold evidence, options, answer kind) live i
 can see them.
 """
 
-from tmem_core._errors import DataError
 from tmem_core.schema._tables import (
     GOLD_COLUMNS,
     PUBLIC_QUESTION_COLUMNS,
@@ -26,7 +25,6 @@ __all__ = [
     "GOLD_COLUMNS",
     "PUBLIC_QUESTION_COLUMNS",
     "SCHEMA_VERSION",
-    "DataError",
     "Gold",
     "Message",
     "Option",

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.schema._tables import ANSWER_KINDS, MESSAGES_SCHEMA, QUESTIONS_SCHEMA
 
 

@@ -8,4 +8,10 @@ verdicts and LLM calls, and two runs side by side.
 from tmem_core.viewer._app import HOST, Background, viewer_app
 from tmem_core.viewer._export import VIEWER_FILE, export_html
 
-__all__ = ["HOST", "VIEWER_FILE", "Background", "export_html", "viewer_app"]
+__all__ = [
+    "HOST",
+    "VIEWER_FILE",
+    "Background",
+    "export_html",
+    "viewer_app",
+]

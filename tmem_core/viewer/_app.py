@@ -19,7 +19,7 @@ from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.viewer._audit import audit_routes
 from tmem_core.viewer._data import SweepData, fingerprint, load_sweep
 from tmem_core.viewer._page import page, to_json

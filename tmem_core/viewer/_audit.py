@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.annotation import (
     AUDIT_FILE,
     LOW_CONFIDENCE_FILE,

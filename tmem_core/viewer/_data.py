@@ -18,28 +18,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tmem_core._errors import DataError
+from tmem_core import DataError
 from tmem_core.benchmarks import read_prepared
 from tmem_core.reports import FIGURES, REPORT_DIR, Summary, summarise
-from tmem_core.results import (
-    CALIBRATION,
-    CALLS,
-    CONTRACT_FILE,
-    RECORD_STAGES,
-    QuestionData,
-    StageStore,
-    SweepResults,
-    calibration_store,
-    calls_store,
-    expected_deps,
-    in_force,
-    memory_qid,
-    question_data,
-    read_parts,
-    read_sweep,
-    report_unreadable,
-    stage_store,
-)
+from tmem_core.results import RECORD_STAGES, calls_store, memory_qid, stage_store
+from tmem_core.results._current import QuestionData, expected_deps, question_data
+from tmem_core.results._layout import CALIBRATION, CALLS, CONTRACT_FILE, calibration_store
+from tmem_core.results._store import StageStore, in_force, read_parts, report_unreadable
+from tmem_core.results._sweep import SweepResults, read_sweep
 from tmem_core.schema import Message, Question, messages_from_table, questions_from_table
 
 Record = dict[str, Any]

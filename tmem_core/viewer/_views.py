@@ -18,7 +18,8 @@ from typing import Any
 import polars as pl
 
 from tmem_core.reports import run_labels
-from tmem_core.results import CORRECT_AT, degraded
+from tmem_core.results._accuracy import CORRECT_AT
+from tmem_core.results._degradation import degraded
 from tmem_core.viewer._data import SweepData, benchmark
 
 SHOWN_TABLES_SKIP = ("runs", "questions")  # the sweep page's run table; the run pages

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import ScriptedServer, Step
-from tmem_core.pipeline import RunSummary, parse_sweep, run_sweep
+from tmem_core.pipeline import parse_sweep, run_sweep
+from tmem_core.pipeline._summary import RunSummary
 
 Build = Callable[[str, str], str | None]
 """(system prompt, user prompt) -> the build call's answer, None if it is not a build call."""

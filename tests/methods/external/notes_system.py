@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import openai
 
-from tmem_core.llm import AccountingEndpoint
-from tmem_core.methods.external import MemorySystem, Recalled, memory_system
+from tmem_core.llm._accounting_server import AccountingEndpoint
+from tmem_core.methods.external import memory_system
+from tmem_core.methods.external._system import MemorySystem, Recalled
 from tmem_core.schema import Message
 
 ADDS: Counter[str] = Counter()

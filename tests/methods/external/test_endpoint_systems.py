@@ -19,7 +19,8 @@ from tests.methods.external.bm25_service import NOTE_PROMPT, HttpService
 from tests.methods.external.conftest import SystemServer
 from tmem_core import ConfigError
 from tmem_core.methods.external._method import DONE
-from tmem_core.pipeline import RunSummary, parse_sweep, run_sweep
+from tmem_core.pipeline import parse_sweep, run_sweep
+from tmem_core.pipeline._summary import RunSummary
 from tmem_core.results import MEMORY_STAGE, calls_store, stage_store
 
 ROOT = Path(__file__).resolve().parents[3]

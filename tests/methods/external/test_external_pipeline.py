@@ -17,7 +17,7 @@ from tests.methods.external.conftest import SystemServer, external_sweep
 from tmem_core import from_json
 from tmem_core.methods.external._method import DONE
 from tmem_core.methods.external._record import SystemRecord
-from tmem_core.pipeline import RunSummary
+from tmem_core.pipeline._summary import RunSummary
 from tmem_core.results import MEMORY_STAGE, calls_store, stage_store
 
 

@@ -18,7 +18,8 @@ import pytest
 
 from tests.hashed_embedder import HashEmbedder
 from tmem_core import EngineError
-from tmem_core.llm import AccountingEndpoint, ChatRequest, ChatResponse, Usage, get_backbone
+from tmem_core.llm import ChatRequest, ChatResponse, Usage, get_backbone
+from tmem_core.llm._accounting_server import AccountingEndpoint
 from tmem_core.methods import MethodEnv
 from tmem_core.methods._registry import build_method
 from tmem_core.methods.external._method import ExternalMemory

@@ -20,20 +20,14 @@ from tests.conftest import scripted_backbones
 from tests.hashed_embedder import HashEmbedder
 from tests.methods.external.conftest import SystemServer, external_sweep
 from tmem_core import EngineError, from_json
-from tmem_core.llm import (
-    AccountingEndpoint,
-    BackboneConfig,
-    ChatRequest,
-    ChatResponse,
-    Usage,
-    get_backbone,
-)
+from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, Usage, get_backbone
+from tmem_core.llm._accounting_server import AccountingEndpoint
 from tmem_core.methods import MethodEnv
 from tmem_core.methods._registry import build_method
 from tmem_core.methods.external._mem0 import Mem0, Mem0Params
 from tmem_core.methods.external._method import DONE, ExternalMemory
 from tmem_core.methods.external._record import SystemRecord
-from tmem_core.pipeline import RunSummary
+from tmem_core.pipeline._summary import RunSummary
 from tmem_core.results import MEMORY_STAGE, calls_store, stage_store
 from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
 from tmem_core.schema import Message, Question

@@ -21,7 +21,8 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from tmem_core.evaluation import question_block
-from tmem_core.llm import ChatRequest, TokenCounter
+from tmem_core.llm import ChatRequest
+from tmem_core.llm._tokens import TokenCounter
 from tmem_core.methods._base import Evidence
 from tmem_core.methods._context import LLM, Context, ContextMethod, render_message
 from tmem_core.methods._record import READ, SHOWN, Basis, Degradation, Record, Usage

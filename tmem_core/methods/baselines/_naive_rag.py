@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tmem_core._errors import check_range
+from tmem_core import check_range
 from tmem_core.methods._base import Evidence, evidence
 from tmem_core.methods._context import ContextMethod
 from tmem_core.methods._flat import ranked

@@ -35,15 +35,9 @@ from typing import Any, Literal
 
 from tmem_core import check_range
 from tmem_core.evaluation import question_block
-from tmem_core.llm import (
-    BackboneConfig,
-    ChatMessage,
-    ChatRequest,
-    ChatResponse,
-    TokenCounter,
-    count_chat_tokens,
-    counter_for,
-)
+from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse
+from tmem_core.llm._tokens import TokenCounter, count_chat_tokens, counter_for
+from tmem_core.llm._types import ChatMessage
 from tmem_core.methods._base import Evidence, evidence
 from tmem_core.methods._context import (
     LLM,

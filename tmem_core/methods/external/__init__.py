@@ -12,13 +12,8 @@ Bundled: `mem0` (Mem0, extra `mem0`) and `graphiti` (Graphiti on embedded Kuzu, 
 `graphiti`).
 """
 
-from tmem_core.methods.external._record import SystemRecord
 from tmem_core.methods.external._registry import memory_system
-from tmem_core.methods.external._system import MemorySystem, Recalled
 
 __all__ = [
-    "MemorySystem",
-    "Recalled",
-    "SystemRecord",
     "memory_system",
 ]

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tmem_core._errors import ConfigError
-from tmem_core.llm import AccountingEndpoint
+from tmem_core import ConfigError
+from tmem_core.llm._accounting_server import AccountingEndpoint
 from tmem_core.methods.external._isolated import IsolatedEnv, WorkerSystem
 from tmem_core.methods.external._registry import memory_system
 from tmem_core.methods.external._system import MemorySystem

@@ -22,8 +22,8 @@ from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tmem_core._errors import EngineError, check_range
-from tmem_core.llm import AccountingEndpoint
+from tmem_core import EngineError, check_range
+from tmem_core.llm._accounting_server import AccountingEndpoint
 from tmem_core.methods._context import render_message
 from tmem_core.methods.external._registry import memory_system
 from tmem_core.methods.external._system import Recalled

@@ -32,15 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tmem_core._errors import EngineError
-from tmem_core._typed import FieldError
-from tmem_core.llm import AccountingEndpoint
+from tmem_core import ConfigError, EngineError, check_range
+from tmem_core.llm._accounting_server import AccountingEndpoint
 from tmem_core.methods.external._registry import memory_system
 from tmem_core.methods.external._system import MemorySystem, Recalled
 from tmem_core.methods.external._wire import (
     ReplyShape,
     batches,
-    check_positive,
     endpoint_values,
     parse_json,
 )
@@ -55,7 +53,7 @@ _QUERY = _VALUES - {"messages"}
 def _check_names(key: str, template: str, allowed: set[str]) -> None:
     unknown = sorted(set(_NAME.findall(template)) - allowed)
     if unknown:
-        raise FieldError(key, f"unknown placeholder {{{{{unknown[0]}}}}}; allowed: "
+        raise ConfigError(key, f"unknown placeholder {{{{{unknown[0]}}}}}; allowed: "
                               f"{', '.join(sorted(allowed))}")
 
 
@@ -77,20 +75,20 @@ class HttpParams:
         for key, allowed in (("ingest_url", _INGEST), ("query_url", _QUERY)):
             url = getattr(self, key)
             if url and not url.startswith(("http://", "https://")):
-                raise FieldError(key, f"an http(s) URL is required, got {url!r}")
+                raise ConfigError(key, f"an http(s) URL is required, got {url!r}")
             _check_names(key, url, allowed)
         for key, allowed, needed in (("ingest_body", _INGEST, "messages"),
                                      ("query_body", _QUERY, "query")):
             template = getattr(self, key)
             _check_names(key, template, allowed)
             if "{{" + needed + "}}" not in template:
-                raise FieldError(key, f"the template never sends {{{{{needed}}}}}")
+                raise ConfigError(key, f"the template never sends {{{{{needed}}}}}")
             try:
                 json.loads(_NAME.sub("0", template))
             except json.JSONDecodeError as exc:
-                raise FieldError(key, f"not a JSON template ({exc})") from None
-        check_positive("batch", self.batch)
-        check_positive("timeout_s", self.timeout_s)
+                raise ConfigError(key, f"not a JSON template ({exc})") from None
+        check_range("batch", self.batch, key="batch")
+        check_range("timeout_s", self.timeout_s, 0, above=True, key="timeout_s")
 
     def __hash__(self) -> int:
         return hash((self.ingest_url, self.query_url, self.ingest_body, self.query_body))
@@ -99,11 +97,7 @@ class HttpParams:
 def _configured(params: HttpParams) -> None:
     for key in ("ingest_url", "query_url"):
         if not getattr(params, key):
-            raise FieldError(key, "the service's URL is required")
-
-
-class HttpFailed(EngineError):
-    """The service answered an error status, or could not be reached."""
+            raise ConfigError(key, "the service's URL is required")
 
 
 class HttpSystem:
@@ -136,9 +130,9 @@ class HttpSystem:
             with urllib.request.urlopen(request, timeout=self.params.timeout_s) as response:
                 text = response.read().decode()
         except urllib.error.HTTPError as exc:
-            raise HttpFailed(f"POST {target}: {exc.code} {exc.read().decode()[:300]}") from None
+            raise EngineError(f"POST {target}: {exc.code} {exc.read().decode()[:300]}") from None
         except urllib.error.URLError as exc:
-            raise HttpFailed(f"POST {target}: {exc.reason}") from None
+            raise EngineError(f"POST {target}: {exc.reason}") from None
         return parse_json(text, f"the reply of {target}")
 
 

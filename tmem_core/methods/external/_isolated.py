@@ -33,7 +33,8 @@ from typing import IO, Any
 
 from filelock import FileLock
 
-from tmem_core.llm import AccountingEndpoint
+from tmem_core import EngineError
+from tmem_core.llm._accounting_server import AccountingEndpoint
 from tmem_core.methods._context import render_message
 from tmem_core.methods.external._system import Recalled
 from tmem_core.retrieval import cache_root
@@ -42,10 +43,6 @@ from tmem_core.schema import Message
 COMPARATORS = Path(__file__).resolve().parents[3] / "comparators"
 _LOCKS = ("requirements.lock", "requirements-nodeps.txt")
 _READY = ".ready.json"
-
-
-class WorkerFailed(RuntimeError):
-    """The worker answered an error, or died."""
 
 
 @dataclass(frozen=True)
@@ -189,7 +186,7 @@ class WorkerSystem:
                 stdin.write(json.dumps(request) + "\n")
                 stdin.flush()
             except BrokenPipeError as exc:
-                raise WorkerFailed(f"the worker exited ({self._process.poll()}); see "
+                raise EngineError(f"the worker exited ({self._process.poll()}); see "
                                    f"{self._log.name}") from exc
             return self._read()
 
@@ -198,11 +195,11 @@ class WorkerSystem:
         assert out is not None
         line = out.readline()
         if not line:
-            raise WorkerFailed(f"the worker exited ({self._process.wait()}); see "
+            raise EngineError(f"the worker exited ({self._process.wait()}); see "
                                f"{self._log.name}")
         reply = json.loads(line)
         if "error" in reply:
-            raise WorkerFailed(reply["error"])
+            raise EngineError(reply["error"])
         return reply["ok"]
 
 

@@ -29,16 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tmem_core._errors import EngineError
-from tmem_core._typed import FieldError
-from tmem_core.llm import AccountingEndpoint
+from tmem_core import ConfigError, DataError, EngineError, check_range
+from tmem_core.llm._accounting_server import AccountingEndpoint
 from tmem_core.methods.external._registry import memory_system
 from tmem_core.methods.external._system import MemorySystem, Recalled
 from tmem_core.methods.external._wire import (
-    ReplyError,
     ReplyShape,
     batches,
-    check_positive,
     endpoint_values,
     parse_json,
 )
@@ -65,14 +62,14 @@ class McpParams:
 
     def __post_init__(self) -> None:
         if self.command and self.url:
-            raise FieldError("url", "give the server's command or its url, not both")
+            raise ConfigError("url", "give the server's command or its url, not both")
         if self.url and not self.url.startswith(("http://", "https://")):
-            raise FieldError("url", f"not an http(s) URL: {self.url!r}")
+            raise ConfigError("url", f"not an http(s) URL: {self.url!r}")
         for key in ("ingest_tool", "query_tool", "messages_argument", "query_argument"):
             if not getattr(self, key):
-                raise FieldError(key, "cannot be empty")
-        check_positive("batch", self.batch)
-        check_positive("timeout_s", self.timeout_s)
+                raise ConfigError(key, "cannot be empty")
+        check_range("batch", self.batch, key="batch")
+        check_range("timeout_s", self.timeout_s, 0, above=True, key="timeout_s")
 
     def __hash__(self) -> int:
         return hash((self.command, self.url, tuple(sorted(self.env.items()))))
@@ -80,11 +77,7 @@ class McpParams:
 
 def _configured(params: McpParams) -> None:
     if not (params.command or params.url):
-        raise FieldError("command", "name the server: its command (stdio) or its url")
-
-
-class McpFailed(EngineError):
-    """The server could not be reached, or a tool answered an error."""
+        raise ConfigError("command", "name the server: its command (stdio) or its url")
 
 
 class _Session:
@@ -105,7 +98,7 @@ class _Session:
     def call(self, tool: str, arguments: dict[str, Any]) -> Any:
         """The tool's result as JSON."""
         if self._loop is None or self._queue is None or not self._thread.is_alive():
-            raise McpFailed("the MCP session is closed")
+            raise EngineError("the MCP session is closed")
         done: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self._loop.call_soon_threadsafe(self._queue.put_nowait, (tool, arguments, done))
         return done.result(timeout=self.timeout_s)
@@ -125,7 +118,7 @@ class _Session:
                         done.set_exception(exc)
         except BaseException as exc:  # the server did not start, or the session broke
             if not self._ready.done():
-                self._ready.set_exception(McpFailed(f"cannot open the MCP session: {exc!r}"))
+                self._ready.set_exception(EngineError(f"cannot open the MCP session: {exc!r}"))
 
 
 class McpSystem:
@@ -182,9 +175,9 @@ def _result(tool: str, result: Any) -> Any:
     """A tool result as JSON: its structured content, else its first text block parsed."""
     texts = [block.text for block in result.content if getattr(block, "type", "") == "text"]
     if result.is_error:
-        raise McpFailed(f"tool {tool!r} answered an error: {' '.join(texts)[:500]}")
+        raise EngineError(f"tool {tool!r} answered an error: {' '.join(texts)[:500]}")
     if result.structured_content is not None:
         return result.structured_content
     if not texts:
-        raise ReplyError(f"tool {tool!r} returned neither structured content nor text")
+        raise DataError(f"tool {tool!r} returned neither structured content nor text")
     return parse_json(texts[0], f"tool {tool!r}'s text")

@@ -22,8 +22,8 @@ from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from tmem_core._errors import EngineError
-from tmem_core.llm import AccountingEndpoint
+from tmem_core import EngineError
+from tmem_core.llm._accounting_server import AccountingEndpoint
 from tmem_core.methods.external._registry import memory_system
 from tmem_core.methods.external._system import MemorySystem, Recalled
 from tmem_core.prompts import load_prompt

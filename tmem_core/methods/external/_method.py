@@ -30,8 +30,10 @@ from typing import Any
 
 from filelock import FileLock
 
-from tmem_core._errors import EngineError
-from tmem_core.llm import AccountingEndpoint, CallRecord, EndpointStats, TokenCounter
+from tmem_core import EngineError
+from tmem_core.llm._accounting import CallRecord
+from tmem_core.llm._accounting_server import AccountingEndpoint, EndpointStats
+from tmem_core.llm._tokens import TokenCounter
 from tmem_core.methods._base import Evidence, evidence, prepared
 from tmem_core.methods._context import LLM, Context, render_message
 from tmem_core.methods.external._record import MemoryUsed, SystemRecord, system_record

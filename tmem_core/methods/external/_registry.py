@@ -6,8 +6,7 @@ import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tmem_core._errors import ConfigError
-from tmem_core._typed import FieldError
+from tmem_core import ConfigError
 from tmem_core.methods._context import ContextMethod
 from tmem_core.methods._registry import MethodEnv, NoParams, method
 from tmem_core.methods.external._method import EXTERNAL_VERSION, ExternalMemory, show_recalled
@@ -25,7 +24,7 @@ def memory_system(name: str, *, description: str, config: type[Any] = NoParams,
     (`prompts`: the bundled prompts the system's adapter renders; `environment`: what a
     run's contract says of the system's own environment, if it has one; `check`: what the
     parameters must say beyond their defaults, checked when the method is built, a
-    `FieldError` reported as a `ConfigError` at `methods.<name>.<key>`)."""
+    `ConfigError` about one of its keys reported at `methods.<name>.<key>`)."""
 
     def register(factory: SystemFactory[P]) -> SystemFactory[P]:
         spec = SystemSpec(name, factory, config, description, extra, tuple(imports))
@@ -49,7 +48,7 @@ def memory_system(name: str, *, description: str, config: type[Any] = NoParams,
 def _check_params(check: Callable[[P], None], params: P, method_name: str) -> None:
     try:
         check(params)
-    except FieldError as exc:
+    except ConfigError as exc:  # about one of its own keys
         raise ConfigError(f"methods.{method_name}.{exc.key}", exc.reason) from None
 
 

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from tmem_core.llm import AccountingEndpoint
+from tmem_core.llm._accounting_server import AccountingEndpoint
 from tmem_core.schema import Message
 
 P = TypeVar("P")

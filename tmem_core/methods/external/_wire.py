@@ -14,15 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tmem_core._errors import DataError
-from tmem_core._typed import FieldError
-from tmem_core.llm import AccountingEndpoint
+from tmem_core import ConfigError, DataError
+from tmem_core.llm._accounting_server import AccountingEndpoint
 from tmem_core.methods.external._system import Recalled
 from tmem_core.schema import Message
-
-
-class ReplyError(DataError):
-    """A reply that does not have the configured shape."""
 
 
 @dataclass(frozen=True)
@@ -41,20 +36,20 @@ class ReplyShape:
 
     def __post_init__(self) -> None:
         if not self.text:
-            raise FieldError("text", "the path to an item's text cannot be empty")
+            raise ConfigError("text", "the path to an item's text cannot be empty")
 
     def recalled(self, reply: Any) -> list[Recalled]:
         """The items of `reply`, in its order."""
         items = _at(reply, self.items)
         if not isinstance(items, list):
-            raise ReplyError(f"{self.items or 'the reply'} is {type(items).__name__}, "
+            raise DataError(f"{self.items or 'the reply'} is {type(items).__name__}, "
                              f"not a list of items")
         return [self._item(item, i) for i, item in enumerate(items)]
 
     def _item(self, item: Any, position: int) -> Recalled:
         text = _at(item, self.text)
         if not isinstance(text, str):
-            raise ReplyError(f"item {position}: {self.text} is not a string")
+            raise DataError(f"item {position}: {self.text} is not a string")
         ids = _optional(item, self.source_ids) or ()
         ids = (ids,) if isinstance(ids, str | int) else ids
         when = _optional(item, self.timestamp)
@@ -83,16 +78,11 @@ def endpoint_values(endpoint: AccountingEndpoint) -> dict[str, str]:
             "embedder": endpoint.embedder_id}
 
 
-def check_positive(key: str, value: float) -> None:
-    if value <= 0:
-        raise FieldError(key, f"must be positive, got {value}")
-
-
 def parse_json(text: str, what: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ReplyError(f"{what} is not JSON ({exc}): {text[:200]!r}") from None
+        raise DataError(f"{what} is not JSON ({exc}): {text[:200]!r}") from None
 
 
 def _optional(value: Any, path: str) -> Any:
@@ -108,6 +98,6 @@ def _at(value: Any, path: str, missing: bool = False) -> Any:
         elif missing:
             return None
         else:
-            raise ReplyError(f"the reply has no {path!r} (no {key!r} in "
+            raise DataError(f"the reply has no {path!r} (no {key!r} in "
                              f"{json.dumps(value)[:200]})")
     return value

@@ -8,18 +8,15 @@ shows one loop.
 
 from tmem_core.methods.t2mem._episodes import fit_lines
 from tmem_core.methods.t2mem._extract import CONTEXT_MARGIN, ConstructionStats
-from tmem_core.methods.t2mem._loop import step_schema
-from tmem_core.methods.t2mem._method import Initial, T2Mem
+from tmem_core.methods.t2mem._method import T2Mem
 from tmem_core.methods.t2mem._record import LoopRecord
 from tmem_core.methods.t2mem._render import render_trace
 
 __all__ = [
     "CONTEXT_MARGIN",
     "ConstructionStats",
-    "Initial",
     "LoopRecord",
     "T2Mem",
     "fit_lines",
     "render_trace",
-    "step_schema",
 ]

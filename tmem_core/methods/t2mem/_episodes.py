@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Literal
 
-from tmem_core.llm import TokenCounter
+from tmem_core.llm._tokens import TokenCounter
 from tmem_core.methods._context import render_message
 from tmem_core.methods.t2mem._config import EpisodeMode
 from tmem_core.retrieval import Conversation, document_text

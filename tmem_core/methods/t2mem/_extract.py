@@ -22,19 +22,11 @@ from typing import Any
 
 from filelock import FileLock
 
-from tmem_core.llm import (
-    GATING_PRIORITY,
-    BackboneConfig,
-    CallRecord,
-    ChatRequest,
-    ChatResponse,
-    TokenCounter,
-    Usage,
-    count_chat_tokens,
-    gating_wait,
-    object_schema,
-    request_hash,
-)
+from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, Usage, request_hash
+from tmem_core.llm._accounting import CallRecord
+from tmem_core.llm._gating import gating_wait
+from tmem_core.llm._tokens import TokenCounter, count_chat_tokens
+from tmem_core.llm._types import GATING_PRIORITY, object_schema
 from tmem_core.methods._context import LLM
 from tmem_core.methods.t2mem._config import T2MemConfig
 from tmem_core.methods.t2mem._episodes import Episode, fit_lines

@@ -26,14 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tmem_core.evaluation import question_block
-from tmem_core.llm import (
-    BackboneConfig,
-    ChatRequest,
-    ChatResponse,
-    TokenCounter,
-    count_chat_tokens,
-    object_schema,
-)
+from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse
+from tmem_core.llm._tokens import TokenCounter, count_chat_tokens
+from tmem_core.llm._types import object_schema
 from tmem_core.methods._context import LLM
 from tmem_core.methods._reasoning import ANSWER_ALLOWANCE, CHARS_PER_TOKEN
 from tmem_core.methods.t2mem._config import Action, T2MemConfig

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from tmem_core.llm import BackboneConfig, TokenCounter, counter_for, gating_work
+from tmem_core.llm import BackboneConfig
+from tmem_core.llm._gating import gating_work
+from tmem_core.llm._tokens import TokenCounter, counter_for
 from tmem_core.methods._base import Evidence, evidence, prepared
 from tmem_core.methods._context import LLM, Context, ContextMethod
 from tmem_core.methods._record import Usage

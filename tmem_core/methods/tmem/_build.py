@@ -27,7 +27,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tmem_core.evaluation import question_block
-from tmem_core.llm import ChatRequest, TokenCounter, object_schema
+from tmem_core.llm import ChatRequest
+from tmem_core.llm._tokens import TokenCounter
+from tmem_core.llm._types import object_schema
 from tmem_core.methods._context import LLM
 from tmem_core.methods.tmem._forest import PROPOSABLE, Forest, Node, Proposal, Relation, Repair
 from tmem_core.methods.tmem._linearise import message_line

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tmem_core.llm import TokenCounter
+from tmem_core.llm._tokens import TokenCounter
 from tmem_core.retrieval import lexical_tokens
 from tmem_core.schema import Question
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from tmem_core.llm import TokenCounter
+from tmem_core.llm._tokens import TokenCounter
 from tmem_core.methods.tmem._compress import Compression, Item, QueryTerms, compress, mandatory_text
 from tmem_core.methods.tmem._forest import Forest, Node
 from tmem_core.methods.tmem._linearise import Linearised, linearise, node_line

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tmem_core.evaluation import question_block
-from tmem_core.llm import ChatRequest, ChatResponse, object_schema
+from tmem_core.llm import ChatRequest, ChatResponse
+from tmem_core.llm._types import object_schema
 from tmem_core.methods._context import LLM
 from tmem_core.methods.tmem._discovery import Candidate, Interval
 from tmem_core.methods.tmem._linearise import message_line

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tmem_core.llm import TokenCounter
+from tmem_core.llm._tokens import TokenCounter
 from tmem_core.methods._base import Evidence, evidence
 from tmem_core.methods._context import LLM, Context, ContextKind, ContextMethod
 from tmem_core.methods._registry import MethodEnv, View, method

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tmem_core.llm import TokenCounter
+from tmem_core.llm._tokens import TokenCounter
 from tmem_core.methods._context import Context
 from tmem_core.methods.tmem._forest import EDGE_RELATIONS, Forest
 from tmem_core.methods.tmem._payload import Built
