@@ -11,8 +11,9 @@ from pathlib import Path
 from tests.hashed_embedder import HashEmbedder
 from tests.methods.conftest import chat_messages
 from tmem_core import from_json, to_json
+from tmem_core.evaluation._basis import READ, SHOWN
 from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse, Usage, get_backbone
-from tmem_core.methods import READ, SHOWN, MethodEnv, get_method, method_label
+from tmem_core.methods import MethodEnv, get_method, method_label
 from tmem_core.methods.baselines._lazymem import LazyRecord
 from tmem_core.retrieval import Conversation, IndexStore, cl100k_tokens
 from tmem_core.schema import Question

@@ -31,7 +31,9 @@ from tmem_core.schema import Question, questions_from_table
 
 pytestmark = pytest.mark.slow  # a few minutes on 2 busy cores
 
-CONFIG = T2MemConfig(max_entries=3, max_steps=3)
+# Steps under a reasoning budget of 64 tokens (the paper's Figure 2 axis): without one, a step
+# of SmolLM2 may write to its 1,024-token limit, minutes per step on two busy cores.
+CONFIG = T2MemConfig(max_entries=3, max_steps=3, reasoning_budget=64)
 
 
 def patient_smollm2() -> BackboneConfig:

@@ -6,10 +6,11 @@ import json
 from datetime import datetime
 
 from tmem_core import to_json
+from tmem_core.evaluation._basis import READ, SHOWN, UNTRACEABLE
 from tmem_core.methods import Record
 from tmem_core.methods.external._record import MemoryUsed, system_record
 from tmem_core.methods.external._system import Recalled
-from tmem_core.results._evidence import READ, SHOWN, UNTRACEABLE, evidence_basis
+from tmem_core.results._evidence import evidence_basis
 
 AT = datetime(2024, 3, 1, 9, 30)
 

@@ -233,7 +233,7 @@ import json, sys
 from pathlib import Path
 import pyarrow as pa
 from tests.results.test_store import SCHEMA_TEXT
-from tmem_core.results import StageStore
+from tmem_core.results._store import StageStore
 store = StageStore(Path(sys.argv[1]), "construct", SCHEMA_TEXT)
 latest, failures = store.latest(), store.failures()
 peak = pa.default_memory_pool().max_memory()

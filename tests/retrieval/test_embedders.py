@@ -14,7 +14,7 @@ import pytest
 from tmem_core import ConfigError
 from tmem_core.benchmarks import LoadRequest, build
 from tmem_core.pipeline import parse_sweep
-from tmem_core.pipeline._config import Allowed
+from tmem_core.pipeline._config_load import Allowed
 from tmem_core.retrieval import Conversation, EmbedderConfig, IndexStore, MiniLMEmbedder
 from tmem_core.retrieval._embedders import BGE_M3, MINILM, SentenceEmbedder
 from tmem_core.schema import Message, messages_from_table

@@ -34,7 +34,8 @@ class BackendSpec:
     in_process: bool = False
 
 
-BACKENDS: Registry[BackendSpec] = Registry("backend", ("tmem_core.llm._sim",))
+BACKENDS: Registry[BackendSpec] = Registry("backend", (
+    "tmem_core.llm._sim", "tmem_core.llm._serve"))
 """The backends; the simulated engine's module registers it at the first lookup (the others
 register as the package imports them)."""
 

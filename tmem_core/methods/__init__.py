@@ -12,14 +12,7 @@ from tmem_core.methods._context import LLM, MESSAGE_ID, Context, ContextMethod, 
 from tmem_core.methods._flat import ranked
 from tmem_core.methods._reasoning import CHAIN, boxed_answer, final_answer, reasoning_budget
 from tmem_core.methods._recall import evidence_recall_at_k
-from tmem_core.methods._record import (
-    READ,
-    SHOWN,
-    UNTRACEABLE,
-    Record,
-    record_columns,
-    stored_basis,
-)
+from tmem_core.methods._record import Record, record_columns
 from tmem_core.methods._registry import (
     Check,
     MethodEnv,
@@ -37,9 +30,6 @@ __all__ = [
     "CHAIN",
     "LLM",
     "MESSAGE_ID",
-    "READ",
-    "SHOWN",
-    "UNTRACEABLE",
     "Check",
     "Context",
     "ContextMethod",
@@ -62,5 +52,4 @@ __all__ = [
     "record_columns",
     "refuse_renamed",
     "render_message",
-    "stored_basis",
 ]

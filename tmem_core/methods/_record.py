@@ -29,15 +29,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from typing import Any
 
 from tmem_core import to_json
-from tmem_core._typed import build_config
-
-Basis = Literal["shown", "read", "untraceable"]
-SHOWN: Basis = "shown"
-READ: Basis = "read"
-UNTRACEABLE: Basis = "untraceable"
+from tmem_core.evaluation._basis import SHOWN, Basis
 
 
 @dataclass(frozen=True)
@@ -95,14 +90,3 @@ def record_columns(record: Record) -> dict[str, str | None]:
     return {"payload": to_json(record),
             "degradation": json.dumps(record.degradation.counters(), sort_keys=True),
             "steps": None if steps is None else to_json(steps)}
-
-
-def stored_basis(payload: str | None) -> tuple[Basis, tuple[str, ...]] | None:
-    """The basis and linked ids of a stored record of any method (its common part, checked as
-    `Record`); None for none, or a record written before records kept a basis."""
-    data = json.loads(payload) if payload else None
-    if not isinstance(data, dict) or "basis" not in data:
-        return None
-    common = build_config(Record, {k: data[k] for k in ("basis", "linked_ids") if k in data},
-                          "Record")
-    return common.basis, common.linked_ids

@@ -23,7 +23,7 @@ import json
 
 import polars as pl
 
-from tmem_core.methods import UNTRACEABLE
+from tmem_core.evaluation._basis import UNTRACEABLE
 from tmem_core.reports import _stats as stats
 from tmem_core.reports._intervals import INTERVAL_SCHEMA, interval_columns
 from tmem_core.reports._metrics import ALL_GOLD

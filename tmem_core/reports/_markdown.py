@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from tmem_core.methods import SHOWN
+from tmem_core.evaluation._basis import SHOWN
 from tmem_core.reports._cells import ci_cell, fmt, markdown_table, signed, with_ci
 from tmem_core.reports._compare import COMPARED, SWEEP, Comparison
 from tmem_core.reports._metrics import LLM_STAGES, PHASE

@@ -8,7 +8,7 @@ from statistics import fmean
 import polars as pl
 
 from tmem_core.evaluation import evidence_recall
-from tmem_core.methods import UNTRACEABLE
+from tmem_core.evaluation._basis import UNTRACEABLE
 from tmem_core.reports._intervals import in_group, per_question, score_intervals, with_intervals
 from tmem_core.results import MEMORY_STAGE, RECORD_STAGES, SCOPE, with_overall
 from tmem_core.results._accuracy import CORRECT_AT, score_accuracy

@@ -22,7 +22,7 @@ import json
 
 import pyarrow as pa
 
-from tmem_core.methods import READ, SHOWN, UNTRACEABLE, stored_basis
+from tmem_core.evaluation._basis import READ, SHOWN, UNTRACEABLE, stored_basis
 
 MEMORY_KIND = "memory"
 BASIS_COLUMNS = ("evidence_basis", "linked_ids")

@@ -7,7 +7,8 @@ import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from tmem_core.methods import UNTRACEABLE, render_message
+from tmem_core.evaluation._basis import UNTRACEABLE
+from tmem_core.methods import render_message
 from tmem_core.results import MEMORY_STAGE, RECORD_STAGES
 from tmem_core.results._evidence import evidence_basis
 from tmem_core.results._layout import CALIBRATION_STAGE, MEMORY_QUALITY_STAGE

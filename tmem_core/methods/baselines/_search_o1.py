@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from tmem_core import check_range
 from tmem_core.evaluation import question_block
+from tmem_core.evaluation._basis import READ, Basis
 from tmem_core.llm import BackboneConfig, ChatRequest, ChatResponse
 from tmem_core.llm._tokens import TokenCounter, count_chat_tokens, counter_for
 from tmem_core.llm._types import ChatMessage
@@ -47,7 +48,7 @@ from tmem_core.methods._context import (
     render_message,
 )
 from tmem_core.methods._reasoning import CHAIN, ReasonedSteps, boxed_answer
-from tmem_core.methods._record import READ, Basis, Degradation, Record, Steps, Usage
+from tmem_core.methods._record import Degradation, Record, Steps, Usage
 from tmem_core.methods._registry import MethodEnv, method
 from tmem_core.methods.t2mem import CONTEXT_MARGIN, fit_lines
 from tmem_core.prompts import load_prompt

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tmem_core.methods._record import READ, SHOWN, UNTRACEABLE, Basis, Degradation, Record
+from tmem_core.evaluation._basis import READ, SHOWN, UNTRACEABLE, Basis
+from tmem_core.methods._record import Degradation, Record
 from tmem_core.methods.external._system import Recalled
 
 

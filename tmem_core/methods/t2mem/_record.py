@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tmem_core.methods._record import READ, Basis, Degradation, Record, Steps, Usage
+from tmem_core.evaluation._basis import READ, Basis
+from tmem_core.methods._record import Degradation, Record, Steps, Usage
 from tmem_core.methods.t2mem._config import T2MemConfig
 
 
