@@ -62,7 +62,8 @@ def test_every_registered_benchmark_has_a_protocol_whose_prompts_exist() -> None
         protocol = get_benchmark(name).protocol
         assert protocol.judge_prompts, name
         for prompt in protocol.judge_prompts:
-            assert load_prompt(prompt).labels, (name, prompt)  # a judge: it has verdicts
+            judge = load_prompt(prompt)  # a judge: its verdicts, or how its reply is read
+            assert judge.labels or judge.header("reply"), (name, prompt)
 
 
 def test_a_plugin_that_cannot_be_imported_is_a_config_error(tmp_path: Path) -> None:

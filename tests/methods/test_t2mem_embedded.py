@@ -84,7 +84,9 @@ def test_extraction_and_loop_on_smollm2(
     method = T2Mem(store, CONFIG, budget=2048)
     stats = method.prepare(conv_id, client)
     assert (stats.mode, stats.episodes, stats.extracted) == (mode, 3, 3)
-    assert not stats.failed and stats.entries > 0 and stats.usage.prompt_tokens > 0
+    # with no character caps on entries (the paper's settings) SmolLM2 may break an episode's
+    # JSON: that episode is on record as failed, the others hold the memory
+    assert len(stats.failed) < 3 and stats.entries > 0 and stats.usage.prompt_tokens > 0
     assert {c.stage for c in stats.calls} == {"memory"}
     question = data[1][conv_id]
     found = method.retrieve(question)
@@ -105,10 +107,14 @@ def test_extraction_and_loop_on_smollm2(
 def test_a_second_run_makes_no_extraction_call(
         store: IndexStore, client: LLMClient) -> None:
     first = {c: T2Mem(store, CONFIG).prepare(c, client) for c in store.conversations}
+    failed = {c: len(stats.failed) for c, stats in first.items()}
     with open_client(patient_smollm2()) as fresh:
         again = {c: T2Mem(store, CONFIG).prepare(c, fresh) for c in store.conversations}
-        assert fresh.records == []
-        assert isinstance(fresh.backend, LazyBackend) and not fresh.backend.started
+        assert all(r.stage == "memory" for r in fresh.records)  # only failed episodes again
+        if not any(failed.values()):
+            assert fresh.records == []
+            assert isinstance(fresh.backend, LazyBackend) and not fresh.backend.started
     for conv_id, stats in again.items():
-        assert stats.extracted == 0 and stats.reused == stats.episodes == 3
-        assert stats.entries == first[conv_id].entries
+        assert stats.reused >= stats.episodes - failed[conv_id] and stats.episodes == 3
+        if not failed[conv_id]:
+            assert stats.extracted == 0 and stats.entries == first[conv_id].entries

@@ -19,7 +19,9 @@ pytestmark = pytest.mark.slow
 SCRIPT = textwrap.dedent("""\
     import json, time
     import ray
-    from tmem_core.llm import ChatMessage, ChatRequest, parse_backbones
+    from tmem_core.llm import ChatRequest
+    from tmem_core.llm._config import parse_backbones
+    from tmem_core.llm._types import ChatMessage
     from tmem_core.pipeline import init_ray
     from tmem_core.pipeline._engine import ReplicaRouter
     from tmem_core.pipeline._replicas import engine_handles

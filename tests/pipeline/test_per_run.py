@@ -107,7 +107,7 @@ class Sleepy:
     name = "answer"
 
     def __init__(self, run_dir: Path) -> None:
-        self.job = SimpleNamespace(run=SimpleNamespace(run_id="r0"))
+        self.job = SimpleNamespace(run_id="r0")
         self.probe = Probe()
         self.store = StageStore(run_dir, "answer", stage_schema())
         self.request_cache = RequestCache(run_dir / "requests.sqlite", write_behind=True)

@@ -146,11 +146,12 @@ def test_a_backbone_model_changed_under_its_name_redoes_its_answers_or_refuses(
 
 
 def _changed_prompt_dir(tmp: Path) -> Path:
-    """A copy of the bundled prompts whose synthetic judge prompt says one thing more."""
+    """A copy of the bundled prompts whose flat answer prompt says one thing more (a judge
+    prompt is in the run's id: a changed one makes another run, not a redo)."""
     copy = tmp / "prompts"
     shutil.copytree(_prompt.PROMPT_DIR, copy)
-    judge = copy / "judge" / "synthetic.v1.txt"
-    judge.write_text(judge.read_text().replace("[user]", "Be strict.\n[user]", 1))
+    answer = copy / "answer" / "flat.v2.txt"
+    answer.write_text(answer.read_text().replace("[user]", "Be brief.\n[user]", 1))
     return copy
 
 
@@ -179,12 +180,14 @@ def test_a_changed_prompt_file_redoes_its_stage_and_records_without_hashes_are_r
     finally:
         _prompt.load_prompt.cache_clear()
     redone = [line for line in lines if line.endswith(": redone")]
-    assert redone == [f"run {run_dir.name}: stage judge: {before['judge'] + before['calibration']}"
-                      f" stored records were made with a different prompt judge/synthetic: "
-                      f"redone"]
+    changed = "stored records were made with a different prompt answer/flat: redone"
+    assert redone == [f"run {run_dir.name}: stage answer: {before['answer']} {changed}",
+                      f"run {run_dir.name}: stage judge: "
+                      f"{before['judge'] + before['calibration']} {changed}"]
     after = _rows(run_dir)
-    assert {s: after[s] for s in ("retrieve", "construct", "answer")} == {
-        s: before[s] for s in ("retrieve", "construct", "answer")}
+    assert {s: after[s] for s in ("retrieve", "construct")} == {
+        s: before[s] for s in ("retrieve", "construct")}
+    assert after["answer"] == 2 * before["answer"]
     assert after["judge"] == 2 * before["judge"]
     assert after["calibration"] == 2 * before["calibration"]
 
@@ -198,7 +201,7 @@ def test_a_changed_prompt_file_redoes_its_stage_and_records_without_hashes_are_r
         _prompt.load_prompt.cache_clear()
     assert (f"run {run_dir.name}: stage answer: 3 stored records carry no dependency hashes "
             f"(written before they were recorded): redone") in lines
-    assert _rows(run_dir)["answer"] == 2 * before["answer"]
+    assert _rows(run_dir)["answer"] == 3 * before["answer"]  # written, redone, redone again
 
 
 def _statuses(sweep: Path) -> dict[str, str]:

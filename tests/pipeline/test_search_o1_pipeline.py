@@ -48,7 +48,8 @@ def test_search_o1_runs_every_stage_on_smollm2(ray_address: str, tmp_path: Path,
             assert all(c["prompt_tokens"] > 0 for c in mine if c["ok"]) and any(
                 c["ok"] for c in mine)
             shown = {i for s in chain.calls for i in s.get("ids", [])}
-            assert set(record["context_ids"]) == shown and shown
+            assert set(record["context_ids"]) == shown
+            assert shown or not chain.queries  # documents read whenever it searched
             assert 0 < record["tokens"] <= 512 and record["kind"] == CHAIN
         answers = {r["qid"]: r for r in stage_store(run_dir, "answer").latest().to_pylist()}
         assert all(answers[r["qid"]]["prediction"] == boxed_answer(r["context"])

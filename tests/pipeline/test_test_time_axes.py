@@ -21,6 +21,7 @@ from tests.ray_head import ROOT
 from tmem_core import ConfigError
 from tmem_core.pipeline import load_sweep, parse_sweep, run_sweep
 from tmem_core.pipeline._config import RunSpec, method_version
+from tmem_core.pipeline._judges import judge_prompt_identity
 from tmem_core.reports import read_sweep, summarise
 from tmem_core.reports._markdown import Report
 from tmem_core.results import calls_store, stage_store
@@ -111,7 +112,9 @@ def _main_run_id(run: RunSpec) -> str:
     identity = {"benchmark": benchmark, "method": run.method,
                 **method_version(run.method), "params": dict(run.params),
                 "backbone": run.backbone, "judges": list(run.judges), "top_k": run.top_k,
-                "budget": run.budget, "judge_repeats": run.judge_repeats, "judge_prompts": {}}
+                "budget": run.budget, "judge_repeats": run.judge_repeats,
+                "judge_prompts": judge_prompt_identity(run.benchmark.name, run.judge_prompts),
+                **run.embedder.identity()}
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
     return f"{run.benchmark.name}_{run.method}_{run.backbone}_k{run.top_k}_b{run.budget}_" \
            f"{digest[:8]}"
